@@ -1,0 +1,724 @@
+package indexer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// span is a physical source range: 1-based line and byte column of the
+// start, and of the position just after the end.
+type span struct {
+	startLine, startCol, endLine, endCol int
+}
+
+// nodeRow is one row of nodes (see the package doc for the columns).
+type nodeRow struct {
+	id, kind  string
+	name      sql.Null[string]
+	packageID sql.Null[string]
+	fileID    sql.Null[string]
+	pos       *span
+	origin    string
+}
+
+// edgeRow is one row of edges.
+type edgeRow struct {
+	src, dst, kind, variant string
+}
+
+// packageRow is one row of packages.
+type packageRow struct {
+	id, goID, importPath string
+	name, dir            sql.Null[string]
+	modulePath           sql.Null[string]
+	moduleVersion        sql.Null[string]
+	moduleDir            sql.Null[string]
+	moduleMain           sql.Null[bool]
+	variant              string
+	forTest              sql.Null[string]
+	illTyped             bool
+	errorCount           int
+}
+
+// fileRow is one row of files.
+type fileRow struct {
+	id, packageID, path, name      string
+	relPath                        sql.Null[string]
+	isTest                         bool
+	generated                      sql.Null[bool]
+	synthesized, compiled, indexed bool
+	sha256                         sql.Null[string]
+	sizeBytes, lines               sql.Null[int64]
+}
+
+// typeRow is one row of types.
+type typeRow struct {
+	id, packageID, name, typeKind string
+	exported                      bool
+	typeParams                    int
+	resolved                      bool
+}
+
+// funcRow is one row of funcs (functions and methods).
+type funcRow struct {
+	id, packageID, name string
+	isMethod            bool
+	receiver            sql.Null[string]
+	receiverTypeName    sql.Null[string]
+	receiverPointer     sql.Null[bool]
+	receiverTypeID      sql.Null[string]
+	exported            bool
+	typeParams          int
+	signature           sql.Null[string]
+	resolved            bool
+}
+
+// importRow is one row of imports.
+type importRow struct {
+	packageID, importPath, importedID string
+	importedIndexed                   bool
+}
+
+// loadErrorRow is one row of load_errors; seq is assigned on insert.
+type loadErrorRow struct {
+	packageID      sql.Null[string]
+	goID, kind     string
+	position, file sql.Null[string]
+	line, col      sql.Null[int64]
+	message        string
+}
+
+// graph is the whole database content, in insertion order. Every slice is
+// built in a deterministic order so that the same inputs give the same file.
+type graph struct {
+	packageNodes []nodeRow // indexed packages, then dependencies
+	fileNodes    []nodeRow
+	declNodes    []nodeRow
+	edges        []edgeRow
+	packages     []packageRow
+	files        []fileRow
+	types        []typeRow
+	funcs        []funcRow
+	imports      []importRow
+	loadErrors   []loadErrorRow
+
+	modulePaths        []string
+	unmatched          int
+	packagesWithErrors int
+	packagesIllTyped   int
+	// packagesFailed counts packages with load errors or ill-typed.
+	packagesFailed int
+	// digests maps a source file's module-qualified path to its SHA-256 hex
+	// ("" when unreadable); it feeds Snapshot.ID.
+	digests map[string]string
+}
+
+func (g *graph) counts() Counts {
+	c := Counts{
+		Packages:           len(g.packages),
+		Files:              len(g.files),
+		Types:              len(g.types),
+		Imports:            len(g.imports),
+		LoadErrors:         len(g.loadErrors),
+		PackagesWithErrors: g.packagesWithErrors,
+		PackagesIllTyped:   g.packagesIllTyped,
+		UnmatchedPatterns:  g.unmatched,
+	}
+	for _, f := range g.funcs {
+		if f.isMethod {
+			c.Methods++
+		} else {
+			c.Funcs++
+		}
+	}
+	return c
+}
+
+// matched is the coverage denominator: indexed packages plus patterns that
+// resolved to no package.
+func (g *graph) matched() int { return len(g.packages) + g.unmatched }
+
+// ok is the coverage numerator: indexed packages without load errors that
+// go/packages does not mark ill-typed (a package whose dependency failed has
+// incomplete type information even when it reports no error of its own).
+func (g *graph) ok() int { return len(g.packages) - g.packagesFailed }
+
+func (g *graph) coverage() float64 {
+	if g.matched() == 0 {
+		return 0
+	}
+	return float64(g.ok()) / float64(g.matched())
+}
+
+func (g *graph) sourceDigests() []fileDigest {
+	out := make([]fileDigest, 0, len(g.digests))
+	for p, s := range g.digests {
+		out = append(out, fileDigest{Path: p, SHA256: s})
+	}
+	slices.SortFunc(out, func(a, b fileDigest) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// fileContent is what is read from disk once per path.
+type fileContent struct {
+	data []byte
+	sum  string
+	err  error
+}
+
+// builder carries the state of one buildGraph call.
+type builder struct {
+	g        *graph
+	indexed  map[string]bool // package IDs being indexed
+	depNodes map[string]bool // dependency node ids already added
+	content  map[string]*fileContent
+}
+
+// buildGraph turns the load result into database rows. It reads every
+// source file once for its hash.
+func buildGraph(ctx context.Context, res *loadResult) (*graph, error) {
+	b := &builder{
+		g:        &graph{digests: map[string]string{}, unmatched: len(res.unmatched)},
+		indexed:  map[string]bool{},
+		depNodes: map[string]bool{},
+		content:  map[string]*fileContent{},
+	}
+	for _, p := range res.roots {
+		b.indexed[p.ID] = true
+	}
+	modules := map[string]bool{}
+	var deps []nodeRow
+	for _, p := range res.roots {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("indexer: build graph: %w", err)
+		}
+		deps = append(deps, b.addPackage(p)...)
+		if p.Module != nil && p.Module.Path != "" {
+			modules[p.Module.Path] = true
+		}
+	}
+	b.g.packageNodes = append(b.g.packageNodes, deps...)
+	for _, p := range res.testMains {
+		b.addErrors(p, sql.Null[string]{})
+	}
+	for _, p := range res.unmatched {
+		b.addErrors(p, sql.Null[string]{})
+	}
+	for m := range modules {
+		b.g.modulePaths = append(b.g.modulePaths, m)
+	}
+	slices.Sort(b.g.modulePaths)
+	return b.g, nil
+}
+
+func valid[T any](v T) sql.Null[T] { return sql.Null[T]{V: v, Valid: true} }
+
+func nonEmpty(s string) sql.Null[string] { return sql.Null[string]{V: s, Valid: s != ""} }
+
+func packageNodeID(goID string) string { return "pkg:" + goID }
+
+// addPackage adds one root package with its files, declarations, imports
+// and errors, and returns the dependency nodes its imports introduced.
+func (b *builder) addPackage(p *packages.Package) []nodeRow {
+	g := b.g
+	id := packageNodeID(p.ID)
+	variant := packageVariant(p)
+	g.packageNodes = append(g.packageNodes, nodeRow{
+		id: id, kind: "package", name: nonEmpty(p.Name), origin: "indexed",
+	})
+	row := packageRow{
+		id: id, goID: p.ID, importPath: p.PkgPath,
+		name: nonEmpty(p.Name), dir: nonEmpty(p.Dir),
+		variant: variant, forTest: nonEmpty(p.ForTest),
+		illTyped: p.IllTyped,
+	}
+	if row.importPath == "" {
+		row.importPath = p.ID
+	}
+	if m := p.Module; m != nil {
+		row.modulePath = nonEmpty(m.Path)
+		row.moduleVersion = nonEmpty(m.Version)
+		row.moduleDir = nonEmpty(m.Dir)
+		row.moduleMain = valid(m.Main)
+	}
+	before := len(g.loadErrors)
+	b.addErrors(p, valid(id))
+	b.addFiles(p, id, variant)
+	row.errorCount = len(g.loadErrors) - before
+	if row.errorCount > 0 {
+		g.packagesWithErrors++
+	}
+	if row.illTyped {
+		g.packagesIllTyped++
+	}
+	if row.errorCount > 0 || row.illTyped {
+		g.packagesFailed++
+	}
+	g.packages = append(g.packages, row)
+
+	var deps []nodeRow
+	paths := make([]string, 0, len(p.Imports))
+	for path := range p.Imports {
+		paths = append(paths, path)
+	}
+	slices.Sort(paths)
+	for _, path := range paths {
+		imp := p.Imports[path]
+		dst := packageNodeID(imp.ID)
+		indexed := b.indexed[imp.ID]
+		if !indexed && !b.depNodes[dst] {
+			b.depNodes[dst] = true
+			deps = append(deps, nodeRow{id: dst, kind: "package", origin: "dependency"})
+		}
+		g.imports = append(g.imports, importRow{packageID: id, importPath: path, importedID: dst, importedIndexed: indexed})
+		g.edges = append(g.edges, edgeRow{src: id, dst: dst, kind: "imports", variant: variant})
+	}
+	return deps
+}
+
+// addErrors records p's errors, and its module's error if any.
+func (b *builder) addErrors(p *packages.Package, pkgID sql.Null[string]) {
+	for _, e := range p.Errors {
+		r := loadErrorRow{packageID: pkgID, goID: p.ID, kind: errorKind(e.Kind), message: e.Msg}
+		if e.Pos != "" && e.Pos != "-" {
+			r.position = valid(e.Pos)
+			if file, line, col, ok := splitPosition(e.Pos); ok {
+				r.file = valid(file)
+				r.line = valid(int64(line))
+				if col > 0 {
+					r.col = valid(int64(col))
+				}
+			}
+		}
+		b.g.loadErrors = append(b.g.loadErrors, r)
+	}
+	if p.Module != nil && p.Module.Error != nil {
+		b.g.loadErrors = append(b.g.loadErrors, loadErrorRow{
+			packageID: pkgID, goID: p.ID, kind: "module",
+			message: fmt.Sprintf("module %s: %s", p.Module.Path, p.Module.Error.Err),
+		})
+	}
+}
+
+func errorKind(k packages.ErrorKind) string {
+	switch k {
+	case packages.ListError:
+		return "list"
+	case packages.ParseError:
+		return "parse"
+	case packages.TypeError:
+		return "type"
+	default:
+		return "unknown"
+	}
+}
+
+// splitPosition parses go/packages' "file:line:col" or "file:line"; ok is
+// false (and the results zero) for anything else, such as "-".
+func splitPosition(pos string) (file string, line, col int, ok bool) {
+	rest, last, found := cutLast(pos, ":")
+	if !found {
+		return "", 0, 0, false
+	}
+	n, err := strconv.Atoi(last)
+	if err != nil {
+		return "", 0, 0, false
+	}
+	if head, mid, found := cutLast(rest, ":"); found {
+		if m, err := strconv.Atoi(mid); err == nil && head != "" {
+			return head, m, n, true
+		}
+	}
+	if rest == "" {
+		return "", 0, 0, false
+	}
+	return rest, n, 0, true
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
+
+// read returns path's content and SHA-256, reading it at most once.
+func (b *builder) read(path string) *fileContent {
+	if c, ok := b.content[path]; ok {
+		return c
+	}
+	c := &fileContent{}
+	c.data, c.err = os.ReadFile(path)
+	if c.err == nil {
+		s := sha256.Sum256(c.data)
+		c.sum = hex.EncodeToString(s[:])
+	}
+	b.content[path] = c
+	return c
+}
+
+// addFiles records p's Go files and the declarations of its source files.
+func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
+	g := b.g
+	compiled := map[string]bool{}
+	for _, f := range p.CompiledGoFiles {
+		compiled[filepath.Clean(f)] = true
+	}
+	var paths []string
+	seen := map[string]bool{}
+	for _, f := range slices.Concat(p.GoFiles, p.CompiledGoFiles) {
+		f = filepath.Clean(f)
+		if !seen[f] {
+			seen[f] = true
+			paths = append(paths, f)
+		}
+	}
+	slices.Sort(paths)
+	syntax := map[string]*ast.File{}
+	for _, f := range p.Syntax {
+		if tf := p.Fset.File(f.FileStart); tf != nil {
+			syntax[filepath.Clean(tf.Name())] = f
+		}
+	}
+	ids := idAllocator{}
+	firstType, firstFunc := len(g.types), len(g.funcs)
+	pkgDir := filepath.Clean(p.Dir)
+
+	for _, path := range paths {
+		base := filepath.Base(path)
+		fr := fileRow{
+			id:          ids.next("file:" + p.ID + ":" + base),
+			packageID:   pkgID,
+			path:        path,
+			name:        base,
+			isTest:      strings.HasSuffix(base, "_test.go"),
+			synthesized: p.Dir == "" || filepath.Dir(path) != pkgDir,
+			compiled:    compiled[path],
+		}
+		content := b.read(path)
+		if content.err != nil {
+			g.loadErrors = append(g.loadErrors, loadErrorRow{
+				packageID: valid(pkgID), goID: p.ID, kind: "file", file: valid(path),
+				message: fmt.Sprintf("read %s: %v", path, content.err),
+			})
+		} else {
+			fr.sha256 = valid(content.sum)
+			fr.sizeBytes = valid(int64(len(content.data)))
+			fr.lines = valid(countLines(content.data))
+		}
+		if rel, ok := moduleRelPath(p.Module, path); ok {
+			fr.relPath = valid(rel)
+			if !fr.synthesized {
+				g.digests[p.Module.Path+"/"+rel] = content.sum
+			}
+		} else if !fr.synthesized {
+			g.digests[path] = content.sum
+		}
+
+		fset, file, info := p.Fset, syntax[path], p.TypesInfo
+		if file == nil {
+			info = nil
+			fset = token.NewFileSet()
+			if content.err == nil {
+				mode := parser.ParseComments | parser.SkipObjectResolution
+				if fr.synthesized {
+					mode |= parser.PackageClauseOnly
+				}
+				var perr error
+				file, perr = parser.ParseFile(fset, path, content.data, mode)
+				// go/packages already reported parse errors of the files it
+				// compiled; report only what it did not see.
+				if perr != nil && !fr.compiled {
+					g.loadErrors = append(g.loadErrors, loadErrorRow{
+						packageID: valid(pkgID), goID: p.ID, kind: "parse", file: valid(path),
+						message: perr.Error(),
+					})
+				}
+			}
+		}
+		if file != nil {
+			fr.generated = valid(ast.IsGenerated(file))
+		}
+		fr.indexed = file != nil && !fr.synthesized
+		origin := "source"
+		switch {
+		case fr.synthesized:
+			origin = "synthesized"
+		case fr.generated.V:
+			origin = "generated"
+		case fr.isTest:
+			origin = "test"
+		}
+		g.files = append(g.files, fr)
+		g.fileNodes = append(g.fileNodes, nodeRow{
+			id: fr.id, kind: "file", name: valid(base), packageID: valid(pkgID), origin: origin,
+		})
+		g.edges = append(g.edges, edgeRow{src: pkgID, dst: fr.id, kind: "contains", variant: variant})
+		if !fr.indexed {
+			continue
+		}
+		d := declExtractor{
+			g: g, fset: fset, info: info, pkg: p.Types, goID: p.ID,
+			pkgID: pkgID, fileID: fr.id, variant: variant, origin: origin, ids: &ids,
+		}
+		d.extract(file)
+	}
+	linkReceivers(g, g.types[firstType:], g.funcs[firstFunc:], variant)
+}
+
+// linkReceivers sets receiver_type_id and adds the method_of edge for each
+// method of one package whose receiver type is declared in that package.
+func linkReceivers(g *graph, pkgTypes []typeRow, pkgFuncs []funcRow, variant string) {
+	typeIDs := map[string]string{}
+	for _, t := range pkgTypes {
+		if _, dup := typeIDs[t.name]; !dup {
+			typeIDs[t.name] = t.id
+		}
+	}
+	for i := range pkgFuncs {
+		f := &pkgFuncs[i]
+		if !f.isMethod || !f.receiverTypeName.Valid {
+			continue
+		}
+		if tid, ok := typeIDs[f.receiverTypeName.V]; ok {
+			f.receiverTypeID = valid(tid)
+			g.edges = append(g.edges, edgeRow{src: f.id, dst: tid, kind: "method_of", variant: variant})
+		}
+	}
+}
+
+func countLines(data []byte) int64 {
+	n := int64(bytes.Count(data, []byte{'\n'}))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// moduleRelPath returns path relative to the module root, slash-separated,
+// when path is inside it.
+func moduleRelPath(m *packages.Module, path string) (string, bool) {
+	if m == nil || m.Dir == "" {
+		return "", false
+	}
+	rel, err := filepath.Rel(m.Dir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
+}
+
+// idAllocator makes node ids unique within a package: the second use of
+// an id gets "#2", the third "#3", in the order ids are requested.
+type idAllocator map[string]int
+
+func (a idAllocator) next(id string) string {
+	a[id]++
+	if n := a[id]; n > 1 {
+		return id + "#" + strconv.Itoa(n)
+	}
+	return id
+}
+
+// declExtractor records the package-level declarations of one file.
+type declExtractor struct {
+	g       *graph
+	fset    *token.FileSet
+	info    *types.Info // nil when only syntax is available
+	pkg     *types.Package
+	goID    string
+	pkgID   string
+	fileID  string
+	variant string
+	origin  string
+	ids     *idAllocator
+}
+
+func (d *declExtractor) span(from, to token.Pos) *span {
+	if !from.IsValid() || !to.IsValid() {
+		return nil
+	}
+	s, e := d.fset.PositionFor(from, false), d.fset.PositionFor(to, false)
+	return &span{startLine: s.Line, startCol: s.Column, endLine: e.Line, endCol: e.Column}
+}
+
+func (d *declExtractor) node(id, kind, name string, sp *span) {
+	d.g.declNodes = append(d.g.declNodes, nodeRow{
+		id: id, kind: kind, name: valid(name), packageID: valid(d.pkgID), fileID: valid(d.fileID),
+		pos: sp, origin: d.origin,
+	})
+	d.g.edges = append(d.g.edges, edgeRow{src: d.fileID, dst: id, kind: "contains", variant: d.variant})
+}
+
+func (d *declExtractor) extract(file *ast.File) {
+	for _, decl := range file.Decls {
+		switch decl := decl.(type) {
+		case *ast.GenDecl:
+			if decl.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range decl.Specs {
+				ts, ok := spec.(*ast.TypeSpec)
+				if !ok || ts.Name == nil {
+					continue
+				}
+				from := ts.Pos()
+				if !decl.Lparen.IsValid() {
+					from = decl.Pos()
+				}
+				d.typeSpec(ts, d.span(from, ts.End()))
+			}
+		case *ast.FuncDecl:
+			if decl.Name != nil {
+				d.funcDecl(decl)
+			}
+		}
+	}
+}
+
+func (d *declExtractor) typeSpec(ts *ast.TypeSpec, sp *span) {
+	name := ts.Name.Name
+	row := typeRow{
+		id:         d.ids.next("type:" + d.goID + "." + name),
+		packageID:  d.pkgID,
+		name:       name,
+		exported:   ast.IsExported(name),
+		typeParams: ts.TypeParams.NumFields(),
+		typeKind:   syntaxTypeKind(ts),
+	}
+	if d.info != nil {
+		if tn, ok := d.info.Defs[ts.Name].(*types.TypeName); ok {
+			row.resolved = true
+			row.typeKind = typeKind(tn)
+		}
+	}
+	d.node(row.id, "type", name, sp)
+	d.g.types = append(d.g.types, row)
+}
+
+// typeKind classifies a named type by go/types: alias, or the kind of its
+// underlying type.
+func typeKind(tn *types.TypeName) string {
+	if tn.IsAlias() {
+		return "alias"
+	}
+	switch u := tn.Type().Underlying().(type) {
+	case *types.Struct:
+		return "struct"
+	case *types.Interface:
+		return "interface"
+	case *types.Basic:
+		if u.Kind() == types.Invalid {
+			return "unknown"
+		}
+		return "other"
+	case nil:
+		return "unknown"
+	default:
+		return "other"
+	}
+}
+
+// syntaxTypeKind classifies a type spec without type information. A defined
+// type whose underlying type is another named type is "unknown": only type
+// checking can tell.
+func syntaxTypeKind(ts *ast.TypeSpec) string {
+	if ts.Assign.IsValid() {
+		return "alias"
+	}
+	t := ts.Type
+	for {
+		p, ok := t.(*ast.ParenExpr)
+		if !ok {
+			break
+		}
+		t = p.X
+	}
+	switch t.(type) {
+	case *ast.StructType:
+		return "struct"
+	case *ast.InterfaceType:
+		return "interface"
+	case *ast.ArrayType, *ast.MapType, *ast.ChanType, *ast.FuncType, *ast.StarExpr:
+		return "other"
+	default:
+		return "unknown"
+	}
+}
+
+func (d *declExtractor) funcDecl(fd *ast.FuncDecl) {
+	name := fd.Name.Name
+	row := funcRow{
+		packageID:  d.pkgID,
+		name:       name,
+		isMethod:   fd.Recv != nil,
+		exported:   ast.IsExported(name),
+		typeParams: fd.Type.TypeParams.NumFields(),
+	}
+	kind := "func"
+	if row.isMethod {
+		kind = "method"
+		recvName := ""
+		if len(fd.Recv.List) > 0 && fd.Recv.List[0].Type != nil {
+			expr := fd.Recv.List[0].Type
+			row.receiver = valid(types.ExprString(expr))
+			if n, ptr, ok := receiverTypeName(expr); ok {
+				recvName = n
+				row.receiverTypeName = valid(n)
+				row.receiverPointer = valid(ptr)
+			}
+		}
+		row.id = d.ids.next("method:" + d.goID + "." + recvName + "." + name)
+	} else {
+		row.id = d.ids.next("func:" + d.goID + "." + name)
+	}
+	if d.info != nil {
+		if fn, ok := d.info.Defs[fd.Name].(*types.Func); ok {
+			row.resolved = true
+			row.signature = valid(types.TypeString(fn.Type(), types.RelativeTo(d.pkg)))
+		}
+	}
+	d.node(row.id, kind, name, d.span(fd.Pos(), fd.End()))
+	d.g.funcs = append(d.g.funcs, row)
+}
+
+// receiverTypeName returns the base type name of a receiver expression
+// ("*Pair[K, V]" -> "Pair", pointer true).
+func receiverTypeName(expr ast.Expr) (name string, pointer, ok bool) {
+	for {
+		switch e := expr.(type) {
+		case *ast.ParenExpr:
+			expr = e.X
+		case *ast.StarExpr:
+			if pointer {
+				return "", false, false
+			}
+			pointer = true
+			expr = e.X
+		case *ast.IndexExpr:
+			expr = e.X
+		case *ast.IndexListExpr:
+			expr = e.X
+		case *ast.Ident:
+			return e.Name, pointer, true
+		default:
+			return "", false, false
+		}
+	}
+}

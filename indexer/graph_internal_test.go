@@ -1,0 +1,147 @@
+package indexer
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+)
+
+func TestSplitPosition(t *testing.T) {
+	for _, tc := range []struct {
+		pos       string
+		file      string
+		line, col int
+		ok        bool
+	}{
+		{"/src/a.go:12:5", "/src/a.go", 12, 5, true},
+		{"/src/a.go:12", "/src/a.go", 12, 0, true},
+		{`C:\src\a.go:3:1`, `C:\src\a.go`, 3, 1, true},
+		{"-", "", 0, 0, false},
+		{"", "", 0, 0, false},
+		{"a.go:x:y", "", 0, 0, false},
+		{":7", "", 0, 0, false},
+	} {
+		file, line, col, ok := splitPosition(tc.pos)
+		if file != tc.file || line != tc.line || col != tc.col || ok != tc.ok {
+			t.Errorf("splitPosition(%q) = %q, %d, %d, %v; want %q, %d, %d, %v",
+				tc.pos, file, line, col, ok, tc.file, tc.line, tc.col, tc.ok)
+		}
+	}
+}
+
+func TestReceiverTypeName(t *testing.T) {
+	for _, tc := range []struct {
+		src     string
+		name    string
+		pointer bool
+		ok      bool
+	}{
+		{"T", "T", false, true},
+		{"*T", "T", true, true},
+		{"(*T)", "T", true, true},
+		{"Pair[K, V]", "Pair", false, true},
+		{"*Box[T]", "Box", true, true},
+		{"**T", "", false, false},
+		{"pkg.T", "", false, false},
+	} {
+		expr, err := parser.ParseExpr(tc.src)
+		if err != nil {
+			t.Fatalf("parse %q: %v", tc.src, err)
+		}
+		name, pointer, ok := receiverTypeName(expr)
+		if name != tc.name || pointer != tc.pointer || ok != tc.ok {
+			t.Errorf("receiverTypeName(%s) = %q, %v, %v; want %q, %v, %v", tc.src, name, pointer, ok, tc.name, tc.pointer, tc.ok)
+		}
+	}
+}
+
+// TestSyntaxTypeKind covers the classification used when a package has no
+// type information: whatever syntax cannot decide is "unknown".
+func TestSyntaxTypeKind(t *testing.T) {
+	for _, tc := range []struct {
+		decl string
+		want string
+	}{
+		{"type T struct{ A int }", "struct"},
+		{"type T (interface{ M() })", "interface"},
+		{"type T = U", "alias"},
+		{"type T []int", "other"},
+		{"type T map[string]int", "other"},
+		{"type T func()", "other"},
+		{"type T *int", "other"},
+		{"type T U", "unknown"},
+		{"type T int", "unknown"},
+		{"type T pkg.U", "unknown"},
+		{"type T G[int]", "unknown"},
+	} {
+		f, err := parser.ParseFile(token.NewFileSet(), "x.go", "package p\n"+tc.decl+"\n", 0)
+		if err != nil {
+			t.Fatalf("parse %q: %v", tc.decl, err)
+		}
+		ts := f.Decls[0].(*ast.GenDecl).Specs[0].(*ast.TypeSpec)
+		if got := syntaxTypeKind(ts); got != tc.want {
+			t.Errorf("syntaxTypeKind(%s) = %q, want %q", tc.decl, got, tc.want)
+		}
+	}
+}
+
+func TestIDAllocator(t *testing.T) {
+	a := idAllocator{}
+	got := []string{a.next("func:p.init"), a.next("func:p.F"), a.next("func:p.init"), a.next("func:p.init")}
+	want := []string{"func:p.init", "func:p.F", "func:p.init#2", "func:p.init#3"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("id %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestPackageClassification(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		pkg      packages.Package
+		variant  string
+		testMain bool
+		pattern  bool
+	}{
+		{"base", packages.Package{ID: "m/p", Name: "p", PkgPath: "m/p", Dir: "/m/p", GoFiles: []string{"/m/p/p.go"}}, "base", false, false},
+		{"test variant", packages.Package{ID: "m/p [m/p.test]", Name: "p", PkgPath: "m/p", ForTest: "m/p", Dir: "/m/p", GoFiles: []string{"/m/p/p.go"}}, "test", false, false},
+		{"external test", packages.Package{ID: "m/p_test [m/p.test]", Name: "p_test", PkgPath: "m/p_test", ForTest: "m/p", Dir: "/m/p", GoFiles: []string{"/m/p/x_test.go"}}, "xtest", false, false},
+		{"recompiled dependency", packages.Package{ID: "m/q [m/p.test]", Name: "q", PkgPath: "m/q", ForTest: "m/p", Dir: "/m/q", GoFiles: []string{"/m/q/q.go"}}, "test_dependency", false, false},
+		{"synthesized test main", packages.Package{ID: "m/p.test", Name: "main", PkgPath: "m/p.test", Dir: "/m/p", GoFiles: []string{"/cache/ab/abc-d"}}, "base", true, false},
+		{"real main package named like a test main", packages.Package{ID: "m/x.test", Name: "main", PkgPath: "m/x.test", Dir: "/m/x.test", GoFiles: []string{"/m/x.test/main.go"}}, "base", false, false},
+		{"unresolved pattern", packages.Package{ID: "./missing", PkgPath: "./missing", Errors: []packages.Error{{Msg: "directory not found"}}}, "base", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := packageVariant(&tc.pkg); got != tc.variant {
+				t.Errorf("packageVariant = %q, want %q", got, tc.variant)
+			}
+			if got := isTestMain(&tc.pkg); got != tc.testMain {
+				t.Errorf("isTestMain = %v, want %v", got, tc.testMain)
+			}
+			if got := isUnmatchedPattern(&tc.pkg); got != tc.pattern {
+				t.Errorf("isUnmatchedPattern = %v, want %v", got, tc.pattern)
+			}
+		})
+	}
+}
+
+func TestCountLines(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want int64
+	}{
+		{"", 0},
+		{"a", 1},
+		{"a\n", 1},
+		{"a\nb", 2},
+		{"\n\n", 2},
+	} {
+		if got := countLines([]byte(tc.data)); got != tc.want {
+			t.Errorf("countLines(%q) = %d, want %d", tc.data, got, tc.want)
+		}
+	}
+}

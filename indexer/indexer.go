@@ -1,0 +1,283 @@
+package indexer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ErrNoPackages is returned (wrapped, with the go command's reason when it
+// gave one) when the patterns match no Go package in Dir: the directory has
+// no Go files, or it is not inside a module (no go.mod). No database file is
+// written in that case.
+var ErrNoPackages = errors.New("indexer: patterns match no Go package")
+
+// ErrInvalidOptions is returned (wrapped, naming the field) when Options
+// cannot be used, for example an empty DBPath.
+var ErrInvalidOptions = errors.New("indexer: invalid options")
+
+// ErrDatabaseCheck is returned (wrapped, with SQLite's report) when the
+// written database fails PRAGMA integrity_check or foreign_key_check.
+var ErrDatabaseCheck = errors.New("indexer: database check failed")
+
+// Options configures one Index call. The zero value of every field except
+// DBPath has a default.
+type Options struct {
+	// Dir is the directory to load from: a module root or a directory
+	// inside a module. Default ".".
+	Dir string
+	// Patterns are go/packages patterns relative to Dir. Default ["./..."].
+	Patterns []string
+	// Tests includes test packages: each package's test variant and
+	// external test package (the CLI defaults to true).
+	Tests bool
+	// DBPath is the SQLite file to write (required). Its directory is created
+	// if missing. The file is replaced atomically: the database is written to
+	// a temporary file in the same directory, checked, synced and renamed
+	// over DBPath, so a failed index never leaves a half-written database
+	// presented as complete (an existing file at DBPath is left untouched).
+	DBPath string
+	// ToolVersion is assay's version string, recorded in the snapshot.
+	// Empty means unknown and is stored as NULL.
+	ToolVersion string
+	// Env holds extra environment entries ("KEY=value") for the go command,
+	// appended to the process environment so they take precedence, e.g.
+	// "GOFLAGS=-mod=mod" to load a module from the read-only module cache.
+	Env []string
+}
+
+// Counts are the numbers of rows written per kind. A file shared by a package
+// and its test variant counts once per variant, as do its declarations.
+type Counts struct {
+	// Packages is the number of indexed packages (rows of packages),
+	// test variants included, the synthesized test main package excluded.
+	Packages int
+	// Files is the number of rows of files.
+	Files int
+	// Types is the number of package-level named types.
+	Types int
+	// Funcs is the number of package-level functions (not methods).
+	Funcs int
+	// Methods is the number of methods.
+	Methods int
+	// Imports is the number of import edges.
+	Imports int
+	// LoadErrors is the number of rows of load_errors.
+	LoadErrors int
+	// PackagesWithErrors is the number of indexed packages with at least one
+	// load error.
+	PackagesWithErrors int
+	// PackagesIllTyped is the number of indexed packages that go/packages
+	// marks IllTyped: the package or one of its dependencies has errors, so
+	// its type information may be incomplete even without errors of its own.
+	PackagesIllTyped int
+	// UnmatchedPatterns is the number of patterns the go command could not
+	// resolve to a package (recorded in load_errors).
+	UnmatchedPatterns int
+}
+
+// Snapshot describes one index: what was loaded, by which toolchain, from
+// which revision, and the database that holds it.
+type Snapshot struct {
+	// ID is the stable id of this snapshot: SHA-256 hex (64 chars) of the
+	// JSON encoding of its inputs (schema version, tool and Go versions,
+	// GOOS/GOARCH/CGO_ENABLED/GOFLAGS, tests flag, patterns, module paths,
+	// VCS revision and dirty flag, the indexed package IDs, and each source
+	// file's module-relative path and SHA-256). Indexing the same sources
+	// with the same toolchain gives the same ID on any machine.
+	ID string
+	// Dir is the absolute directory the packages were loaded from.
+	Dir string
+	// ModulePaths are the distinct module paths of the indexed packages,
+	// sorted.
+	ModulePaths []string
+	// VCSRevision is the git commit (`git rev-parse HEAD` in Dir); "" when
+	// Dir is not in a git checkout, git is absent, or git failed.
+	VCSRevision string
+	// VCSDirty reports uncommitted changes (tracked or untracked, anywhere in
+	// the work tree, as `git status --porcelain` shows them). Meaningful only
+	// when VCSRevision is not "".
+	VCSDirty bool
+	// GoVersion is the go command's GOVERSION, which did the loading (it may
+	// differ from the toolchain assay was built with).
+	GoVersion string
+	// GOOS and GOARCH are the build target the packages were loaded for;
+	// build constraints select files by them.
+	GOOS, GOARCH string
+	// ToolVersion is Options.ToolVersion.
+	ToolVersion string
+	// Tests is Options.Tests.
+	Tests bool
+	// Patterns are the patterns used, after defaults.
+	Patterns []string
+	// Counts are the rows written per kind.
+	Counts Counts
+	// Coverage is the fraction (0..1) of matched packages that loaded
+	// without errors and are not ill-typed; unmatched patterns count as
+	// failed packages.
+	Coverage float64
+	// DBPath is the absolute path of the database written.
+	DBPath string
+	// DBSHA256 is the SHA-256 hex (64 chars) of the database file as it
+	// stands at DBPath: hashed after the database was closed and synced,
+	// then renamed into place (a rename does not change the bytes).
+	DBSHA256 string
+}
+
+// Index loads the packages that opts.Patterns match in opts.Dir, builds the
+// code graph, writes it to opts.DBPath (replacing any previous file
+// atomically) and returns the snapshot.
+//
+// Errors: ErrInvalidOptions for unusable options; ErrNoPackages when nothing
+// matched (no database is written); the go command's failure when it cannot
+// run; ctx.Err() (wrapped) when ctx is cancelled; a wrapped SQLite or file
+// system error, or a failed PRAGMA integrity_check or foreign_key_check, when
+// the database cannot be written. Packages with errors are not an error of
+// Index: they are indexed as far as possible and recorded in load_errors.
+//
+// Index runs the go command and git as subprocesses. Concurrent calls are
+// safe when they write different DBPaths.
+func Index(ctx context.Context, opts Options) (Snapshot, error) {
+	if opts.DBPath == "" {
+		return Snapshot{}, fmt.Errorf("%w: DBPath is empty", ErrInvalidOptions)
+	}
+	if opts.Dir == "" {
+		opts.Dir = "."
+	}
+	if len(opts.Patterns) == 0 {
+		opts.Patterns = []string{"./..."}
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("indexer: resolve dir %q: %w", opts.Dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return Snapshot{}, fmt.Errorf("%w: dir %q: %w", ErrInvalidOptions, dir, err)
+	} else if !fi.IsDir() {
+		return Snapshot{}, fmt.Errorf("%w: dir %q is not a directory", ErrInvalidOptions, dir)
+	}
+	dbPath, err := filepath.Abs(opts.DBPath)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("indexer: resolve db path %q: %w", opts.DBPath, err)
+	}
+	env := append(os.Environ(), opts.Env...)
+
+	goEnv, err := readGoEnv(ctx, dir, env)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	res, err := load(ctx, dir, env, opts.Patterns, opts.Tests)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if len(res.roots) == 0 {
+		if len(res.unmatched) > 0 {
+			return Snapshot{}, fmt.Errorf("%w in %s: %s", ErrNoPackages, dir, unmatchedReason(res))
+		}
+		return Snapshot{}, fmt.Errorf("%w in %s (patterns %q)", ErrNoPackages, dir, opts.Patterns)
+	}
+
+	g, err := buildGraph(ctx, res)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	vcs := readVCS(ctx, dir)
+
+	snap := Snapshot{
+		Dir:         dir,
+		ModulePaths: g.modulePaths,
+		VCSRevision: vcs.revision,
+		VCSDirty:    vcs.dirty,
+		GoVersion:   goEnv.GoVersion,
+		GOOS:        goEnv.GOOS,
+		GOARCH:      goEnv.GOARCH,
+		ToolVersion: opts.ToolVersion,
+		Tests:       opts.Tests,
+		Patterns:    slices.Clone(opts.Patterns),
+		Counts:      g.counts(),
+		DBPath:      dbPath,
+	}
+	snap.Coverage = g.coverage()
+	snap.ID, err = snapshotID(snap, goEnv, g)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	sum, err := writeDatabase(ctx, dbPath, snap, goEnv, g)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	snap.DBSHA256 = sum
+	return snap, nil
+}
+
+// unmatchedReason joins the go command's messages for patterns that
+// resolved to no package.
+func unmatchedReason(res *loadResult) string {
+	var msgs []string
+	for _, u := range res.unmatched {
+		for _, e := range u.Errors {
+			msgs = append(msgs, e.Msg)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// snapshotInputs is what Snapshot.ID hashes. Field order is fixed by the
+// struct, slices are sorted, so the JSON encoding is deterministic.
+type snapshotInputs struct {
+	SchemaVersion int          `json:"schema_version"`
+	ToolVersion   string       `json:"tool_version"`
+	GoVersion     string       `json:"go_version"`
+	GOOS          string       `json:"goos"`
+	GOARCH        string       `json:"goarch"`
+	CGOEnabled    string       `json:"cgo_enabled"`
+	GOFLAGS       string       `json:"goflags"`
+	Tests         bool         `json:"tests"`
+	Patterns      []string     `json:"patterns"`
+	ModulePaths   []string     `json:"module_paths"`
+	VCSRevision   string       `json:"vcs_revision"`
+	VCSDirty      bool         `json:"vcs_dirty"`
+	Packages      []string     `json:"packages"`
+	Files         []fileDigest `json:"files"`
+}
+
+// fileDigest names one source file by its module-qualified path and content.
+type fileDigest struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// snapshotID computes Snapshot.ID from the snapshot's inputs.
+func snapshotID(s Snapshot, env goEnv, g *graph) (string, error) {
+	in := snapshotInputs{
+		SchemaVersion: SchemaVersion,
+		ToolVersion:   s.ToolVersion,
+		GoVersion:     env.GoVersion,
+		GOOS:          env.GOOS,
+		GOARCH:        env.GOARCH,
+		CGOEnabled:    env.CGOEnabled,
+		GOFLAGS:       env.GOFLAGS,
+		Tests:         s.Tests,
+		Patterns:      s.Patterns,
+		ModulePaths:   s.ModulePaths,
+		VCSRevision:   s.VCSRevision,
+		VCSDirty:      s.VCSDirty && s.VCSRevision != "",
+		Files:         g.sourceDigests(),
+	}
+	for _, p := range g.packages {
+		in.Packages = append(in.Packages, p.goID)
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", fmt.Errorf("indexer: encode snapshot inputs: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}

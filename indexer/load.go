@@ -1,0 +1,142 @@
+package indexer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// goEnv is the part of `go env` that decides what gets loaded.
+type goEnv struct {
+	GoVersion  string `json:"GOVERSION"`
+	GOOS       string `json:"GOOS"`
+	GOARCH     string `json:"GOARCH"`
+	CGOEnabled string `json:"CGO_ENABLED"`
+	GOFLAGS    string `json:"GOFLAGS"`
+}
+
+// readGoEnv runs `go env -json` in dir with env, the same way go/packages
+// will run the go command, so the recorded toolchain is the one that loads.
+func readGoEnv(ctx context.Context, dir string, env []string) (goEnv, error) {
+	cmd := exec.CommandContext(ctx, "go", "env", "-json", "GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED", "GOFLAGS")
+	cmd.Dir = dir
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			return goEnv{}, fmt.Errorf("indexer: go env in %s: %w", dir, ctx.Err())
+		}
+		return goEnv{}, fmt.Errorf("indexer: go env in %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	var e goEnv
+	if err := json.Unmarshal(out, &e); err != nil {
+		return goEnv{}, fmt.Errorf("indexer: decode go env output in %s: %w", dir, err)
+	}
+	if e.GoVersion == "" {
+		return goEnv{}, fmt.Errorf("indexer: go env in %s reported no GOVERSION", dir)
+	}
+	return e, nil
+}
+
+// loadMode is what Index asks go/packages for. NeedDeps is deliberately
+// absent: dependencies are type-checked from export data, and the graph
+// holds only root packages.
+const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles |
+	packages.NeedImports | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo |
+	packages.NeedModule | packages.NeedForTest
+
+// loadResult partitions the root packages go/packages returned.
+type loadResult struct {
+	dir string
+	// roots are the packages to index, sorted by ID.
+	roots []*packages.Package
+	// unmatched are go/packages' stand-ins for patterns that resolved to no
+	// package: no name, no files, only errors. Sorted by ID.
+	unmatched []*packages.Package
+	// testMains are the synthesized "p.test" packages, sorted by ID.
+	testMains []*packages.Package
+}
+
+// load runs go/packages and partitions its result.
+func load(ctx context.Context, dir string, env, patterns []string, tests bool) (*loadResult, error) {
+	mode := loadMode
+	if !tests {
+		mode &^= packages.NeedForTest
+	}
+	cfg := &packages.Config{
+		Context: ctx,
+		Mode:    mode,
+		Dir:     dir,
+		Env:     env,
+		Tests:   tests,
+	}
+	pkgs, err := packages.Load(cfg, patterns...)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("indexer: load %q in %s: %w", patterns, dir, ctx.Err())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("indexer: load %q in %s: %w", patterns, dir, err)
+	}
+	res := &loadResult{dir: dir}
+	for _, p := range pkgs {
+		switch {
+		case isUnmatchedPattern(p):
+			res.unmatched = append(res.unmatched, p)
+		case isTestMain(p):
+			res.testMains = append(res.testMains, p)
+		default:
+			res.roots = append(res.roots, p)
+		}
+	}
+	byID := func(a, b *packages.Package) int { return strings.Compare(a.ID, b.ID) }
+	slices.SortFunc(res.roots, byID)
+	slices.SortFunc(res.unmatched, byID)
+	slices.SortFunc(res.testMains, byID)
+	return res, nil
+}
+
+// isUnmatchedPattern reports whether p is go/packages' stand-in for a
+// pattern the go command could not resolve (ID is the pattern itself).
+func isUnmatchedPattern(p *packages.Package) bool {
+	return p.Name == "" && len(p.GoFiles) == 0 && len(p.CompiledGoFiles) == 0 && len(p.Errors) > 0
+}
+
+// isTestMain reports whether p is the test main package the go command
+// synthesizes for `go test` ("p.test", package main, whose files all live in
+// the build cache rather than the package directory).
+func isTestMain(p *packages.Package) bool {
+	if p.Name != "main" || p.ForTest != "" || !strings.HasSuffix(p.PkgPath, ".test") || len(p.GoFiles) == 0 {
+		return false
+	}
+	for _, f := range p.GoFiles {
+		if filepath.Dir(f) == p.Dir {
+			return false
+		}
+	}
+	return true
+}
+
+// packageVariant classifies a root package: base, test (p compiled with its
+// _test.go files), xtest (the external p_test package) or test_dependency
+// (another package recompiled for p's test).
+func packageVariant(p *packages.Package) string {
+	switch {
+	case p.ForTest == "":
+		return "base"
+	case p.PkgPath == p.ForTest:
+		return "test"
+	case p.PkgPath == p.ForTest+"_test":
+		return "xtest"
+	default:
+		return "test_dependency"
+	}
+}

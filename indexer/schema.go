@@ -1,0 +1,137 @@
+package indexer
+
+// SchemaVersion is the version of the graph database schema this package
+// writes. It is stored in snapshots.schema_version and PRAGMA user_version;
+// readers compare it before querying.
+const SchemaVersion = 1
+
+// schemaDDL returns the statements that create the graph database. The
+// package doc comment documents each table; keep the two in step.
+func schemaDDL() []string {
+	return []string{
+		`CREATE TABLE snapshots (
+			id                   TEXT PRIMARY KEY,
+			schema_version       INTEGER NOT NULL,
+			root_dir             TEXT NOT NULL,
+			module_paths         TEXT NOT NULL,
+			vcs_revision         TEXT,
+			vcs_dirty            INTEGER,
+			go_version           TEXT NOT NULL,
+			goos                 TEXT NOT NULL,
+			goarch               TEXT NOT NULL,
+			cgo_enabled          TEXT NOT NULL,
+			goflags              TEXT NOT NULL,
+			tool_version         TEXT,
+			tests                INTEGER NOT NULL,
+			patterns             TEXT NOT NULL,
+			packages             INTEGER NOT NULL,
+			files                INTEGER NOT NULL,
+			types                INTEGER NOT NULL,
+			funcs                INTEGER NOT NULL,
+			methods              INTEGER NOT NULL,
+			imports              INTEGER NOT NULL,
+			load_errors          INTEGER NOT NULL,
+			packages_with_errors INTEGER NOT NULL,
+			packages_ill_typed   INTEGER NOT NULL,
+			unmatched_patterns   INTEGER NOT NULL,
+			packages_matched     INTEGER NOT NULL,
+			packages_ok          INTEGER NOT NULL,
+			coverage             REAL NOT NULL CHECK (coverage >= 0 AND coverage <= 1)
+		)`,
+		`CREATE TABLE nodes (
+			id         TEXT PRIMARY KEY,
+			kind       TEXT NOT NULL CHECK (kind IN ('package', 'file', 'type', 'func', 'method')),
+			name       TEXT,
+			package_id TEXT REFERENCES nodes(id),
+			file_id    TEXT REFERENCES nodes(id),
+			start_line INTEGER,
+			start_col  INTEGER,
+			end_line   INTEGER,
+			end_col    INTEGER,
+			origin     TEXT NOT NULL CHECK (origin IN ('indexed', 'dependency', 'source', 'test', 'generated', 'synthesized'))
+		)`,
+		`CREATE TABLE edges (
+			src     TEXT NOT NULL REFERENCES nodes(id),
+			dst     TEXT NOT NULL REFERENCES nodes(id),
+			kind    TEXT NOT NULL,
+			variant TEXT NOT NULL,
+			PRIMARY KEY (src, dst, kind)
+		) WITHOUT ROWID`,
+		`CREATE TABLE packages (
+			id             TEXT PRIMARY KEY REFERENCES nodes(id),
+			go_id          TEXT NOT NULL UNIQUE,
+			import_path    TEXT NOT NULL,
+			name           TEXT,
+			dir            TEXT,
+			module_path    TEXT,
+			module_version TEXT,
+			module_dir     TEXT,
+			module_main    INTEGER,
+			variant        TEXT NOT NULL CHECK (variant IN ('base', 'test', 'xtest', 'test_dependency')),
+			for_test       TEXT,
+			ill_typed      INTEGER NOT NULL,
+			error_count    INTEGER NOT NULL
+		)`,
+		`CREATE TABLE files (
+			id          TEXT PRIMARY KEY REFERENCES nodes(id),
+			package_id  TEXT NOT NULL REFERENCES packages(id),
+			path        TEXT NOT NULL,
+			rel_path    TEXT,
+			name        TEXT NOT NULL,
+			is_test     INTEGER NOT NULL,
+			generated   INTEGER,
+			synthesized INTEGER NOT NULL,
+			compiled    INTEGER NOT NULL,
+			indexed     INTEGER NOT NULL,
+			sha256      TEXT,
+			size_bytes  INTEGER,
+			lines       INTEGER
+		)`,
+		`CREATE TABLE types (
+			id          TEXT PRIMARY KEY REFERENCES nodes(id),
+			package_id  TEXT NOT NULL REFERENCES packages(id),
+			name        TEXT NOT NULL,
+			type_kind   TEXT NOT NULL CHECK (type_kind IN ('struct', 'interface', 'alias', 'other', 'unknown')),
+			exported    INTEGER NOT NULL,
+			type_params INTEGER NOT NULL,
+			resolved    INTEGER NOT NULL
+		)`,
+		`CREATE TABLE funcs (
+			id                 TEXT PRIMARY KEY REFERENCES nodes(id),
+			package_id         TEXT NOT NULL REFERENCES packages(id),
+			name               TEXT NOT NULL,
+			is_method          INTEGER NOT NULL,
+			receiver           TEXT,
+			receiver_type_name TEXT,
+			receiver_pointer   INTEGER,
+			receiver_type_id   TEXT REFERENCES nodes(id),
+			exported           INTEGER NOT NULL,
+			type_params        INTEGER NOT NULL,
+			signature          TEXT,
+			resolved           INTEGER NOT NULL
+		)`,
+		`CREATE TABLE imports (
+			package_id       TEXT NOT NULL REFERENCES packages(id),
+			import_path      TEXT NOT NULL,
+			imported_id      TEXT NOT NULL REFERENCES nodes(id),
+			imported_indexed INTEGER NOT NULL,
+			PRIMARY KEY (package_id, import_path)
+		) WITHOUT ROWID`,
+		`CREATE TABLE load_errors (
+			seq        INTEGER PRIMARY KEY,
+			package_id TEXT REFERENCES packages(id),
+			go_id      TEXT NOT NULL,
+			kind       TEXT NOT NULL CHECK (kind IN ('list', 'parse', 'type', 'module', 'file', 'unknown')),
+			position   TEXT,
+			file       TEXT,
+			line       INTEGER,
+			col        INTEGER,
+			message    TEXT NOT NULL
+		)`,
+		`CREATE INDEX nodes_kind ON nodes(kind)`,
+		`CREATE INDEX nodes_package ON nodes(package_id)`,
+		`CREATE INDEX edges_dst ON edges(dst, kind)`,
+		`CREATE INDEX edges_kind ON edges(kind)`,
+		`CREATE INDEX load_errors_package ON load_errors(package_id)`,
+	}
+}

@@ -1,0 +1,5 @@
+// Package good loads without errors.
+package good
+
+// Answer is well typed.
+func Answer() int { return 42 }

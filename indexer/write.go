@@ -1,0 +1,319 @@
+package indexer
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	// Registers the "sqlite3" database/sql driver.
+	_ "github.com/mattn/go-sqlite3"
+)
+
+// writeDatabase writes g to a temporary file next to dbPath, checks it,
+// syncs it, renames it over dbPath and returns its SHA-256 hex. On any
+// error the temporary file is removed and dbPath is left as it was.
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph) (sum string, err error) {
+	dir := filepath.Dir(dbPath)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("indexer: create database directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dbPath)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("indexer: create temporary database in %s: %w", dir, err)
+	}
+	tmpPath := tmp.Name()
+	if err := tmp.Close(); err != nil {
+		_ = os.Remove(tmpPath)
+		return "", fmt.Errorf("indexer: close temporary database %s: %w", tmpPath, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmpPath)
+			_ = os.Remove(tmpPath + "-journal")
+		}
+	}()
+
+	if err := fillDatabase(ctx, tmpPath, snap, env, g); err != nil {
+		return "", err
+	}
+	sum, err = syncAndHash(tmpPath)
+	if err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("indexer: write %s: %w", dbPath, err)
+	}
+	if err := os.Chmod(tmpPath, 0o644); err != nil {
+		return "", fmt.Errorf("indexer: chmod %s: %w", tmpPath, err)
+	}
+	if err := os.Rename(tmpPath, dbPath); err != nil {
+		return "", fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
+	}
+	// The rename is durable once the directory entry is; a directory that
+	// cannot be synced (some file systems) does not make the file wrong.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return sum, nil
+}
+
+// syncAndHash fsyncs the closed database file and returns its SHA-256 hex.
+func syncAndHash(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("indexer: open %s for sync: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("indexer: sync %s: %w", path, err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("indexer: hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fillDatabase creates the schema in path and inserts g in one
+// transaction, then runs PRAGMA integrity_check and foreign_key_check and
+// closes the database.
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph) (err error) {
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=MEMORY&_synchronous=OFF")
+	if err != nil {
+		return fmt.Errorf("indexer: open database %s: %w", path, err)
+	}
+	defer func() {
+		if cerr := db.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("indexer: close database %s: %w", path, cerr)
+		}
+	}()
+	db.SetMaxOpenConns(1)
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
+	}
+	if err := insertAll(ctx, tx, snap, env, g); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("indexer: write %s: %w", path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("indexer: commit %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		return fmt.Errorf("indexer: set user_version on %s: %w", path, err)
+	}
+	return checkDatabase(ctx, db, path)
+}
+
+// checkDatabase runs PRAGMA integrity_check (which must answer exactly
+// "ok") and PRAGMA foreign_key_check (which must answer nothing).
+func checkDatabase(ctx context.Context, db *sql.DB, path string) error {
+	rows, err := db.QueryContext(ctx, "PRAGMA integrity_check")
+	if err != nil {
+		return fmt.Errorf("indexer: integrity_check on %s: %w", path, err)
+	}
+	var report []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			rows.Close()
+			return fmt.Errorf("indexer: integrity_check on %s: %w", path, err)
+		}
+		report = append(report, s)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("indexer: integrity_check on %s: %w", path, err)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("indexer: integrity_check on %s: %w", path, err)
+	}
+	if len(report) != 1 || report[0] != "ok" {
+		return fmt.Errorf("%w: integrity_check on %s: %s", ErrDatabaseCheck, path, strings.Join(report, "; "))
+	}
+
+	fk, err := db.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		return fmt.Errorf("indexer: foreign_key_check on %s: %w", path, err)
+	}
+	defer fk.Close()
+	var violations []string
+	for fk.Next() {
+		var table, parent string
+		var rowid sql.NullInt64
+		var fkid int64
+		if err := fk.Scan(&table, &rowid, &parent, &fkid); err != nil {
+			return fmt.Errorf("indexer: foreign_key_check on %s: %w", path, err)
+		}
+		violations = append(violations, fmt.Sprintf("%s row %v -> %s", table, rowid.Int64, parent))
+	}
+	if err := fk.Err(); err != nil {
+		return fmt.Errorf("indexer: foreign_key_check on %s: %w", path, err)
+	}
+	if len(violations) > 0 {
+		return fmt.Errorf("%w: foreign_key_check on %s: %d violations, first %s", ErrDatabaseCheck, path, len(violations), violations[0])
+	}
+	return nil
+}
+
+// boolInt stores a bool the way the schema documents it: 0 or 1.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func nullBoolInt(b sql.Null[bool]) sql.Null[int] {
+	return sql.Null[int]{V: boolInt(b.V), Valid: b.Valid}
+}
+
+// insertAll writes every table. Nodes go first so that references
+// resolve in insertion order.
+func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) error {
+	for _, stmt := range schemaDDL() {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+	}
+	if err := insertSnapshot(ctx, tx, snap, env, g); err != nil {
+		return err
+	}
+
+	nodes := make([]nodeRow, 0, len(g.packageNodes)+len(g.fileNodes)+len(g.declNodes))
+	nodes = append(append(append(nodes, g.packageNodes...), g.fileNodes...), g.declNodes...)
+	err := insertRows(ctx, tx, "nodes",
+		`INSERT INTO nodes (id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, nodes,
+		func(n nodeRow) []any {
+			var sl, sc, el, ec sql.Null[int]
+			if n.pos != nil {
+				sl, sc, el, ec = valid(n.pos.startLine), valid(n.pos.startCol), valid(n.pos.endLine), valid(n.pos.endCol)
+			}
+			return []any{n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "packages",
+		`INSERT INTO packages (id, go_id, import_path, name, dir, module_path, module_version, module_dir, module_main, variant, for_test, ill_typed, error_count)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.packages,
+		func(p packageRow) []any {
+			return []any{p.id, p.goID, p.importPath, p.name, p.dir, p.modulePath, p.moduleVersion, p.moduleDir,
+				nullBoolInt(p.moduleMain), p.variant, p.forTest, boolInt(p.illTyped), p.errorCount}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "files",
+		`INSERT INTO files (id, package_id, path, rel_path, name, is_test, generated, synthesized, compiled, indexed, sha256, size_bytes, lines)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.files,
+		func(f fileRow) []any {
+			return []any{f.id, f.packageID, f.path, f.relPath, f.name, boolInt(f.isTest), nullBoolInt(f.generated),
+				boolInt(f.synthesized), boolInt(f.compiled), boolInt(f.indexed), f.sha256, f.sizeBytes, f.lines}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "types",
+		`INSERT INTO types (id, package_id, name, type_kind, exported, type_params, resolved) VALUES (?, ?, ?, ?, ?, ?, ?)`, g.types,
+		func(t typeRow) []any {
+			return []any{t.id, t.packageID, t.name, t.typeKind, boolInt(t.exported), t.typeParams, boolInt(t.resolved)}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "funcs",
+		`INSERT INTO funcs (id, package_id, name, is_method, receiver, receiver_type_name, receiver_pointer, receiver_type_id, exported, type_params, signature, resolved)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.funcs,
+		func(f funcRow) []any {
+			return []any{f.id, f.packageID, f.name, boolInt(f.isMethod), f.receiver, f.receiverTypeName,
+				nullBoolInt(f.receiverPointer), f.receiverTypeID, boolInt(f.exported), f.typeParams, f.signature, boolInt(f.resolved)}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "imports",
+		`INSERT INTO imports (package_id, import_path, imported_id, imported_indexed) VALUES (?, ?, ?, ?)`, g.imports,
+		func(i importRow) []any {
+			return []any{i.packageID, i.importPath, i.importedID, boolInt(i.importedIndexed)}
+		})
+	if err != nil {
+		return err
+	}
+	// An edge is a relation, not an occurrence: the same relation found
+	// twice (two import paths resolving to one package) is one row.
+	err = insertRows(ctx, tx, "edges",
+		`INSERT OR IGNORE INTO edges (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, g.edges,
+		func(e edgeRow) []any { return []any{e.src, e.dst, e.kind, e.variant} })
+	if err != nil {
+		return err
+	}
+	seq := 0
+	return insertRows(ctx, tx, "load_errors",
+		`INSERT INTO load_errors (seq, package_id, go_id, kind, position, file, line, col, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.loadErrors,
+		func(e loadErrorRow) []any {
+			seq++
+			return []any{seq, e.packageID, e.goID, e.kind, e.position, e.file, e.line, e.col, e.message}
+		})
+}
+
+// insertRows prepares query once and executes it for every row.
+func insertRows[T any](ctx context.Context, tx *sql.Tx, table, query string, rows []T, args func(T) []any) error {
+	stmt, err := tx.PrepareContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("prepare insert into %s: %w", table, err)
+	}
+	defer stmt.Close()
+	for i, r := range rows {
+		if _, err := stmt.ExecContext(ctx, args(r)...); err != nil {
+			return fmt.Errorf("insert into %s (row %d): %w", table, i, err)
+		}
+	}
+	return nil
+}
+
+func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) error {
+	modulePaths, err := json.Marshal(nonNil(snap.ModulePaths))
+	if err != nil {
+		return fmt.Errorf("encode module paths: %w", err)
+	}
+	patterns, err := json.Marshal(nonNil(snap.Patterns))
+	if err != nil {
+		return fmt.Errorf("encode patterns: %w", err)
+	}
+	var dirty sql.Null[int]
+	if snap.VCSRevision != "" {
+		dirty = valid(boolInt(snap.VCSDirty))
+	}
+	c := snap.Counts
+	_, err = tx.ExecContext(ctx, `INSERT INTO snapshots (
+		id, schema_version, root_dir, module_paths, vcs_revision, vcs_dirty, go_version, goos, goarch, cgo_enabled, goflags,
+		tool_version, tests, patterns, packages, files, types, funcs, methods, imports, load_errors, packages_with_errors,
+		packages_ill_typed, unmatched_patterns, packages_matched, packages_ok, coverage
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		snap.ID, SchemaVersion, snap.Dir, string(modulePaths), nonEmpty(snap.VCSRevision), dirty, env.GoVersion, env.GOOS,
+		env.GOARCH, env.CGOEnabled, env.GOFLAGS, nonEmpty(snap.ToolVersion), boolInt(snap.Tests), string(patterns),
+		c.Packages, c.Files, c.Types, c.Funcs, c.Methods, c.Imports, c.LoadErrors, c.PackagesWithErrors,
+		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage)
+	if err != nil {
+		return fmt.Errorf("insert snapshot: %w", err)
+	}
+	return nil
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

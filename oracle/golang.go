@@ -1,0 +1,378 @@
+package oracle
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"go/version"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// Layout of the Go driver module inside a Check's working directory.
+const (
+	goModulePath     = "assayoracle"
+	goArtifactDir    = "artifact"
+	goDefaultFile    = "artifact.go"
+	goFallbackLang   = "1.22"
+	goDriverBinary   = "driver"
+	goBuildLog       = "build.log"
+	goVersionLog     = "goversion.log"
+	goRunLog         = "run.log"
+	goReportFileName = "report.json"
+)
+
+// validateGoSpec checks what the Go driver needs beyond Spec.Validate: an
+// exported function name it can call from another package, and a reference
+// expression it can compile.
+func validateGoSpec(spec Spec) error {
+	if !token.IsIdentifier(spec.Function) || !token.IsExported(spec.Function) {
+		return fmt.Errorf("%w: spec %s: Function %q is not an exported Go identifier", ErrInvalidSpec, spec.Name, spec.Function)
+	}
+	if _, err := parser.ParseExpr(spec.Reference.GoExpr); err != nil {
+		return fmt.Errorf("%w: spec %s: Reference.GoExpr %q: %w", ErrInvalidSpec, spec.Name, spec.Reference.GoExpr, err)
+	}
+	if spec.File != "" && (filepath.Base(spec.File) != spec.File || !strings.HasSuffix(spec.File, ".go") || strings.HasSuffix(spec.File, "_test.go")) {
+		return fmt.Errorf("%w: spec %s: File %q must be a plain .go file name (not _test.go)", ErrInvalidSpec, spec.Name, spec.File)
+	}
+	return nil
+}
+
+// executeGo copies the artifact into a fresh module as
+// assayoracle/artifact/<spec.File>, generates main.go calling
+// <Function>[<type>] over each domain, builds it with the go tool under Run
+// (BuildDeadline), and runs the binary under Run (Deadline) with the report
+// path, inside a random-named directory, as its only argument.
+func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opts Options) execution {
+	ex := execution{guarded: map[string]string{}}
+	fail := func(verdict, detail string) execution {
+		ex.early, ex.detail = verdict, detail
+		return ex
+	}
+	env := MinimalEnv()
+	goBin, err := resolveExecutable("go", env)
+	if err != nil {
+		return fail(VerdictUnavailable, "go tool not found on PATH")
+	}
+	if detail := checkGoArtifact(spec, artifact); detail != "" {
+		return fail(VerdictCrashed, detail)
+	}
+	buildDeadline := opts.BuildDeadline
+	if buildDeadline <= 0 {
+		buildDeadline = DefaultBuildDeadline
+	}
+
+	// The language version of the generated go.mod is the local toolchain's,
+	// so the artifact may use every feature the toolchain has.
+	verRun, err := Run(ctx, Command{
+		Path: goBin, Args: []string{"env", "GOVERSION"}, Dir: root, Env: env,
+		OutputPath: filepath.Join(root, goVersionLog), Deadline: buildDeadline, Cleanup: opts.Cleanup,
+	})
+	switch {
+	case err != nil:
+		return fail(VerdictUnavailable, fmt.Sprintf("go env GOVERSION: %v", err))
+	case verRun.Cancelled:
+		return fail(VerdictCancelled, "")
+	case verRun.TimedOut || verRun.ExitCode != 0:
+		return fail(VerdictUnavailable, "go env GOVERSION failed: "+summarizeOutput(filepath.Join(root, goVersionLog)))
+	}
+	goLang := goLanguageVersion(filepath.Join(root, goVersionLog))
+
+	moduleDir := filepath.Join(root, "module")
+	if err := os.MkdirAll(filepath.Join(moduleDir, goArtifactDir), 0o755); err != nil {
+		return fail(VerdictUnavailable, fmt.Sprintf("create driver module: %v", err))
+	}
+	driver, err := goDriverSource(spec)
+	if err != nil {
+		return fail(VerdictUnavailable, fmt.Sprintf("generate driver: %v", err))
+	}
+	file := spec.File
+	if file == "" {
+		file = goDefaultFile
+	}
+	files := []struct {
+		path string
+		data []byte
+	}{
+		{filepath.Join(moduleDir, "go.mod"), []byte("module " + goModulePath + "\n\ngo " + goLang + "\n")},
+		{filepath.Join(moduleDir, "main.go"), driver},
+		{filepath.Join(moduleDir, goArtifactDir, file), artifact},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
+			return fail(VerdictUnavailable, fmt.Sprintf("write %s: %v", f.path, err))
+		}
+		ex.guarded[f.path] = sha256Hex(f.data)
+	}
+
+	binPath := filepath.Join(root, goDriverBinary)
+	buildLog := filepath.Join(root, goBuildLog)
+	build, err := Run(ctx, Command{
+		Path: goBin, Args: []string{"build", "-buildvcs=false", "-o", binPath, "."}, Dir: moduleDir, Env: env,
+		OutputPath: buildLog, Deadline: buildDeadline, Cleanup: opts.Cleanup,
+	})
+	switch {
+	case err != nil:
+		return fail(VerdictUnavailable, fmt.Sprintf("go build: %v", err))
+	case build.Cancelled:
+		return fail(VerdictCancelled, "")
+	case build.TimedOut:
+		return fail(VerdictTimeout, fmt.Sprintf("driver build exceeded its %s deadline; the process group was killed", buildDeadline))
+	case build.ExitCode != 0:
+		return fail(VerdictCrashed, "build failed: "+summarizeOutput(buildLog))
+	case build.Leftover || build.CleanupFault:
+		return fail(VerdictCleanupFault, "go build left processes behind")
+	}
+
+	reportDir, err := os.MkdirTemp(root, "report-*")
+	if err != nil {
+		return fail(VerdictUnavailable, fmt.Sprintf("create report directory: %v", err))
+	}
+	scratch, err := os.MkdirTemp(root, "scratch-*")
+	if err != nil {
+		return fail(VerdictUnavailable, fmt.Sprintf("create scratch directory: %v", err))
+	}
+	ex.reportPath = filepath.Join(reportDir, goReportFileName)
+	ex.outputPath = filepath.Join(root, goRunLog)
+	ex.runDeadline = opts.Deadline
+	if ex.runDeadline <= 0 {
+		ex.runDeadline = DefaultDeadline
+	}
+	run, err := Run(ctx, Command{
+		Path: binPath, Args: []string{ex.reportPath}, Dir: scratch, Env: env,
+		OutputPath: ex.outputPath, Deadline: ex.runDeadline, Cleanup: opts.Cleanup,
+	})
+	if err != nil {
+		return fail(VerdictUnavailable, fmt.Sprintf("start driver: %v", err))
+	}
+	ex.ran = true
+	ex.run = run
+	return ex
+}
+
+// checkGoArtifact parses the artifact and returns why it cannot be the
+// library the driver imports (a parse error, package main, no generic
+// function named spec.Function), or "" when it can. Any other package name is
+// accepted: the driver imports it under an alias.
+func checkGoArtifact(spec Spec, artifact []byte) string {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "artifact.go", artifact, parser.SkipObjectResolution)
+	if err != nil {
+		return "artifact does not parse: " + truncate(strings.ReplaceAll(err.Error(), "\n", " | "), summaryLimit)
+	}
+	if f.Name.Name == "main" {
+		return "artifact is package main; the driver must import it as a library package"
+	}
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Recv != nil || fn.Name.Name != spec.Function {
+			continue
+		}
+		if fn.Type.TypeParams == nil || fn.Type.TypeParams.NumFields() == 0 {
+			return fmt.Sprintf("%s is not generic; the spec instantiates it per domain type (%s)", spec.Function, domainTypes(spec))
+		}
+		return ""
+	}
+	return fmt.Sprintf("artifact (package %s) declares no function %s", f.Name.Name, spec.Function)
+}
+
+// domainTypes lists the spec's domain types, e.g. "int, float64".
+func domainTypes(spec Spec) string {
+	types := make([]string, len(spec.Domains))
+	for i, d := range spec.Domains {
+		types[i] = d.Type
+	}
+	return strings.Join(types, ", ")
+}
+
+// goLanguageVersion reads `go env GOVERSION` output and returns its language
+// version without the "go" prefix ("1.26"); for an unparsable version (a
+// development toolchain) it falls back to the oracle's own toolchain, then to
+// goFallbackLang.
+func goLanguageVersion(path string) string {
+	data, _ := os.ReadFile(path)
+	fields := strings.Fields(string(data))
+	for _, v := range append(fields, runtime.Version()) {
+		if lang := version.Lang(v); lang != "" {
+			return strings.TrimPrefix(lang, "go")
+		}
+	}
+	return goFallbackLang
+}
+
+// goDriverTemplate is the generated driver. It checks every domain in spec
+// order, carries every output in the report for the oracle to re-evaluate,
+// and writes the report once, at the end, through a rename so that a reader
+// never sees half of it. It instantiates the function only with the types the
+// spec's domains use.
+const goDriverTemplate = `// Code generated by the assay oracle; DO NOT EDIT.
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+{{- if .HasFloat64}}
+	"math"
+{{- end}}
+	"os"
+	"strconv"
+	"time"
+
+	artifact "{{.Module}}/{{.ArtifactDir}}"
+)
+
+type failure struct {
+	Type     string ` + "`json:\"type\"`" + `
+	Input    string ` + "`json:\"input\"`" + `
+	Expected string ` + "`json:\"expected\"`" + `
+	Actual   string ` + "`json:\"actual\"`" + `
+}
+
+type domainReport struct {
+	Type        string   ` + "`json:\"type\"`" + `
+	Size        int      ` + "`json:\"size\"`" + `
+	Checks      int      ` + "`json:\"checks\"`" + `
+	Failures    int      ` + "`json:\"failures\"`" + `
+	Int         []int64  ` + "`json:\"int,omitempty\"`" + `
+	Float64Bits []uint64 ` + "`json:\"float64_bits,omitempty\"`" + `
+}
+
+type report struct {
+	Format        string         ` + "`json:\"format\"`" + `
+	Spec          string         ` + "`json:\"spec\"`" + `
+	Domains       []domainReport ` + "`json:\"domains\"`" + `
+	Checks        int            ` + "`json:\"checks\"`" + `
+	Failures      int            ` + "`json:\"failures\"`" + `
+	FirstFailures []failure      ` + "`json:\"first_failures\"`" + `
+	DurationNS    int64          ` + "`json:\"duration_ns\"`" + `
+	Complete      bool           ` + "`json:\"complete\"`" + `
+}
+
+func (r *report) fail(d *domainReport, f failure) {
+	d.Failures++
+	r.Failures++
+	if len(r.FirstFailures) < {{.MaxFirstFailures}} {
+		r.FirstFailures = append(r.FirstFailures, f)
+	}
+}
+
+{{if .HasInt}}
+func refInt(x int) int { return {{.Expr}} }
+
+func checkInt(r *report, min, step, size int) {
+	d := domainReport{Type: "int", Size: size, Int: make([]int64, 0, size)}
+	for i := 0; i < size; i++ {
+		x := min + i*step
+		got := artifact.{{.Function}}[int](x)
+		want := refInt(x)
+		d.Checks++
+		d.Int = append(d.Int, int64(got))
+		if got != want {
+			r.fail(&d, failure{Type: "int", Input: strconv.Itoa(x), Expected: strconv.Itoa(want), Actual: strconv.Itoa(got)})
+		}
+	}
+	r.Domains = append(r.Domains, d)
+	r.Checks += d.Checks
+}
+{{end}}
+{{if .HasFloat64}}
+func refFloat64(x float64) float64 { return {{.Expr}} }
+
+func checkFloat64(r *report, min, step float64, size int) {
+	d := domainReport{Type: "float64", Size: size, Float64Bits: make([]uint64, 0, size)}
+	for i := 0; i < size; i++ {
+		x := min + float64(float64(i)*step)
+		got := artifact.{{.Function}}[float64](x)
+		want := refFloat64(x)
+		d.Checks++
+		d.Float64Bits = append(d.Float64Bits, math.Float64bits(got))
+		if math.Float64bits(got) != math.Float64bits(want) {
+			r.fail(&d, failure{Type: "float64", Input: ftoa(x), Expected: ftoa(want), Actual: ftoa(got)})
+		}
+	}
+	r.Domains = append(r.Domains, d)
+	r.Checks += d.Checks
+}
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+{{end}}
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "assay oracle driver: want one argument, the report path")
+		os.Exit(2)
+	}
+	path := os.Args[1]
+	start := time.Now()
+	r := report{Format: {{printf "%q" .Format}}, Spec: {{printf "%q" .Spec}}, Domains: []domainReport{}, FirstFailures: []failure{}}
+{{range .Domains}}{{if eq .Type "int"}}	checkInt(&r, {{.Min}}, {{.Step}}, {{.Size}})
+{{else}}	checkFloat64(&r, {{.Min}}, {{.Step}}, {{.Size}})
+{{end}}{{end}}	r.DurationNS = time.Since(start).Nanoseconds()
+	r.Complete = true
+	data, err := json.Marshal(&r)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "assay oracle driver: encode report:", err)
+		os.Exit(3)
+	}
+	tmp := path + ".partial"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "assay oracle driver: write report:", err)
+		os.Exit(3)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		fmt.Fprintln(os.Stderr, "assay oracle driver: write report:", err)
+		os.Exit(3)
+	}
+}
+`
+
+// goDriverDomain is one domain as Go literals for the driver template.
+type goDriverDomain struct {
+	Type, Min, Step string
+	Size            int
+}
+
+// goDriverSource renders and gofmt-formats the driver for spec.
+func goDriverSource(spec Spec) ([]byte, error) {
+	data := struct {
+		Module, ArtifactDir, Function, Expr, Format, Spec string
+		MaxFirstFailures                                  int
+		HasInt, HasFloat64                                bool
+		Domains                                           []goDriverDomain
+	}{
+		Module: goModulePath, ArtifactDir: goArtifactDir, Function: spec.Function, Expr: spec.Reference.GoExpr,
+		Format: reportFormat, Spec: spec.Name, MaxFirstFailures: maxFirstFailures,
+	}
+	for _, d := range spec.Domains {
+		gd := goDriverDomain{Type: d.Type, Size: d.Size()}
+		data.HasInt = data.HasInt || d.Type == TypeInt
+		data.HasFloat64 = data.HasFloat64 || d.Type == TypeFloat64
+		if d.Type == TypeInt {
+			gd.Min, gd.Step = strconv.FormatInt(int64(d.Min), 10), strconv.FormatInt(int64(d.Step), 10)
+		} else {
+			gd.Min, gd.Step = strconv.FormatFloat(d.Min, 'g', -1, 64), strconv.FormatFloat(d.Step, 'g', -1, 64)
+		}
+		data.Domains = append(data.Domains, gd)
+	}
+	tmpl, err := template.New("driver").Parse(goDriverTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("parse driver template: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, data); err != nil {
+		return nil, fmt.Errorf("render driver for spec %s: %w", spec.Name, err)
+	}
+	src, err := format.Source(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("format driver for spec %s: %w", spec.Name, err)
+	}
+	return src, nil
+}
