@@ -1,0 +1,150 @@
+package evidence
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every refusal the store makes wraps one of these, so callers
+// test with errors.Is; the typed errors below carry the details (path, pid,
+// field, digest) and unwrap to the matching sentinel.
+var (
+	// ErrLocked: another process holds the store's lock. Returned wrapped in a
+	// *LockedError naming the holder.
+	ErrLocked = errors.New("evidence store is locked")
+	// ErrNotStore: the file is not a DuckDB database, or is a DuckDB database
+	// that is not an assay evidence store (no meta table, wrong app marker).
+	ErrNotStore = errors.New("not an assay evidence store")
+	// ErrSchemaVersion: the store's schema version is not the one this build
+	// supports. Returned wrapped in a *SchemaVersionError.
+	ErrSchemaVersion = errors.New("unsupported evidence store schema version")
+	// ErrReadOnly: a write was attempted on a store opened with ReadOnly.
+	ErrReadOnly = errors.New("evidence store is open read-only")
+	// ErrNotReadOnly: Query was called on a store opened for writing; user SQL
+	// only runs on a read-only store.
+	ErrNotReadOnly = errors.New("open the store read-only to query it")
+	// ErrMultipleStatements: Query was given more than one SQL statement.
+	ErrMultipleStatements = errors.New("query must be exactly one SQL statement")
+	// ErrClosed: the Store was used after Close.
+	ErrClosed = errors.New("evidence store is closed")
+	// ErrNoRun: the named run does not exist.
+	ErrNoRun = errors.New("no such run")
+	// ErrRunExists: OpenRun was given a run id that is already taken.
+	ErrRunExists = errors.New("run already exists")
+	// ErrFinalized: a write targeted a finalized (immutable) run.
+	ErrFinalized = errors.New("run is finalized")
+	// ErrRunNotOpen: a write targeted a run that is neither open nor finalized
+	// (status "interrupted").
+	ErrRunNotOpen = errors.New("run is not open")
+	// ErrInvalidEvent: AppendEvent was given an event that cannot be stored.
+	// Returned wrapped in a *FieldError naming the field.
+	ErrInvalidEvent = errors.New("invalid event")
+	// ErrInvalidEnvelope: OpenRun was given an envelope missing a required field
+	// or holding a malformed one. Returned wrapped in a *FieldError.
+	ErrInvalidEnvelope = errors.New("invalid envelope")
+	// ErrInvalidArgument: any other malformed argument (run id, digest, check,
+	// usage row, verdict, artifact name). Returned wrapped in a *FieldError.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrArtifactMissing: the artifact's payload is not in the store (no row, or
+	// its file under artifacts/sha256 is gone). Wrapped in an *ArtifactError.
+	ErrArtifactMissing = errors.New("artifact missing")
+	// ErrArtifactCorrupt: the artifact's payload no longer hashes to its digest.
+	// Wrapped in an *ArtifactError.
+	ErrArtifactCorrupt = errors.New("artifact corrupt")
+	// ErrArtifactNameTaken: PutArtifact linked a name that the run already links
+	// to different content. Evidence is never silently replaced.
+	ErrArtifactNameTaken = errors.New("artifact name already linked to other content")
+	// ErrCheckExists: RecordCheck was called twice for the same check name in a
+	// run. A check result is evidence; it is never overwritten to obtain a pass.
+	ErrCheckExists = errors.New("check already recorded")
+	// ErrUsageContradicted: RecordUsageVerdicts was given a "conserved" verdict
+	// that the run's recorded usage rows do not support.
+	ErrUsageContradicted = errors.New("usage verdict contradicted by recorded usage")
+)
+
+// LockedError reports that another process holds the store's lock file
+// (<path>.lock). PID and Command are read from the lock file, where a writer
+// records them; both are zero/empty when the holder is a reader or has not
+// recorded itself yet. It unwraps to ErrLocked.
+type LockedError struct {
+	Path    string // the store path as given to Open
+	PID     int    // holder's process id; 0 when unknown
+	Command string // holder's command line as recorded; "" when unknown
+}
+
+func (e *LockedError) Error() string {
+	if e.PID > 0 {
+		cmd := e.Command
+		if cmd == "" {
+			cmd = "unknown command"
+		}
+		return fmt.Sprintf("evidence store %s is open for writing by pid %d (%s); wait for it or pass --wait", e.Path, e.PID, cmd)
+	}
+	return fmt.Sprintf("evidence store %s is locked by another process (a reader, or a writer that has not recorded its pid); wait for it or pass --wait", e.Path)
+}
+
+// Unwrap returns ErrLocked.
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// SchemaVersionError reports a store whose schema_version differs from the one
+// this build supports. Newer files are refused rather than misread. It unwraps
+// to ErrSchemaVersion.
+type SchemaVersionError struct {
+	Path      string // the store path
+	Found     int    // schema_version recorded in the file
+	Supported int    // schema version this build reads and writes
+}
+
+func (e *SchemaVersionError) Error() string {
+	if e.Found > e.Supported {
+		return fmt.Sprintf("evidence store %s has schema version %d, newer than the supported version %d; upgrade assay to read it", e.Path, e.Found, e.Supported)
+	}
+	return fmt.Sprintf("evidence store %s has schema version %d; this assay supports only version %d", e.Path, e.Found, e.Supported)
+}
+
+// Unwrap returns ErrSchemaVersion.
+func (e *SchemaVersionError) Unwrap() error { return ErrSchemaVersion }
+
+// FieldError names the field of an argument that was refused and why. Kind is
+// the sentinel it unwraps to: ErrInvalidEvent, ErrInvalidEnvelope or
+// ErrInvalidArgument.
+type FieldError struct {
+	Kind   error  // one of ErrInvalidEvent, ErrInvalidEnvelope, ErrInvalidArgument
+	Field  string // e.g. "payload", "parent", "manifest_digest", "run_id"
+	Reason string // e.g. "not a JSON object"
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: field %s: %s", e.Kind, e.Field, e.Reason)
+}
+
+// Unwrap returns Kind.
+func (e *FieldError) Unwrap() error { return e.Kind }
+
+// ArtifactError names the artifact (by digest and, for file-backed payloads,
+// path) that is missing or corrupt. Err is ErrArtifactMissing or
+// ErrArtifactCorrupt.
+type ArtifactError struct {
+	Digest string // SHA-256 hex of the expected content
+	Path   string // payload file path; "" when the payload is inline
+	Err    error  // ErrArtifactMissing or ErrArtifactCorrupt
+	Detail string // what was observed, e.g. "content hashes to 3b1f..."
+}
+
+func (e *ArtifactError) Error() string {
+	msg := fmt.Sprintf("%v: sha256:%s", e.Err, e.Digest)
+	if e.Path != "" {
+		msg += " (" + e.Path + ")"
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *ArtifactError) Unwrap() error { return e.Err }
+
+func fieldErr(kind error, field, format string, args ...any) error {
+	return &FieldError{Kind: kind, Field: field, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,246 @@
+package evidence
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Check statuses.
+const (
+	CheckPassed  = "passed"
+	CheckFailed  = "failed"
+	CheckUnknown = "unknown"
+)
+
+// Acceptance verdicts (DESIGN.md vocabulary).
+const (
+	VerdictAccepted       = "accepted"
+	VerdictRejected       = "rejected"
+	VerdictNonCertifiable = "non_certifiable"
+)
+
+// Check is the result of one independent acceptance check of a run.
+type Check struct {
+	Name     string          // 1..128 chars of [A-Za-z0-9_.:/-], e.g. "files_exist", "tests", "oracle", "sessions", "usage"
+	Required bool            // whether acceptance requires it to pass
+	Status   string          // "passed" | "failed" | "unknown"
+	Detail   string          // human-readable outcome
+	Evidence json.RawMessage // optional JSON object; stored in RFC 8785 canonical form
+}
+
+// Verdict is an acceptance verdict with its reasons.
+type Verdict struct {
+	Verdict string   // "accepted" | "rejected" | "non_certifiable"
+	Reasons []string // why; for rejected, each required check not passed is named
+}
+
+// Finalized is what Finalize fixed: the effective verdict and the trace's
+// terminal hash and event count.
+type Finalized struct {
+	RunID        string
+	Verdict      Verdict // the effective verdict, which may be weaker than requested
+	EventCount   int64
+	TerminalHash string // SHA-256 hex, see TerminalHash
+}
+
+func validCheckName(n string) bool {
+	if n == "" || len(n) > 128 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '/' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// RecordCheck records check c for run runID. Each check name is recorded
+// once per run: a check result is evidence and is never overwritten.
+//
+// Errors: *FieldError (ErrInvalidArgument) naming "name", "status", "detail"
+// or "evidence" (not a JSON object); ErrCheckExists; ErrNoRun; ErrFinalized;
+// ErrRunNotOpen; ErrReadOnly; ErrClosed.
+func (s *Store) RecordCheck(ctx context.Context, runID string, c Check) error {
+	if !validCheckName(c.Name) {
+		return fieldErr(ErrInvalidArgument, "name", "%q is not 1..128 chars of [A-Za-z0-9_.:/-]", c.Name)
+	}
+	if c.Status != CheckPassed && c.Status != CheckFailed && c.Status != CheckUnknown {
+		return fieldErr(ErrInvalidArgument, "status", "%q is not one of passed, failed, unknown", c.Status)
+	}
+	if !utf8.ValidString(c.Detail) {
+		return fieldErr(ErrInvalidArgument, "detail", "not valid UTF-8")
+	}
+	var evidence any
+	if len(bytes.TrimSpace(c.Evidence)) > 0 {
+		canon, reason := canonicalObject(c.Evidence)
+		if reason != "" {
+			return fieldErr(ErrInvalidArgument, "evidence", "%s", reason)
+		}
+		evidence = string(canon)
+	}
+	if err := s.beginWrite(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
+	}
+	defer tx.Rollback()
+	if err := writableRun(ctx, tx, runID); err != nil {
+		return err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM checks WHERE run_id = ? AND name = ?`, runID, c.Name).Scan(&n); err != nil {
+		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
+	}
+	if n > 0 {
+		return fmt.Errorf("evidence: run %s check %s: %w", runID, c.Name, ErrCheckExists)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO checks (run_id, name, required, status, detail, evidence, recorded_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, runID, c.Name, c.Required, c.Status, c.Detail, evidence, utcMicro(time.Now())); err != nil {
+		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
+	}
+	return nil
+}
+
+// checkProblems names why checks do not support acceptance: each required
+// check not passed, or the absence of any (required) check. nil means every
+// required check passed and there is at least one.
+func checkProblems(checks []Check) []string {
+	if len(checks) == 0 {
+		return []string{"no checks recorded"}
+	}
+	var problems []string
+	required := 0
+	for _, c := range checks {
+		if !c.Required {
+			continue
+		}
+		required++
+		if c.Status != CheckPassed {
+			problems = append(problems, fmt.Sprintf("required check %s %s", c.Name, c.Status))
+		}
+	}
+	if required == 0 {
+		problems = append(problems, "no required checks recorded")
+	}
+	return problems
+}
+
+// decideVerdict applies the acceptance rules: a run whose mode is not live,
+// or whose evidence does not verify, is non_certifiable; a requested
+// acceptance becomes rejected unless at least one required check was recorded
+// and every required check passed; a requested rejection or non_certifiable
+// verdict is kept. Reasons keep the caller's, plus each rule that applied.
+func decideVerdict(mode string, checks []Check, integrity []string, req Verdict) Verdict {
+	var reasons []string
+	seen := map[string]bool{}
+	add := func(rs ...string) {
+		for _, r := range rs {
+			if !seen[r] {
+				seen[r] = true
+				reasons = append(reasons, r)
+			}
+		}
+	}
+	problems := checkProblems(checks)
+	verdict := req.Verdict
+	switch {
+	case mode != ModeLive:
+		verdict = VerdictNonCertifiable
+		add(fmt.Sprintf("envelope mode %q cannot certify (only live can)", mode))
+	case len(integrity) > 0:
+		verdict = VerdictNonCertifiable
+		for _, p := range integrity {
+			add("evidence does not verify: " + p)
+		}
+	case req.Verdict == VerdictAccepted && len(problems) > 0:
+		verdict = VerdictRejected
+		add(problems...)
+	}
+	add(req.Reasons...)
+	if verdict == VerdictRejected {
+		add(problems...)
+	}
+	if reasons == nil {
+		reasons = []string{}
+	}
+	return Verdict{Verdict: verdict, Reasons: reasons}
+}
+
+// Finalize makes run runID immutable and records its verdict, event count and
+// terminal hash (see TerminalHash).
+//
+// The store decides the effective verdict itself (see the returned
+// Finalized.Verdict): a run whose envelope mode is not "live", or whose hash
+// chain, envelope digest or artifacts do not verify, becomes
+// "non_certifiable"; a requested "accepted" becomes "rejected" — with reasons
+// naming each required check not passed, or "no checks recorded" — unless at
+// least one required check was recorded and every required check passed. A
+// run is never accepted on weaker evidence than that.
+//
+// Errors: *FieldError (ErrInvalidArgument) for an unknown verdict; ErrNoRun;
+// ErrFinalized (already finalized); ErrRunNotOpen; ErrReadOnly; ErrClosed.
+func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalized, error) {
+	if v.Verdict != VerdictAccepted && v.Verdict != VerdictRejected && v.Verdict != VerdictNonCertifiable {
+		return Finalized{}, fieldErr(ErrInvalidArgument, "verdict", "%q is not one of accepted, rejected, non_certifiable", v.Verdict)
+	}
+	for i, r := range v.Reasons {
+		if !utf8.ValidString(r) {
+			return Finalized{}, fieldErr(ErrInvalidArgument, fmt.Sprintf("reasons[%d]", i), "not valid UTF-8")
+		}
+	}
+	if err := s.beginWrite(); err != nil {
+		return Finalized{}, err
+	}
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	if err := writableRun(ctx, tx, runID); err != nil {
+		return Finalized{}, err
+	}
+	re, err := loadRunEvidence(ctx, tx, runID)
+	if err != nil {
+		return Finalized{}, err
+	}
+	integrity, err := s.integrityFindings(ctx, tx, re)
+	if err != nil {
+		return Finalized{}, err
+	}
+	var problems []string
+	for _, f := range integrity {
+		problems = append(problems, f.detail)
+	}
+	effective := decideVerdict(re.summary.Envelope.Mode, re.summary.Checks, problems, v)
+	rec := re.terminalRecord(effective)
+	terminal, err := TerminalHash(rec)
+	if err != nil {
+		return Finalized{}, err
+	}
+	now := utcMicro(time.Now())
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'finalized', finalized_at = ?, event_count = ?, terminal_hash = ?
+		WHERE run_id = ?`, now, rec.EventCount, terminal, runID); err != nil {
+		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO verdicts (run_id, verdict, requested_verdict, reasons, decided_at) VALUES (?, ?, ?, ?, ?)`,
+		runID, effective.Verdict, v.Verdict, effective.Reasons, now); err != nil {
+		return Finalized{}, fmt.Errorf("evidence: finalize run %s: record verdict: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
+	}
+	return Finalized{RunID: runID, Verdict: effective, EventCount: rec.EventCount, TerminalHash: terminal}, nil
+}

@@ -1,0 +1,95 @@
+package evidence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// QueryResult is the result of a read-only SQL query for `assay sql`.
+type QueryResult struct {
+	Columns []string // column names in result order
+	// Rows holds the values as database/sql scans them into `any` from the
+	// DuckDB driver: nil, bool, int8..int64, uint8..uint64, float32/float64,
+	// string, []byte, time.Time, *big.Int (HUGEINT), duckdb.Decimal,
+	// duckdb.Interval, []any (LIST), map[string]any (STRUCT, JSON objects) ...
+	Rows [][]any
+}
+
+// Query runs exactly one SQL statement on the store's read-only connection
+// and returns all its rows. The store must have been opened ReadOnly.
+//
+// Writes are refused by DuckDB itself, not by parsing the SQL: the database is
+// attached with access_mode=read_only, and the connection runs with
+// enable_external_access=false and lock_configuration=true, so INSERT, CREATE,
+// COPY ... TO, ATTACH, INSTALL and LOAD all fail and cannot be re-enabled.
+//
+// Errors: ErrNotReadOnly when the store is open for writing;
+// ErrMultipleStatements when query holds more than one statement; DuckDB's
+// error (*duckdb.Error) for a refused or malformed statement; ctx's error when
+// cancelled (DuckDB interrupts the query); ErrClosed.
+func (s *Store) Query(ctx context.Context, query string) (*QueryResult, error) {
+	if !s.readOnly {
+		return nil, fmt.Errorf("evidence: %s: %w", s.path, ErrNotReadOnly)
+	}
+	if strings.TrimSpace(query) == "" {
+		return nil, fieldErr(ErrInvalidArgument, "query", "empty")
+	}
+	if err := s.beginRead(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: query %s: %w", s.path, err)
+	}
+	defer conn.Close()
+	// Preparing without a context is how the DuckDB driver refuses more than
+	// one statement; DuckDB's own errors (syntax, binding) pass through.
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*duckdb.Conn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		st, err := c.Prepare(query)
+		if err != nil {
+			var de *duckdb.Error
+			if errors.As(err, &de) {
+				return err
+			}
+			return fmt.Errorf("%w: %v", ErrMultipleStatements, err)
+		}
+		return st.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("evidence: query: %w", err)
+	}
+	rows, err := conn.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: query: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, fmt.Errorf("evidence: query: %w", err)
+	}
+	res := &QueryResult{Columns: cols, Rows: [][]any{}}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, fmt.Errorf("evidence: query: %w", err)
+		}
+		res.Rows = append(res.Rows, vals)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("evidence: query: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,434 @@
+// Package evidence is assay's DuckDB evidence store: runs and the envelopes
+// they are bound to before execution, hash-chained events, content-addressed
+// artifacts, usage rows from three sources and their reconciliation, check
+// results, verdicts, and finalized traces (terminal hash, event count).
+//
+// Its worst failure is false acceptance: a run shown as finalized or accepted
+// although its stored evidence no longer describes one causal history. So the
+// store decides effective verdicts itself (Finalize never accepts on weaker
+// evidence than every required check passing in a live run whose evidence
+// verifies), refuses every write to a finalized run, and Verify recomputes the
+// hash chain, terminal hash and artifact digests from the stored columns.
+//
+// Hashes are SHA-256 over RFC 8785 (JSON Canonicalization Scheme) encodings;
+// docs/evidence-schema.md documents every table, column and hashed object.
+//
+// A store has a single writer: the writing process holds an exclusive flock on
+// <path>.lock for the Store's lifetime; readers hold a shared one.
+package evidence
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+	"github.com/gofrs/flock"
+)
+
+// lockRetry is how often a waiting Open retries the lock file.
+const lockRetry = 25 * time.Millisecond
+
+// OpenOptions controls how Open takes the store.
+type OpenOptions struct {
+	// ReadOnly opens the database in DuckDB's read_only access mode under a
+	// shared lock; every write method then returns ErrReadOnly.
+	ReadOnly bool
+	// Wait is how long Open waits for a conflicting lock holder to go away
+	// before returning *LockedError; 0 fails at once.
+	Wait time.Duration
+	// Command is the holder's command line a writer records in the lock file
+	// (e.g. "assay matrix run"), shown to anyone the lock turns away.
+	Command string
+}
+
+// Store is an open evidence store. All methods are safe for concurrent use:
+// they serialize on one mutex over a single DuckDB connection.
+type Store struct {
+	path     string
+	dir      string
+	readOnly bool
+
+	mu     sync.Mutex
+	closed bool
+	db     *sql.DB
+	lock   *flock.Flock // nil when a reader could not create the lock file (no writer can exist then)
+	info   *os.File     // writer's handle for recording "pid command" in the lock file
+}
+
+// Open opens the evidence store at path (e.g. "assay-out/evidence.duckdb"),
+// creating the file, its parent directory and the schema when it is missing and
+// opts.ReadOnly is false.
+//
+// Errors: a missing file opened ReadOnly wraps fs.ErrNotExist; a conflicting
+// lock holder yields *LockedError (ErrLocked) after opts.Wait; a file that is
+// not a DuckDB database or not an assay store wraps ErrNotStore; a store of
+// another schema version yields *SchemaVersionError. ctx bounds the wait for
+// the lock and the opening queries.
+func Open(ctx context.Context, path string, opts OpenOptions) (*Store, error) {
+	if path == "" {
+		return nil, fieldErr(ErrInvalidArgument, "path", "empty")
+	}
+	if strings.Contains(path, "?") {
+		return nil, fieldErr(ErrInvalidArgument, "path", "%q contains '?', which DuckDB reads as options", path)
+	}
+	s := &Store{path: path, dir: filepath.Dir(path), readOnly: opts.ReadOnly}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("evidence: open %s read-only: %w", path, err)
+		}
+	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("evidence: create directory for %s: %w", path, err)
+	}
+	if err := s.acquireLock(ctx, opts); err != nil {
+		return nil, err
+	}
+	if err := s.openDB(ctx); err != nil {
+		s.releaseLock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the store path as given to Open.
+func (s *Store) Path() string { return s.path }
+
+// ReadOnly reports whether the store was opened with OpenOptions.ReadOnly.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// Close closes the database and releases the lock. It is idempotent; the
+// first call's error is returned.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.db != nil {
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("evidence: close %s: %w", s.path, err))
+		}
+	}
+	if err := s.releaseLock(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) lockPath() string { return s.path + ".lock" }
+
+// acquireLock takes the exclusive (writer) or shared (reader) flock on
+// <path>.lock, waiting up to opts.Wait, and for a writer records "pid command".
+func (s *Store) acquireLock(ctx context.Context, opts OpenOptions) error {
+	lp := s.lockPath()
+	flag := os.O_CREATE | os.O_RDWR
+	if opts.ReadOnly {
+		flag = os.O_CREATE | os.O_RDONLY
+	}
+	if opts.ReadOnly {
+		if f, err := os.OpenFile(lp, flag, 0o644); err != nil {
+			// A reader in a directory it cannot write: when the lock file does
+			// not exist and cannot be created, no writer can hold it either.
+			if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+				if _, statErr := os.Stat(lp); errors.Is(statErr, fs.ErrNotExist) {
+					return nil
+				}
+				flag = os.O_RDONLY
+			} else {
+				return fmt.Errorf("evidence: open lock file %s: %w", lp, err)
+			}
+		} else {
+			_ = f.Close()
+		}
+	}
+	fl := flock.New(lp, flock.SetFlag(flag), flock.SetPermissions(0o644))
+	try := fl.TryLock
+	tryCtx := fl.TryLockContext
+	if opts.ReadOnly {
+		try = fl.TryRLock
+		tryCtx = fl.TryRLockContext
+	}
+	var ok bool
+	var err error
+	if opts.Wait <= 0 {
+		ok, err = try()
+	} else {
+		wctx, cancel := context.WithTimeout(ctx, opts.Wait)
+		ok, err = tryCtx(wctx, lockRetry)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = nil // our own wait ran out: report the holder below
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("evidence: lock %s: %w", lp, err)
+	}
+	if !ok {
+		return s.lockedError()
+	}
+	s.lock = fl
+	if opts.ReadOnly {
+		// Holding a shared lock proves no writer is live, so any recorded
+		// holder is stale (a crashed writer); clear it when we may.
+		if f, err := os.OpenFile(lp, os.O_WRONLY, 0); err == nil {
+			_ = f.Truncate(0)
+			_ = f.Close()
+		}
+		return nil
+	}
+	info, err := os.OpenFile(lp, os.O_WRONLY, 0)
+	if err != nil {
+		_ = fl.Unlock()
+		return fmt.Errorf("evidence: record lock holder in %s: %w", lp, err)
+	}
+	line := strconv.Itoa(os.Getpid()) + " " + strings.ReplaceAll(opts.Command, "\n", " ") + "\n"
+	if err := writeHolder(info, line); err != nil {
+		_ = info.Close()
+		_ = fl.Unlock()
+		return fmt.Errorf("evidence: record lock holder in %s: %w", lp, err)
+	}
+	s.info = info
+	return nil
+}
+
+func writeHolder(f *os.File, line string) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt([]byte(line), 0); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// lockedError reads the holder recorded in the lock file.
+func (s *Store) lockedError() error {
+	le := &LockedError{Path: s.path}
+	data, err := os.ReadFile(s.lockPath())
+	if err != nil {
+		return le
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	pidText, cmd, _ := strings.Cut(string(line), " ")
+	if pid, err := strconv.Atoi(pidText); err == nil && pid > 0 {
+		le.PID = pid
+		le.Command = strings.TrimSpace(cmd)
+	}
+	return le
+}
+
+func (s *Store) releaseLock() error {
+	var errs []error
+	if s.info != nil {
+		// Clear the holder record before unlocking so nobody is later told a
+		// finished process still holds the store.
+		if err := s.info.Truncate(0); err != nil {
+			errs = append(errs, fmt.Errorf("evidence: clear lock holder in %s: %w", s.lockPath(), err))
+		}
+		if err := s.info.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("evidence: close lock file %s: %w", s.lockPath(), err))
+		}
+		s.info = nil
+	}
+	if s.lock != nil {
+		if err := s.lock.Unlock(); err != nil {
+			errs = append(errs, fmt.Errorf("evidence: unlock %s: %w", s.lockPath(), err))
+		}
+		s.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// duckdbMagic is the magic number DuckDB writes at byte offset 8 of every
+// database file (DuckDB storage format, MainHeader::MAGIC_BYTES).
+const duckdbMagic = "DUCK"
+
+// checkHeader refuses an existing file that is not a DuckDB database before
+// DuckDB is allowed to touch it. It reports whether the file exists.
+func (s *Store) checkHeader() (bool, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("evidence: open %s: %w", s.path, err)
+	}
+	defer f.Close()
+	var hdr [12]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return true, fmt.Errorf("evidence: %s is not a DuckDB database (too short): %w", s.path, ErrNotStore)
+	}
+	if string(hdr[8:12]) != duckdbMagic {
+		return true, fmt.Errorf("evidence: %s is not a DuckDB database: %w", s.path, ErrNotStore)
+	}
+	return true, nil
+}
+
+func (s *Store) openDB(ctx context.Context) error {
+	if _, err := s.checkHeader(); err != nil {
+		return err
+	}
+	dsn := s.path
+	var init func(driver.ExecerContext) error
+	if s.readOnly {
+		dsn += "?access_mode=read_only"
+		init = lockDownConnection
+	}
+	connector, err := duckdb.NewConnector(dsn, init)
+	if err != nil {
+		return fmt.Errorf("evidence: open %s: %w", s.path, err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return fmt.Errorf("evidence: open %s: %w", s.path, err)
+	}
+	s.db = db
+	if err := s.checkSchema(ctx); err != nil {
+		_ = db.Close()
+		s.db = nil
+		return err
+	}
+	return nil
+}
+
+// lockDownConnection runs on every connection of a read-only store: no file,
+// network or extension access, and no way for a later statement to undo that.
+// DuckDB's read_only access mode already refuses writes to the database.
+func lockDownConnection(ex driver.ExecerContext) error {
+	ctx := context.Background()
+	if _, err := ex.ExecContext(ctx, "SET enable_external_access = false", nil); err != nil {
+		// The configuration is database-wide: a later connection finds it
+		// already locked, which is the state we want.
+		var de *duckdb.Error
+		if errors.As(err, &de) && strings.Contains(de.Msg, "locked") {
+			return nil
+		}
+		return fmt.Errorf("evidence: disable external access: %w", err)
+	}
+	if _, err := ex.ExecContext(ctx, "SET lock_configuration = true", nil); err != nil {
+		return fmt.Errorf("evidence: lock configuration: %w", err)
+	}
+	return nil
+}
+
+// checkSchema recognises an assay store by its meta table, creating the schema
+// when a writer finds a DuckDB file without any tables.
+func (s *Store) checkSchema(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT table_name FROM duckdb_tables()
+		WHERE database_name = current_database() AND schema_name = 'main'`)
+	if err != nil {
+		return fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
+	}
+	tables := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
+		}
+		tables[name] = true
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
+	}
+	if len(tables) == 0 {
+		if s.readOnly {
+			return fmt.Errorf("evidence: %s is an empty DuckDB database: %w", s.path, ErrNotStore)
+		}
+		return s.createSchema(ctx)
+	}
+	if !tables["meta"] {
+		return fmt.Errorf("evidence: %s is a DuckDB database without an assay meta table: %w", s.path, ErrNotStore)
+	}
+	meta := map[string]string{}
+	mrows, err := s.db.QueryContext(ctx, `SELECT key, value FROM meta`)
+	if err != nil {
+		return fmt.Errorf("evidence: %s: read meta table: %v: %w", s.path, err, ErrNotStore)
+	}
+	for mrows.Next() {
+		var k, v string
+		if err := mrows.Scan(&k, &v); err != nil {
+			mrows.Close()
+			return fmt.Errorf("evidence: %s: read meta table: %v: %w", s.path, err, ErrNotStore)
+		}
+		meta[k] = v
+	}
+	if err := mrows.Close(); err != nil {
+		return fmt.Errorf("evidence: %s: read meta table: %w", s.path, err)
+	}
+	if meta["app"] != appMarker {
+		return fmt.Errorf("evidence: %s: meta.app is %q, not %q: %w", s.path, meta["app"], appMarker, ErrNotStore)
+	}
+	v, err := strconv.Atoi(meta["schema_version"])
+	if err != nil {
+		return fmt.Errorf("evidence: %s: meta.schema_version %q is not a number: %w", s.path, meta["schema_version"], ErrNotStore)
+	}
+	if v != SchemaVersion {
+		return &SchemaVersionError{Path: s.path, Found: v, Supported: SchemaVersion}
+	}
+	return nil
+}
+
+func (s *Store) createSchema(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("evidence: create schema in %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	for _, stmt := range schemaDDL() {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("evidence: create schema in %s: %w", s.path, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('app', ?), ('schema_version', ?), ('created_at', ?)`,
+		appMarker, strconv.Itoa(SchemaVersion), time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("evidence: create schema in %s: %w", s.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("evidence: create schema in %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// begin locks the store for a write and checks it may be written.
+func (s *Store) beginWrite() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if s.readOnly {
+		s.mu.Unlock()
+		return fmt.Errorf("evidence: %s: %w", s.path, ErrReadOnly)
+	}
+	return nil
+}
+
+// beginRead locks the store for a read.
+func (s *Store) beginRead() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}

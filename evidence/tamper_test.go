@@ -1,0 +1,173 @@
+package evidence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixture is a finalized, accepted run written through the API.
+type fixture struct {
+	path        string
+	runID       string
+	smallDigest string
+	largeDigest string
+	largePath   string
+	events      []StoredEvent
+}
+
+func buildFinalizedRun(t *testing.T, verdict string) fixture {
+	t.Helper()
+	ctx := context.Background()
+	f := fixture{path: storePath(t), runID: "run-tamper"}
+	s := mustOpen(t, f.path, OpenOptions{Command: "assay matrix run"})
+	if err := s.OpenRun(ctx, f.runID, testEnvelope(ModeLive), ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 6; i++ {
+		if _, err := s.AppendEvent(ctx, f.runID, Event{Type: "tool_call", MemberID: "m1", SessionID: "run-tamper-m1",
+			Parent: int64(i - 1), Payload: payload(`{"step": %d, "tool": "write_file"}`, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	if f.smallDigest, err = s.PutArtifact(ctx, f.runID, "cases/double.go", "text/x-go", []byte("package cases\n")); err != nil {
+		t.Fatal(err)
+	}
+	if f.largeDigest, err = s.PutArtifact(ctx, f.runID, "provider/response/exec-1/0", "application/json", largeData(InlineLimit+100, 1)); err != nil {
+		t.Fatal(err)
+	}
+	f.largePath = s.ArtifactPath(f.largeDigest)
+	for _, c := range []Check{
+		{Name: "files_exist", Required: true, Status: CheckPassed},
+		{Name: "tests", Required: true, Status: CheckPassed, Evidence: json.RawMessage(`{"exit": 0}`)},
+		{Name: "lint", Required: false, Status: CheckFailed},
+	} {
+		if err := s.RecordCheck(ctx, f.runID, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Finalize(ctx, f.runID, Verdict{Verdict: verdict}); err != nil {
+		t.Fatal(err)
+	}
+	if f.events, err = s.Events(ctx, f.runID); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, s)
+	return f
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name       string
+		verdict    string // verdict requested when building the run
+		tamper     func(t *testing.T, f fixture)
+		wantStatus string
+		wantSeq    int64
+		wantDetail string // substring of Detail
+	}{
+		{"untouched", VerdictAccepted, func(*testing.T, fixture) {}, VerifyOK, 0, "terminal hash verified"},
+		{"payload changed", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE events SET payload = '{"step":3,"tool":"delete_file"}' WHERE run_id = 'run-tamper' AND seq = 3`)
+		}, VerifyTampered, 3, "event 3: hash mismatch"},
+		{"payload changed and its hash recomputed", VerdictAccepted, func(t *testing.T, f fixture) {
+			e := f.events[2]
+			e.Payload = json.RawMessage(`{"step":3,"tool":"delete_file"}`)
+			h, err := EventHash(e.PrevHash, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rawExec(t, f.path, fmt.Sprintf(`UPDATE events SET payload = '%s', hash = '%s' WHERE run_id = 'run-tamper' AND seq = 3`, e.Payload, h))
+		}, VerifyTampered, 4, "event 4: prev_hash does not link"},
+		{"terminal hash changed", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE runs SET terminal_hash = '`+strings.Repeat("a", 64)+`'`)
+		}, VerifyTampered, 0, "terminal hash mismatch"},
+		{"event deleted", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `DELETE FROM events WHERE run_id = 'run-tamper' AND seq = 4`)
+		}, VerifyTampered, 4, "event count 6 != 5"},
+		{"last event deleted", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `DELETE FROM events WHERE run_id = 'run-tamper' AND seq = 6`)
+		}, VerifyTampered, 0, "event count 6 != 5"},
+		{"two events' seqs swapped", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path,
+				`UPDATE events SET seq = -1 WHERE run_id = 'run-tamper' AND seq = 2`,
+				`UPDATE events SET seq = 2 WHERE run_id = 'run-tamper' AND seq = 3`,
+				`UPDATE events SET seq = 3 WHERE run_id = 'run-tamper' AND seq = -1`)
+		}, VerifyTampered, 2, "event 2:"},
+		{"event time changed", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE events SET time = time + INTERVAL 1 SECOND WHERE run_id = 'run-tamper' AND seq = 5`)
+		}, VerifyTampered, 5, "event 5: hash mismatch"},
+		{"event appended after finalize with a valid chain hash", VerdictAccepted, func(t *testing.T, f fixture) {
+			last := f.events[len(f.events)-1]
+			e := StoredEvent{RunID: f.runID, Seq: 7, Type: "tool_call", Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Payload: json.RawMessage(`{}`)}
+			h, err := EventHash(last.Hash, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rawExec(t, f.path, fmt.Sprintf(`INSERT INTO events VALUES ('run-tamper', 7, 0, 'tool_call', '', '', TIMESTAMP '2030-01-01 00:00:00', '{}', '%s', '%s')`, last.Hash, h))
+		}, VerifyTampered, 0, "event count 6 != 7"},
+		{"rejected verdict flipped to accepted", VerdictRejected, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE verdicts SET verdict = 'accepted', reasons = []`)
+		}, VerifyTampered, 0, "terminal hash mismatch"},
+		{"failed optional check flipped to passed", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE checks SET status = 'passed' WHERE name = 'lint'`)
+		}, VerifyTampered, 0, "terminal hash mismatch"},
+		{"required check deleted", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `DELETE FROM checks WHERE name = 'tests'`)
+		}, VerifyTampered, 0, "terminal hash mismatch"},
+		{"envelope mode changed", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE envelopes SET mode = 'dry_run'`)
+		}, VerifyTampered, 0, "envelope digest mismatch"},
+		{"run reopened", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE runs SET status = 'open'`)
+		}, VerifyTampered, 0, "carries a finalization record"},
+		{"artifact relinked", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE run_artifacts SET name = 'cases/other.go' WHERE name = 'cases/double.go'`)
+		}, VerifyTampered, 0, "terminal hash mismatch"},
+		{"large artifact file altered", VerdictAccepted, func(t *testing.T, f fixture) {
+			data, err := os.ReadFile(f.largePath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[len(data)/2] ^= 0x01
+			if err := os.Chmod(f.largePath, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f.largePath, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, VerifyCorruptPayload, 0, "artifact provider/response/exec-1/0: artifact corrupt"},
+		{"large artifact file removed", VerdictAccepted, func(t *testing.T, f fixture) {
+			if err := os.Remove(f.largePath); err != nil {
+				t.Fatal(err)
+			}
+		}, VerifyMissingPayload, 0, "artifact provider/response/exec-1/0: artifact missing"},
+		{"inline artifact altered", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE artifacts SET data = 'package evil'::BLOB WHERE storage = 'inline'`)
+		}, VerifyCorruptPayload, 0, "artifact cases/double.go: artifact corrupt"},
+		{"artifact row deleted", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `DELETE FROM artifacts WHERE storage = 'inline'`)
+		}, VerifyMissingPayload, 0, "artifact cases/double.go: artifact missing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := buildFinalizedRun(t, tc.verdict)
+			tc.tamper(t, f)
+			ro := mustOpen(t, f.path, OpenOptions{ReadOnly: true})
+			vs, err := ro.Verify(ctx, f.runID)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			v := vs[0]
+			t.Logf("Verify: %+v", v)
+			if v.Status != tc.wantStatus || v.FirstBadSeq != tc.wantSeq || !strings.Contains(v.Detail, tc.wantDetail) {
+				t.Errorf("Verify = %+v\nwant status %s, first bad seq %d, detail containing %q", v, tc.wantStatus, tc.wantSeq, tc.wantDetail)
+			}
+		})
+	}
+}
