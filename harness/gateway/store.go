@@ -1,0 +1,268 @@
+package gateway
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofrs/flock"
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" database/sql driver
+)
+
+// SchemaVersion is the version of the usage database layout, kept in the meta
+// table under the key "schema_version".
+const SchemaVersion = "1"
+
+// ErrSchemaVersion is returned (wrapped, with the path and both versions) by
+// Start when the usage database was written with a different SchemaVersion.
+var ErrSchemaVersion = errors.New("gateway: usage database schema version mismatch")
+
+// ErrDatabaseInUse is returned (wrapped, with the path) by Start when another
+// gateway holds the usage database: the gateway assigns record ids itself (at
+// request arrival), which needs a single owner per database file. The lock is
+// an flock(2) on the file DBPath+".lock".
+var ErrDatabaseInUse = errors.New("gateway: usage database is in use by another gateway")
+
+// timeLayout stores StartedAt as fixed-width UTC text so that text order is
+// time order.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+const schemaSQL = `
+CREATE TABLE IF NOT EXISTS meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS requests (
+	id                INTEGER PRIMARY KEY,
+	session_id        TEXT    NOT NULL,
+	method            TEXT    NOT NULL,
+	path              TEXT    NOT NULL,
+	model             TEXT    NOT NULL,
+	stream            INTEGER NOT NULL CHECK (stream IN (0, 1)),
+	status            INTEGER NOT NULL,
+	latency_ms        REAL    NOT NULL,
+	request_sha256    TEXT    NOT NULL,
+	response_sha256   TEXT    NOT NULL,
+	request_bytes     INTEGER NOT NULL,
+	response_bytes    INTEGER NOT NULL,
+	usage_state       TEXT    NOT NULL CHECK (usage_state IN ('reported', 'unknown')),
+	prompt_tokens     INTEGER,
+	completion_tokens INTEGER,
+	total_tokens      INTEGER,
+	cached_tokens     INTEGER,
+	reasoning_tokens  INTEGER,
+	relay_error       TEXT    NOT NULL,
+	started_at        TEXT    NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS requests_session ON requests (session_id, id);
+`
+
+// store is the SQLite usage database: one writer connection (WAL mode, so
+// readers never block it) and a read-only pool for queries. Safe for
+// concurrent use.
+type store struct {
+	path   string
+	lock   *flock.Flock
+	w      *sql.DB
+	r      *sql.DB
+	lastID atomic.Int64 // highest record id handed out
+}
+
+// reserveID hands out the id of a request that has just arrived, so that ids
+// follow arrival order even though rows are written when responses end.
+func (s *store) reserveID() int64 { return s.lastID.Add(1) }
+
+func sqliteURI(abs string, params string) string {
+	return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + params
+}
+
+// openStore opens or creates the database at path and checks its schema
+// version.
+func openStore(ctx context.Context, path string) (*store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: usage database path %q: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("gateway: usage database directory for %s: %w", abs, err)
+	}
+	lock := flock.New(abs + ".lock")
+	locked, err := lock.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: lock usage database %s: %w", abs, err)
+	}
+	if !locked {
+		return nil, fmt.Errorf("%w: %s (lock file %s)", ErrDatabaseInUse, abs, lock.Path())
+	}
+	s, err := openLocked(ctx, abs)
+	if err != nil {
+		return nil, errors.Join(err, lock.Unlock())
+	}
+	s.lock = lock
+	return s, nil
+}
+
+func openLocked(ctx context.Context, abs string) (*store, error) {
+	w, err := sql.Open("sqlite3", sqliteURI(abs, "mode=rwc&_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000&_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: open usage database %s: %w", abs, err)
+	}
+	w.SetMaxOpenConns(1) // the single writer
+	w.SetConnMaxIdleTime(0)
+	s := &store{path: abs, w: w}
+	if err := s.migrate(ctx); err != nil {
+		return nil, errors.Join(err, w.Close())
+	}
+	r, err := sql.Open("sqlite3", sqliteURI(abs, "mode=ro&_busy_timeout=10000"))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("gateway: open usage database %s for reading: %w", abs, err), w.Close())
+	}
+	r.SetMaxOpenConns(4)
+	s.r = r
+	var last int64
+	if err := w.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM requests`).Scan(&last); err != nil {
+		return nil, errors.Join(fmt.Errorf("gateway: usage database %s: last record id: %w", abs, err), s.close())
+	}
+	s.lastID.Store(last)
+	return s, nil
+}
+
+func (s *store) migrate(ctx context.Context) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return fmt.Errorf("gateway: usage database %s: %w", s.path, err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("gateway: usage database %s: journal mode is %q, want wal", s.path, mode)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("gateway: usage database %s: begin schema: %w", s.path, err)
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+		return fmt.Errorf("gateway: usage database %s: create schema: %w", s.path, err)
+	}
+	var got string
+	err = tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&got)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema_version', ?)`, SchemaVersion); err != nil {
+			return fmt.Errorf("gateway: usage database %s: write schema version: %w", s.path, err)
+		}
+	case err != nil:
+		return fmt.Errorf("gateway: usage database %s: read schema version: %w", s.path, err)
+	case got != SchemaVersion:
+		return fmt.Errorf("%w: %s has version %q, this gateway writes %q", ErrSchemaVersion, s.path, got, SchemaVersion)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("gateway: usage database %s: commit schema: %w", s.path, err)
+	}
+	return nil
+}
+
+// insert writes rec under its reserved rec.ID.
+func (s *store) insert(ctx context.Context, rec *Record) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO requests (
+		id, session_id, method, path, model, stream, status, latency_ms,
+		request_sha256, response_sha256, request_bytes, response_bytes,
+		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
+		relay_error, started_at
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		rec.ID, rec.SessionID, rec.Method, rec.Path, rec.Model, rec.Stream, rec.Status, rec.LatencyMS,
+		rec.RequestSHA256, rec.ResponseSHA256, rec.RequestBytes, rec.ResponseBytes,
+		rec.UsageState, nullable(rec.PromptTokens), nullable(rec.CompletionTokens), nullable(rec.TotalTokens),
+		nullable(rec.CachedTokens), nullable(rec.ReasoningTokens),
+		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout))
+	if err != nil {
+		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, s.path, err)
+	}
+	return nil
+}
+
+func nullable(v *int64) sql.NullInt64 {
+	if v == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: *v, Valid: true}
+}
+
+func fromNullable(v sql.NullInt64) *int64 {
+	if !v.Valid {
+		return nil
+	}
+	n := v.Int64
+	return &n
+}
+
+// records returns the rows of session (or of every session starting with it,
+// when prefix is set), ordered by id.
+func (s *store) records(ctx context.Context, session string, prefix bool) ([]Record, error) {
+	const cols = `id, session_id, method, path, model, stream, status, latency_ms,
+		request_sha256, response_sha256, request_bytes, response_bytes,
+		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
+		relay_error, started_at`
+	where := `session_id = ?1`
+	if prefix {
+		// substr, not LIKE: session ids may contain % and _.
+		where = `substr(session_id, 1, length(?1)) = ?1`
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+cols+` FROM requests WHERE `+where+` ORDER BY id`, session)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: query records of session %q in %s: %w", session, s.path, err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var (
+			rec                                          Record
+			prompt, completion, total, cached, reasoning sql.NullInt64
+			started                                      string
+		)
+		if err := rows.Scan(&rec.ID, &rec.SessionID, &rec.Method, &rec.Path, &rec.Model, &rec.Stream, &rec.Status, &rec.LatencyMS,
+			&rec.RequestSHA256, &rec.ResponseSHA256, &rec.RequestBytes, &rec.ResponseBytes,
+			&rec.UsageState, &prompt, &completion, &total, &cached, &reasoning,
+			&rec.RelayError, &started); err != nil {
+			return nil, fmt.Errorf("gateway: scan record of session %q in %s: %w", session, s.path, err)
+		}
+		rec.PromptTokens = fromNullable(prompt)
+		rec.CompletionTokens = fromNullable(completion)
+		rec.TotalTokens = fromNullable(total)
+		rec.CachedTokens = fromNullable(cached)
+		rec.ReasoningTokens = fromNullable(reasoning)
+		t, err := time.Parse(timeLayout, started)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: record %d in %s: started_at %q: %w", rec.ID, s.path, started, err)
+		}
+		rec.StartedAt = t.UTC()
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("gateway: read records of session %q in %s: %w", session, s.path, err)
+	}
+	return out, nil
+}
+
+func (s *store) close() error {
+	var errs []error
+	if s.r != nil {
+		if err := s.r.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: close usage database reader %s: %w", s.path, err))
+		}
+	}
+	if err := s.w.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("gateway: close usage database %s: %w", s.path, err))
+	}
+	if s.lock != nil {
+		if err := s.lock.Unlock(); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: unlock usage database %s: %w", s.path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
