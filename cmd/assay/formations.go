@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/runtime/formation"
+)
+
+// FormationsOptions are the parsed flags of `assay formations`.
+type FormationsOptions struct {
+	IO     IOStreams
+	Format string
+}
+
+// NewCmdFormations builds `assay formations`, which lists the formation registry.
+func NewCmdFormations(io IOStreams, runF func(context.Context, *FormationsOptions) error) *cobra.Command {
+	opts := &FormationsOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "formations",
+		Short: "List the registered formations with their durability and contracts",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runFormations(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table or json")
+	return cmd
+}
+
+type formationRow struct {
+	Name    string `json:"name"`
+	Durable bool   `json:"durable"`
+	Doc     string `json:"doc"`
+}
+
+func runFormations(ctx context.Context, opts *FormationsOptions) error {
+	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+		return err
+	}
+	var rows []formationRow
+	for _, f := range formation.Registry() {
+		rows = append(rows, formationRow{Name: f.Name, Durable: f.Durable, Doc: f.Doc})
+	}
+	if opts.Format == "json" {
+		return writeJSON(opts.IO.Out, rows)
+	}
+	t := table{header: []string{"FORMATION", "DURABLE", "CONTRACT"}}
+	for _, r := range rows {
+		t.rows = append(t.rows, []string{r.Name, fmt.Sprint(r.Durable), r.Doc})
+	}
+	return t.writeText(opts.IO.Out)
+}

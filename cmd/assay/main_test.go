@@ -1,0 +1,352 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
+)
+
+// TestMain lets the test binary act as a second process holding the evidence store's writer lock.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("ASSAY_TEST_HOLD_STORE"); path != "" {
+		s, err := evidence.Open(context.Background(), path, evidence.OpenOptions{Command: "assay-test-holder"})
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(3)
+		}
+		fmt.Println("ready")
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // hold until the parent closes stdin
+		s.Close()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// oneLine asserts the error output is exactly one line naming want.
+func oneLine(t *testing.T, r result, want string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("stderr should be one line containing %q, got %q", want, r.stderr)
+	}
+}
+
+func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
+	}
+	out := t.TempDir()
+	r := runCLI(t, "matrix", "run", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("matrix run exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, f := range []string{"evidence.duckdb", "gateway-usage.db", "report.md"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Fatalf("%s missing or empty: %v", f, err)
+		}
+	}
+	if n := strings.Count(r.stdout, "accepted"); n != 2 {
+		t.Fatalf("want 2 accepted cases in the table, got %d:\n%s", n, r.stdout)
+	}
+	for _, col := range []string{"FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "SESSIONS", "USAGE", "VERDICT"} {
+		if !strings.Contains(r.stdout, col) {
+			t.Errorf("table lacks column %s", col)
+		}
+	}
+	report, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if !strings.Contains(string(report), "Reference results") || !strings.Contains(string(report), "assay-reference-1") {
+		t.Errorf("report.md does not say results came from the reference provider")
+	}
+
+	// The evidence verifies, and is queryable read-only.
+	if v := runCLI(t, "verify", "--out", out); v.code != 0 {
+		t.Fatalf("verify exit %d: %s %s", v.code, v.stdout, v.stderr)
+	}
+	q := runCLI(t, "sql", "--out", out, "--format", "json", "SELECT verdict FROM verdicts ORDER BY run_id")
+	if q.code != 0 {
+		t.Fatalf("sql exit %d: %s", q.code, q.stderr)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(q.stdout), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("sql json: %v %q", err, q.stdout)
+	}
+	for _, row := range rows {
+		if row["verdict"] != "accepted" {
+			t.Errorf("stored verdict %v, want accepted", row["verdict"])
+		}
+	}
+	// Usage rows exist for three sources per member with known counts.
+	u := runCLI(t, "sql", "--out", out, "--format", "csv", "SELECT source, count(*) AS n, count(total_tokens) AS known FROM usage GROUP BY source ORDER BY source")
+	if u.code != 0 || !strings.Contains(u.stdout, "gateway,4,4") || !strings.Contains(u.stdout, "store,4,4") || !strings.Contains(u.stdout, "wire,4,4") {
+		t.Fatalf("usage rows per source: exit %d %q %q", u.code, u.stdout, u.stderr)
+	}
+
+	// A write statement is refused, exit 2, and the store is unchanged.
+	before := fileDigest(t, filepath.Join(out, "evidence.duckdb"))
+	w := runCLI(t, "sql", "--out", out, "DELETE FROM verdicts")
+	if w.code != 2 {
+		t.Fatalf("write statement: exit %d, want 2 (%s)", w.code, w.stderr)
+	}
+	oneLine(t, w, "")
+	if after := fileDigest(t, filepath.Join(out, "evidence.duckdb")); after != before {
+		t.Fatalf("evidence store changed by a refused write")
+	}
+}
+
+func TestMatrixRunWithoutUsageIsNotAccepted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
+	}
+	out := t.TempDir()
+	r := runCLI(t, "matrix", "run", "--out", out, "--formations", "sequential", "--format", "json",
+		"--reference-fault", "exec-2:1:drop_usage")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (case not accepted)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var sum harness.Summary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
+		t.Fatalf("json summary: %v\n%s", err, r.stdout)
+	}
+	if len(sum.Cases) != 1 || sum.Cases[0].Verdict.Verdict != "rejected" {
+		t.Fatalf("want one rejected case, got %+v", sum.Cases)
+	}
+	for _, c := range sum.Cases[0].Checks {
+		if c.Name == "usage" && c.Status != "unknown" {
+			t.Fatalf("usage check %s (%s), want unknown", c.Status, c.Detail)
+		}
+		if c.Name == "oracle" && c.Status != "passed" {
+			t.Fatalf("the deliverables were fine; oracle %s", c.Status)
+		}
+	}
+	// exec-2's usage is NULL (unknown) in the store and wire sources, never 0.
+	q := runCLI(t, "sql", "--out", out, "--format", "csv",
+		"SELECT source, state, total_tokens IS NULL AS is_null FROM usage WHERE member_id = 'exec-2' ORDER BY source")
+	if q.code != 0 {
+		t.Fatalf("sql: %s", q.stderr)
+	}
+	for _, want := range []string{"gateway,partial,true", "store,partial,true", "wire,partial,true"} {
+		if !strings.Contains(q.stdout, want) {
+			t.Errorf("usage rows lack %q:\n%s", want, q.stdout)
+		}
+	}
+}
+
+func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+		// notCreated must not exist afterwards.
+		notCreated string
+	}{
+		{"unknown formation", []string{"matrix", "run", "--out", filepath.Join(dir, "o1"), "--formations", "sequential,nosuch"}, `unknown formation "nosuch"`, filepath.Join(dir, "o1")},
+		{"out is a file", []string{"matrix", "run", "--out", file}, "is a file", ""},
+		{"unknown flag", []string{"matrix", "run", "--no-such-flag"}, "unknown flag", ""},
+		{"bad format", []string{"matrix", "run", "--format", "xml", "--out", filepath.Join(dir, "o2")}, "--format", filepath.Join(dir, "o2")},
+		{"bad fault", []string{"matrix", "run", "--reference-fault", "exec-1:0:explode", "--out", filepath.Join(dir, "o3")}, "explode", filepath.Join(dir, "o3")},
+		{"api key env unset", []string{"matrix", "run", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--api-key-env", "ASSAY_TEST_UNSET_VAR", "--out", filepath.Join(dir, "o4")}, "ASSAY_TEST_UNSET_VAR", filepath.Join(dir, "o4")},
+		{"index without packages", []string{"index", "--out", filepath.Join(dir, "o5"), empty}, "", filepath.Join(dir, "o5", "graph.db")},
+		{"sql without store", []string{"sql", "--out", filepath.Join(dir, "none"), "SELECT 1"}, "", filepath.Join(dir, "none")},
+		{"verify without store", []string{"verify", "--out", filepath.Join(dir, "none2")}, "", filepath.Join(dir, "none2")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCLI(t, c.args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %q", r.code, r.stderr)
+			}
+			oneLine(t, r, c.want)
+			if c.notCreated != "" {
+				if _, err := os.Stat(c.notCreated); err == nil {
+					t.Fatalf("%s was created by a refused command", c.notCreated)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreHeldByAnotherProcessIsNamedByPID(t *testing.T) {
+	out := t.TempDir()
+	store := filepath.Join(out, "evidence.duckdb")
+	holder := exec.Command(os.Args[0], "-test.run=^$")
+	holder.Env = append(os.Environ(), "ASSAY_TEST_HOLD_STORE="+store)
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); holder.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		t.Fatalf("holder did not get the lock: %q %v", line, err)
+	}
+	pid := fmt.Sprint(holder.Process.Pid)
+	for _, args := range [][]string{
+		{"matrix", "run", "--out", out},
+		{"sql", "--out", out, "SELECT 1"},
+		{"verify", "--out", out},
+	} {
+		r := runCLI(t, args...)
+		if r.code != 2 {
+			t.Fatalf("%v: exit %d, want 2: %s", args, r.code, r.stderr)
+		}
+		oneLine(t, r, pid)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.md")); err == nil {
+		t.Fatalf("report.md written although the store was locked")
+	}
+}
+
+func TestVerifyReportsATamperedEvent(t *testing.T) {
+	ctx := context.Background()
+	out := t.TempDir()
+	path := filepath.Join(out, "evidence.duckdb")
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := evidence.Envelope{Tenant: "t", ManifestDigest: strings.Repeat("a", 64), Mode: "live", EnvironmentFingerprint: strings.Repeat("b", 64)}
+	for _, run := range []string{"run-good", "run-bad"} {
+		if err := s.OpenRun(ctx, run, env, ""); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 5; i++ {
+			if _, err := s.AppendEvent(ctx, run, evidence.Event{Type: "step", Time: time.Unix(int64(i), 0).UTC(),
+				Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.RecordCheck(ctx, run, evidence.Check{Name: "c", Required: true, Status: "passed"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finalize(ctx, run, evidence.Verdict{Verdict: "accepted"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if r := runCLI(t, "verify", "--out", out); r.code != 0 {
+		t.Fatalf("untampered store: exit %d %s", r.code, r.stderr)
+	}
+
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Exec(`UPDATE events SET payload = '{"n":99}' WHERE run_id = 'run-bad' AND seq = 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("tamper touched %d rows", n)
+	}
+	db.Close()
+
+	r := runCLI(t, "verify", "--out", out, "--format", "json")
+	if r.code != 1 {
+		t.Fatalf("tampered store: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	oneLine(t, r, "run-bad tampered at seq 3")
+	var got []evidence.RunVerification
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]evidence.RunVerification{}
+	for _, g := range got {
+		status[g.RunID] = g
+	}
+	if status["run-good"].Status != "ok" || status["run-bad"].Status != "tampered" || status["run-bad"].FirstBadSeq != 3 {
+		t.Fatalf("verification %+v", got)
+	}
+}
+
+func TestIndexThisRepository(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads and type-checks the whole repository; skipped with -short")
+	}
+	out := t.TempDir()
+	r := runCLI(t, "index", "--out", out, "--format", "json", "../..")
+	if r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	var snap struct {
+		DBSHA256 string
+		Counts   struct{ Packages, Funcs int }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &snap); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	if snap.Counts.Packages < 5 || snap.Counts.Funcs < 50 {
+		t.Fatalf("implausible counts for this repository: %+v", snap.Counts)
+	}
+	if got := fileDigest(t, filepath.Join(out, "graph.db")); got != snap.DBSHA256 {
+		t.Fatalf("printed sha256 %s, file has %s", snap.DBSHA256, got)
+	}
+}
+
+func TestFormationsListsTheRegistry(t *testing.T) {
+	r := runCLI(t, "formations", "--format", "json")
+	if r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	var rows []formationRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, row := range rows {
+		names[row.Name] = true
+	}
+	if !names["sequential"] || !names["parallel"] {
+		t.Fatalf("registry listing %v", rows)
+	}
+}
+
+func fileDigest(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/reports"
+	"github.com/assay-audit/assay/runtime/formation"
+	"github.com/assay-audit/assay/runtime/provider/reference"
+)
+
+// MatrixRunOptions are the parsed flags of `assay matrix run`.
+type MatrixRunOptions struct {
+	IO         IOStreams
+	Harness    harness.Options
+	Formations string
+	APIKeyEnv  string
+	Faults     []string
+	Format     string
+}
+
+// NewCmdMatrix builds `assay matrix` and its `run` subcommand. runF replaces runMatrixRun in tests.
+func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "matrix",
+		Short: "Run formation matrices against a provider",
+	}
+	opts := &MatrixRunOptions{IO: io}
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Run every selected formation on a task profile and accept or reject each case from evidence",
+		Long: `Run each selected formation (a case) against an OpenAI-compatible provider — by default the embedded
+reference provider on 127.0.0.1 — through the observing gateway, then check each case independently of
+what any member said: declared files exist, the members' tests pass under a bounded runner, the
+finite-domain oracle passes with the artifact unchanged, member outcomes succeeded, session ids are
+distinct and match the wire, routing matches, and token usage is conserved across wire, store and
+gateway. Every case is recorded and finalized in <out>/evidence.duckdb; the gateway's records go to
+<out>/gateway-usage.db; <out>/report.md is the readable report.
+
+Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad input.`,
+		Example: `  assay matrix run
+  assay matrix run --formations parallel --format json
+  OPENAI_API_KEY=... assay matrix run --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runMatrixRun(c.Context(), opts)
+		},
+	}
+	f := run.Flags()
+	f.StringVar(&opts.Harness.OutDir, "out", "assay-out", "output directory (evidence store, gateway database, case directories, report)")
+	f.StringVar(&opts.Formations, "formations", "sequential,parallel", "comma-separated formations, or \"all\" (known: "+strings.Join(formation.Names(), ", ")+")")
+	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile")
+	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language")
+	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
+	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")
+	f.StringVar(&opts.APIKeyEnv, "api-key-env", "", "name of the environment variable holding the provider API key (the key itself is never recorded)")
+	f.StringVar(&opts.Harness.SessionHeader, "session-header", "X-Session-Id", "HTTP header that carries each member's session id")
+	f.BoolVar(&opts.Harness.Stream, "stream", false, "request SSE streaming responses")
+	f.StringVar(&opts.Harness.Tenant, "tenant", "local", "tenant recorded in every run's envelope")
+	f.DurationVar(&opts.Harness.RequestTimeout, "request-timeout", 60*time.Second, "deadline of one provider request")
+	f.StringSliceVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND (TURN -1 = every turn; KIND drop_usage|http_500); repeatable")
+	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
+	cmd.AddCommand(run)
+	return cmd
+}
+
+func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
+	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+		return err
+	}
+	h := opts.Harness
+	for _, f := range strings.Split(opts.Formations, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			h.Formations = append(h.Formations, f)
+		}
+	}
+	if len(h.Formations) == 0 {
+		return badInput(errors.New("--formations is empty"))
+	}
+	if opts.APIKeyEnv != "" {
+		if h.BaseURL == "" {
+			return badInput(errors.New("--api-key-env needs --base-url: the embedded reference provider takes no key"))
+		}
+		key, ok := os.LookupEnv(opts.APIKeyEnv)
+		if !ok || key == "" {
+			return badInput(fmt.Errorf("environment variable %s (named by --api-key-env) is not set", opts.APIKeyEnv))
+		}
+		h.APIKey = key
+	}
+	for _, spec := range opts.Faults {
+		fault, err := parseFault(spec)
+		if err != nil {
+			return badInput(err)
+		}
+		h.ReferenceFaults = append(h.ReferenceFaults, fault)
+	}
+	if len(h.ReferenceFaults) > 0 && h.BaseURL != "" {
+		return badInput(errors.New("--reference-fault applies only to the embedded reference provider, not with --base-url"))
+	}
+	h.ToolVersion = version
+	h.Command = "assay matrix run (pid " + fmt.Sprint(os.Getpid()) + ")"
+	h.Progress = opts.IO.ErrOut
+	if err := h.Normalize(); err != nil {
+		return badInput(err)
+	}
+
+	sum, err := harness.Run(ctx, h)
+	if err != nil {
+		return badInput(err)
+	}
+	reportPath := filepath.Join(h.OutDir, "report.md")
+	if err := writeMatrixReport(ctx, sum, reportPath); err != nil {
+		return fmt.Errorf("write %s: %w", reportPath, err)
+	}
+	if opts.Format == "json" {
+		if err := writeJSON(opts.IO.Out, sum); err != nil {
+			return err
+		}
+	} else {
+		if err := matrixTable(sum).writeText(opts.IO.Out); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.IO.Out, "\nprovider: %s\nevidence: %s\nreport:   %s\n", sum.Provider, sum.StorePath, reportPath)
+	}
+	if !sum.Accepted() {
+		var rejected []string
+		for _, c := range sum.Cases {
+			if c.Verdict.Verdict != "accepted" {
+				rejected = append(rejected, c.Case+" "+c.Verdict.Verdict)
+			}
+		}
+		return failed("%d of %d cases not accepted: %s", len(rejected), len(sum.Cases), strings.Join(rejected, ", "))
+	}
+	return nil
+}
+
+// matrixTable is the printed table: one row per case.
+func matrixTable(sum harness.Summary) table {
+	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "SESSIONS", "USAGE", "VERDICT"}}
+	for _, c := range sum.Cases {
+		status := map[string]string{}
+		for _, ch := range c.Checks {
+			status[ch.Name] = ch.Status
+		}
+		get := func(name string) string {
+			if s, ok := status[name]; ok {
+				return s
+			}
+			return "not run"
+		}
+		usage := get("usage")
+		if usage == "passed" {
+			usage = "conserved"
+		}
+		t.rows = append(t.rows, []string{c.RunID, c.Formation, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
+			get("files"), get("tests"), get("oracle"), get("sessions"), usage, c.Verdict.Verdict})
+	}
+	return t
+}
+
+// writeMatrixReport reads the matrix's runs back from the evidence store and writes report.md atomically.
+func writeMatrixReport(ctx context.Context, sum harness.Summary, path string) error {
+	store, err := evidence.Open(ctx, sum.StorePath, evidence.OpenOptions{ReadOnly: true, Command: "assay matrix run (report)"})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rep := reports.MatrixReport{Provider: sum.Provider, Model: sum.Model, Reference: sum.Reference, StorePath: sum.StorePath}
+	for _, c := range sum.Cases {
+		r, err := store.Run(ctx, c.RunID)
+		if err != nil {
+			return err
+		}
+		rep.Runs = append(rep.Runs, r)
+	}
+	var buf bytes.Buffer
+	if err := reports.Markdown(&buf, rep); err != nil {
+		return err
+	}
+	return reports.WriteFileAtomic(path, buf.Bytes())
+}
+
+// parseFault parses MEMBER:TURN:KIND.
+func parseFault(s string) (reference.Fault, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return reference.Fault{}, fmt.Errorf("--reference-fault %q: want MEMBER:TURN:KIND", s)
+	}
+	var turn int
+	if _, err := fmt.Sscan(parts[1], &turn); err != nil || turn < -1 {
+		return reference.Fault{}, fmt.Errorf("--reference-fault %q: turn must be an integer >= -1", s)
+	}
+	return reference.Fault{Member: parts[0], Turn: turn, Kind: parts[2]}, nil
+}

@@ -1,0 +1,408 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/oracle"
+	"github.com/assay-audit/assay/runtime"
+)
+
+// Check statuses as recorded in the evidence store.
+const (
+	statusPassed  = "passed"
+	statusFailed  = "failed"
+	statusUnknown = "unknown"
+)
+
+// caseState is what the checks of one case look at: the team's result as the runtime returned it,
+// and the independent sources (the files on disk, the gateway, the oracle) that do not trust it.
+type caseState struct {
+	runID    string
+	caseDir  string
+	model    string
+	team     runtime.Team
+	plans    []memberPlan
+	result   runtime.TeamResult
+	teamErr  error
+	gateway  *gateway.Gateway
+	store    *evidence.Store
+	testTime time.Duration
+	oracle   oracle.Options
+	// artifacts maps member id -> artifact SHA-256 hex recorded by files_exist, compared after the oracle.
+	artifacts map[string]string
+}
+
+// Check is a matrix check descriptor: adding a check is adding one value to Checks, with its test.
+type Check struct {
+	// Name is the check's name in tables, reports and the evidence store.
+	Name string
+	// Doc says what the check establishes, independently of what members said.
+	Doc string
+	// Required checks must pass for a case to be accepted.
+	Required bool
+	run      func(ctx context.Context, s *caseState) (status, detail string, evidence any)
+}
+
+// Checks returns the matrix checks in the order they run.
+func Checks() []Check {
+	return []Check{filesExist, independentTests, oracleCheck, memberOutcomes, sessions, routing, usageConservation}
+}
+
+var filesExist = Check{
+	Name:     "files",
+	Doc:      "every implementing member's declared files exist as non-empty regular files in its directory; their bytes are stored as artifacts",
+	Required: true,
+	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		var missing []string
+		digests := map[string]string{}
+		for _, p := range s.plans {
+			for _, f := range p.Deliverables {
+				path := filepath.Join(p.Spec.Dir, f)
+				fi, err := os.Lstat(path)
+				if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+					missing = append(missing, p.Spec.ID+"/"+f)
+					continue
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					missing = append(missing, p.Spec.ID+"/"+f)
+					continue
+				}
+				d, err := s.store.PutArtifact(ctx, s.runID, "deliverable/"+p.Spec.ID+"/"+f, "text/plain", data)
+				if err != nil {
+					return statusFailed, fmt.Sprintf("store artifact %s/%s: %v", p.Spec.ID, f, err), nil
+				}
+				digests[p.Spec.ID+"/"+f] = d
+				if f == p.Artifact {
+					s.artifacts[p.Spec.ID] = d
+				}
+			}
+		}
+		if len(missing) > 0 {
+			return statusFailed, "missing or empty: " + strings.Join(missing, ", "), map[string]any{"missing": missing, "sha256": digests}
+		}
+		return statusPassed, fmt.Sprintf("%d files", len(digests)), map[string]any{"sha256": digests}
+	},
+}
+
+var independentTests = Check{
+	Name:     "tests",
+	Doc:      "the members' own tests pass under the bounded independent runner (go test -count=1), run by assay in each member directory",
+	Required: true,
+	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		status, parts := statusPassed, []string{}
+		results := map[string]oracle.GoTestResult{}
+		for _, p := range s.plans {
+			if p.Artifact == "" {
+				continue
+			}
+			out := filepath.Join(s.caseDir, p.Spec.ID+".go-test.json")
+			r, err := oracle.RunGoTest(ctx, p.Spec.Dir, out, s.testTime)
+			if err != nil {
+				return statusFailed, fmt.Sprintf("%s: %v", p.Spec.ID, err), nil
+			}
+			results[p.Spec.ID] = r
+			parts = append(parts, fmt.Sprintf("%s %s %d/%d", p.Spec.ID, r.Verdict, r.Passed, r.Passed+r.Failed))
+			if r.Verdict != "passed" {
+				status = statusFailed
+			}
+		}
+		return status, strings.Join(parts, "; "), results
+	},
+}
+
+var oracleCheck = Check{
+	Name: "oracle",
+	Doc: "the finite-domain oracle runs each member's artifact on every input of the spec's domain and compares exactly " +
+		"with a trusted reference; the artifact's SHA-256 is identical before and after",
+	Required: true,
+	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		spec := oracle.DoubleSpec()
+		status, parts := statusPassed, []string{}
+		results := map[string]oracle.Result{}
+		for _, p := range s.plans {
+			if p.Artifact == "" {
+				continue
+			}
+			path := filepath.Join(p.Spec.Dir, p.Artifact)
+			r, err := oracle.Check(ctx, spec, path, s.oracle)
+			if err != nil {
+				status = statusFailed
+				parts = append(parts, fmt.Sprintf("%s: %v", p.Spec.ID, err))
+				continue
+			}
+			results[p.Spec.ID] = r
+			after, herr := fileSHA256(path)
+			recorded := s.artifacts[p.Spec.ID]
+			switch {
+			case r.Verdict != "passed":
+				status = statusFailed
+				parts = append(parts, fmt.Sprintf("%s %s: %s", p.Spec.ID, r.Verdict, r.Detail))
+			case herr != nil || recorded == "" || after != recorded || r.ArtifactSHA256 != recorded:
+				status = statusFailed
+				parts = append(parts, fmt.Sprintf("%s: artifact SHA-256 changed or unrecorded (recorded %q, oracle saw %q, now %q)",
+					p.Spec.ID, recorded, r.ArtifactSHA256, after))
+			default:
+				parts = append(parts, fmt.Sprintf("%s passed %d/%d", p.Spec.ID, r.Checks, r.Expected))
+			}
+		}
+		return status, strings.Join(parts, "; "), results
+	},
+}
+
+var memberOutcomes = Check{
+	Name:     "members",
+	Doc:      "every member's outcome in the runtime's result is a success",
+	Required: true,
+	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		if s.teamErr != nil {
+			return statusFailed, "team did not run: " + s.teamErr.Error(), nil
+		}
+		var failed []string
+		for _, m := range s.result.Members {
+			if !m.Success {
+				failed = append(failed, m.MemberID+": "+m.Error)
+			}
+		}
+		if len(s.result.Members) != len(s.plans) {
+			failed = append(failed, fmt.Sprintf("%d member results for %d members", len(s.result.Members), len(s.plans)))
+		}
+		if len(failed) > 0 {
+			return statusFailed, strings.Join(failed, "; "), nil
+		}
+		return statusPassed, fmt.Sprintf("%d succeeded", len(s.result.Members)), nil
+	},
+}
+
+var sessions = Check{
+	Name: "sessions",
+	Doc: "member session ids are distinct, each is {run_id}-{member_id}, and they are exactly the session ids the " +
+		"gateway saw for this run, with as many requests per session as the runtime made",
+	Required: true,
+	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		records, err := s.gateway.Records(ctx, s.runID+"-", true)
+		if err != nil {
+			return statusUnknown, "gateway records unavailable: " + err.Error(), nil
+		}
+		seen := map[string]int{}
+		for _, r := range records {
+			seen[r.SessionID]++
+		}
+		var problems []string
+		expected := map[string]int{}
+		for _, m := range s.result.Members {
+			want := s.runID + "-" + m.MemberID
+			if m.SessionID != want {
+				problems = append(problems, fmt.Sprintf("%s used session %q, want %q", m.MemberID, m.SessionID, want))
+			}
+			if _, dup := expected[m.SessionID]; dup {
+				problems = append(problems, fmt.Sprintf("session %q shared", m.SessionID))
+			}
+			expected[m.SessionID] = m.Usage.Requests
+		}
+		for sid, n := range expected {
+			if seen[sid] != n {
+				problems = append(problems, fmt.Sprintf("%s: gateway saw %d requests, runtime made %d", sid, seen[sid], n))
+			}
+		}
+		var extra []string
+		for sid := range seen {
+			if _, ok := expected[sid]; !ok {
+				extra = append(extra, sid)
+			}
+		}
+		sort.Strings(extra)
+		for _, sid := range extra {
+			problems = append(problems, fmt.Sprintf("gateway saw unexpected session %q", sid))
+		}
+		if len(s.result.Members) == 0 {
+			problems = append(problems, "no member results")
+		}
+		ev := map[string]any{"gateway_requests": seen, "runtime_requests": expected}
+		if len(problems) > 0 {
+			return statusFailed, strings.Join(problems, "; "), ev
+		}
+		return statusPassed, fmt.Sprintf("%d distinct, matched on the wire", len(expected)), ev
+	},
+}
+
+var routing = Check{
+	Name:     "routing",
+	Doc:      "every request of this run reached the configured model on the chat-completions path and was answered 200",
+	Required: true,
+	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		records, err := s.gateway.Records(ctx, s.runID+"-", true)
+		if err != nil {
+			return statusUnknown, "gateway records unavailable: " + err.Error(), nil
+		}
+		if len(records) == 0 {
+			return statusFailed, "the gateway saw no request for this run", nil
+		}
+		var problems []string
+		for _, r := range records {
+			if r.Model != s.model || !strings.HasSuffix(r.Path, "/chat/completions") || r.Status != 200 {
+				problems = append(problems, fmt.Sprintf("request %d (%s): model %q path %s status %d", r.ID, r.SessionID, r.Model, r.Path, r.Status))
+			}
+		}
+		if len(problems) > 0 {
+			return statusFailed, strings.Join(problems, "; "), nil
+		}
+		return statusPassed, fmt.Sprintf("%d requests to %s", len(records), s.model), nil
+	},
+}
+
+var usageConservation = Check{
+	Name: "usage",
+	Doc: "per member, token usage is conserved across the wire (gateway records), the store (what the runtime's client " +
+		"accumulated) and the gateway's usage endpoint; usage a source did not report is unknown, never zero",
+	Required: true,
+	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		var rows []evidence.UsageRow
+		for _, m := range s.result.Members {
+			rows = append(rows, storeUsageRow(m))
+			wire, err := s.gateway.Records(ctx, m.SessionID, false)
+			if err != nil {
+				return statusUnknown, "gateway records unavailable: " + err.Error(), nil
+			}
+			rows = append(rows, wireUsageRow(m.MemberID, m.SessionID, wire))
+			gw, err := fetchGatewayUsage(ctx, s.gateway.URL(), m.SessionID)
+			if err != nil {
+				return statusUnknown, "gateway usage endpoint: " + err.Error(), nil
+			}
+			rows = append(rows, evidence.UsageRow{MemberID: m.MemberID, SessionID: m.SessionID, Source: "gateway",
+				State: gw.State, Requests: gw.Requests, PromptTokens: gw.PromptTokens, CompletionTokens: gw.CompletionTokens,
+				TotalTokens: gw.TotalTokens, CachedTokens: gw.CachedTokens, ReasoningTokens: gw.ReasoningTokens})
+		}
+		if err := s.store.RecordUsage(ctx, s.runID, rows...); err != nil {
+			return statusFailed, "record usage: " + err.Error(), nil
+		}
+		verdicts := evidence.ReconcileUsage(rows)
+		if err := s.store.RecordUsageVerdicts(ctx, s.runID, verdicts); err != nil {
+			return statusFailed, "record usage verdicts: " + err.Error(), nil
+		}
+		if len(verdicts) == 0 {
+			return statusUnknown, "no member usage to reconcile", nil
+		}
+		status, parts := statusPassed, []string{}
+		for _, v := range verdicts {
+			switch v.Verdict {
+			case "conserved":
+				parts = append(parts, v.MemberID+" conserved")
+			case "unknown":
+				if status == statusPassed {
+					status = statusUnknown
+				}
+				parts = append(parts, fmt.Sprintf("%s unknown (%s)", v.MemberID, v.Detail))
+			default:
+				status = statusFailed
+				parts = append(parts, fmt.Sprintf("%s %s (%s)", v.MemberID, v.Verdict, v.Detail))
+			}
+		}
+		return status, strings.Join(parts, "; "), verdicts
+	},
+}
+
+// storeUsageRow is the runtime's own accumulation for a member: the "store" source.
+func storeUsageRow(m runtime.MemberResult) evidence.UsageRow {
+	row := evidence.UsageRow{MemberID: m.MemberID, SessionID: m.SessionID, Source: "store", Requests: m.Usage.Requests}
+	switch {
+	case m.Usage.Requests == 0 || m.Usage.Unknown == m.Usage.Requests:
+		row.State = "unknown"
+	case m.Usage.Unknown > 0:
+		row.State = "partial"
+	default:
+		row.State = "reported"
+		row.PromptTokens, row.CompletionTokens, row.TotalTokens = ptr(m.Usage.PromptTokens), ptr(m.Usage.CompletionTokens), ptr(m.Usage.TotalTokens)
+	}
+	return row
+}
+
+// wireUsageRow sums the gateway's per-request records for one session: the "wire" source. Counts
+// stay NULL unless every request reported usage.
+func wireUsageRow(memberID, sessionID string, records []gateway.Record) evidence.UsageRow {
+	row := evidence.UsageRow{MemberID: memberID, SessionID: sessionID, Source: "wire", Requests: len(records)}
+	reported := 0
+	var prompt, completion, total int64
+	cached, reasoning := int64(0), int64(0)
+	allCached, allReasoning := true, true
+	for _, r := range records {
+		if r.UsageState != "reported" || r.PromptTokens == nil || r.CompletionTokens == nil || r.TotalTokens == nil {
+			continue
+		}
+		reported++
+		prompt += *r.PromptTokens
+		completion += *r.CompletionTokens
+		total += *r.TotalTokens
+		if r.CachedTokens != nil {
+			cached += *r.CachedTokens
+		} else {
+			allCached = false
+		}
+		if r.ReasoningTokens != nil {
+			reasoning += *r.ReasoningTokens
+		} else {
+			allReasoning = false
+		}
+	}
+	switch {
+	case reported == 0:
+		row.State = "unknown"
+	case reported < len(records):
+		row.State = "partial"
+	default:
+		row.State = "reported"
+		row.PromptTokens, row.CompletionTokens, row.TotalTokens = ptr(prompt), ptr(completion), ptr(total)
+		if allCached {
+			row.CachedTokens = ptr(cached)
+		}
+		if allReasoning {
+			row.ReasoningTokens = ptr(reasoning)
+		}
+	}
+	return row
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func fileSHA256(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// failedRequired describes the required checks not passed, in check order.
+func failedRequired(checks []evidence.Check) []string {
+	var out []string
+	for _, c := range checks {
+		if c.Required && c.Status != statusPassed {
+			out = append(out, c.Name+" "+c.Status+": "+c.Detail)
+		}
+	}
+	return out
+}
+
+// marshalEvidence turns a check's evidence value into a JSON object, or nil.
+func marshalEvidence(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil || len(b) == 0 || b[0] != '{' {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,446 @@
+// Package harness runs the formation matrix: it resolves the provider (the embedded reference
+// provider by default), puts the observing gateway in front of it, runs each case (formation x task
+// profile x language) as a run in the evidence store, checks the case independently of what any
+// member said, and finalizes the run with its acceptance verdict. DESIGN.md, "The main job's data
+// flow", is the contract.
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/oracle"
+	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/formation"
+	"github.com/assay-audit/assay/runtime/provider"
+	"github.com/assay-audit/assay/runtime/provider/reference"
+)
+
+// Options configures a matrix run.
+type Options struct {
+	// OutDir is the output directory (evidence.duckdb, gateway-usage.db, cases/, reports).
+	OutDir string
+	// Formations are the formation names to run, in order.
+	Formations []string
+	// Profile is the task profile name (default "standard").
+	Profile string
+	// Language is the artifact language (default "go").
+	Language string
+	// BaseURL is an OpenAI-compatible endpoint ("https://host/v1"); "" starts the embedded reference provider.
+	BaseURL string
+	// Model is the model id; required with BaseURL, default reference.ModelID without.
+	Model string
+	// APIKey is sent to the provider; it is never recorded.
+	APIKey string
+	// SessionHeader carries each member's session id (default "X-Session-Id").
+	SessionHeader string
+	// Stream asks for SSE streaming responses.
+	Stream bool
+	// Tenant is recorded in every run's envelope (default "local").
+	Tenant string
+	// RequestTimeout bounds one provider request (default 60s).
+	RequestTimeout time.Duration
+	// TestDeadline bounds the independent test runner per member directory (default 120s).
+	TestDeadline time.Duration
+	// ReferenceFaults are injected into the embedded reference provider (tests and demonstrations).
+	ReferenceFaults []reference.Fault
+	// ToolVersion is assay's version, part of the environment fingerprint.
+	ToolVersion string
+	// Command is recorded as the evidence store's lock holder (e.g. "assay matrix run").
+	Command string
+	// Progress receives one line per case step; nil for none.
+	Progress io.Writer
+}
+
+// CaseResult is one case's outcome as finalized in the evidence store.
+type CaseResult struct {
+	RunID     string `json:"run_id"`
+	Case      string `json:"case"`
+	Formation string `json:"formation"`
+	Profile   string `json:"profile"`
+	Language  string `json:"language"`
+	Members   int    `json:"members"`
+	// ElapsedSeconds is the case's wall time, seconds.
+	ElapsedSeconds float64          `json:"elapsed_seconds"`
+	Checks         []evidence.Check `json:"checks"`
+	Verdict        evidence.Verdict `json:"verdict"`
+	EventCount     int64            `json:"event_count"`
+	TerminalHash   string           `json:"terminal_hash"`
+}
+
+// Summary is the outcome of a matrix run.
+type Summary struct {
+	Provider string `json:"provider"`
+	// Reference is true when results were obtained with the embedded reference provider (not a
+	// language model); every report says so.
+	Reference bool         `json:"reference"`
+	Model     string       `json:"model"`
+	OutDir    string       `json:"out_dir"`
+	StorePath string       `json:"store_path"`
+	GatewayDB string       `json:"gateway_db"`
+	Cases     []CaseResult `json:"cases"`
+}
+
+// Accepted reports whether every case was accepted.
+func (s Summary) Accepted() bool {
+	if len(s.Cases) == 0 {
+		return false
+	}
+	for _, c := range s.Cases {
+		if c.Verdict.Verdict != "accepted" {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrBadOptions is returned (wrapped, naming the problem) for options that cannot run.
+var ErrBadOptions = errors.New("invalid matrix options")
+
+// Normalize fills defaults and validates the options without touching the file system beyond
+// inspecting OutDir. It is separate from Run so a command can refuse bad input before anything is
+// written.
+func (o *Options) Normalize() error {
+	if o.OutDir == "" {
+		o.OutDir = "assay-out"
+	}
+	if fi, err := os.Stat(o.OutDir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("%w: --out %s is a file, not a directory", ErrBadOptions, o.OutDir)
+	}
+	if len(o.Formations) == 0 {
+		o.Formations = []string{"sequential", "parallel"}
+	}
+	if len(o.Formations) == 1 && o.Formations[0] == "all" {
+		o.Formations = formation.Names()
+	}
+	for _, f := range o.Formations {
+		if _, err := formation.Lookup(f); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadOptions, err)
+		}
+	}
+	if o.Profile == "" {
+		o.Profile = "standard"
+	}
+	if _, ok := Profiles()[o.Profile]; !ok {
+		return fmt.Errorf("%w: unknown profile %q (known: standard)", ErrBadOptions, o.Profile)
+	}
+	if o.Language == "" {
+		o.Language = "go"
+	}
+	if !slices.Contains(Languages, o.Language) {
+		return fmt.Errorf("%w: unknown language %q (known: %s)", ErrBadOptions, o.Language, strings.Join(Languages, ", "))
+	}
+	if o.BaseURL != "" {
+		u, err := url.Parse(o.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: --base-url %q is not an http(s) URL", ErrBadOptions, o.BaseURL)
+		}
+		if o.Model == "" {
+			return fmt.Errorf("%w: --model is required with --base-url", ErrBadOptions)
+		}
+	} else if o.Model == "" {
+		o.Model = reference.ModelID
+	}
+	if _, err := reference.New(reference.Config{Faults: o.ReferenceFaults}); err != nil {
+		return fmt.Errorf("%w: reference provider faults: %v", ErrBadOptions, err)
+	}
+	if o.SessionHeader == "" {
+		o.SessionHeader = "X-Session-Id"
+	}
+	if o.Tenant == "" {
+		o.Tenant = "local"
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 60 * time.Second
+	}
+	if o.TestDeadline <= 0 {
+		o.TestDeadline = 120 * time.Second
+	}
+	if o.Command == "" {
+		o.Command = "assay matrix run"
+	}
+	return nil
+}
+
+// Run runs the matrix and returns its summary. Every case is finalized in the evidence store,
+// accepted or rejected; a failed case is never re-run. Errors are for what stopped the matrix
+// itself (bad options, the store locked by another process — evidence.ErrLocked —, a provider or
+// gateway that could not start); a rejected case is not an error.
+func Run(ctx context.Context, opts Options) (Summary, error) {
+	if err := opts.Normalize(); err != nil {
+		return Summary{}, err
+	}
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return Summary{}, fmt.Errorf("create output directory: %w", err)
+	}
+	storePath := filepath.Join(opts.OutDir, "evidence.duckdb")
+	store, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: opts.Command})
+	if err != nil {
+		return Summary{}, err
+	}
+	defer store.Close()
+
+	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath,
+		GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
+	upstream := opts.BaseURL
+	if upstream == "" {
+		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader})
+		if err != nil {
+			return sum, fmt.Errorf("start the reference provider: %w", err)
+		}
+		defer ref.Close()
+		upstream = ref.BaseURL()
+		sum.Reference = true
+		sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model)"
+	} else {
+		sum.Provider = opts.BaseURL
+	}
+	up, err := url.Parse(upstream)
+	if err != nil {
+		return sum, fmt.Errorf("provider URL %q: %w", upstream, err)
+	}
+	basePath := strings.TrimRight(up.Path, "/")
+	up.Path, up.RawPath = "", ""
+	gw, err := gateway.Start(ctx, gateway.Config{Upstream: up.String(), SessionHeader: opts.SessionHeader, DBPath: sum.GatewayDB})
+	if err != nil {
+		return sum, fmt.Errorf("start the observing gateway: %w", err)
+	}
+	defer gw.Close()
+	client, err := provider.NewClient(provider.ClientConfig{BaseURL: gw.URL() + basePath, APIKey: opts.APIKey,
+		SessionHeader: opts.SessionHeader, Timeout: opts.RequestTimeout})
+	if err != nil {
+		return sum, fmt.Errorf("provider client: %w", err)
+	}
+
+	profile := Profiles()[opts.Profile]
+	for i, f := range opts.Formations {
+		c := Case{Formation: f, Profile: profile, Language: opts.Language}
+		progress(opts.Progress, "case %d/%d %s: running", i+1, len(opts.Formations), c.Name())
+		cr, err := runCase(ctx, opts, c, store, gw, client, upstream)
+		if err != nil {
+			return sum, fmt.Errorf("case %s: %w", c.Name(), err)
+		}
+		progress(opts.Progress, "case %d/%d %s: %s in %.1fs (run %s)", i+1, len(opts.Formations), c.Name(),
+			cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
+		sum.Cases = append(sum.Cases, cr)
+	}
+	return sum, nil
+}
+
+// manifest is what a case's manifest digest covers: everything that defines the case before it runs.
+type manifest struct {
+	Formation    string               `json:"formation"`
+	Profile      string               `json:"profile"`
+	Language     string               `json:"language"`
+	Provider     string               `json:"provider"`
+	Model        string               `json:"model"`
+	Stream       bool                 `json:"stream"`
+	Members      []runtime.MemberSpec `json:"members"`
+	Deliverables map[string][]string  `json:"deliverables"`
+	Checks       []string             `json:"checks"`
+	OracleSpec   oracleManifest       `json:"oracle_spec"`
+}
+
+// oracleManifest is the part of an oracle spec that defines what it checks (the reference itself is
+// code, identified by the spec's name and reference expression).
+type oracleManifest struct {
+	Name      string          `json:"name"`
+	Language  string          `json:"language"`
+	File      string          `json:"file"`
+	Function  string          `json:"function"`
+	Reference string          `json:"reference"`
+	Domains   []oracle.Domain `json:"domains"`
+	Checks    int             `json:"checks"`
+}
+
+func newOracleManifest(s oracle.Spec) oracleManifest {
+	return oracleManifest{Name: s.Name, Language: s.Language, File: s.File, Function: s.Function,
+		Reference: s.Reference.GoExpr, Domains: s.Domains, Checks: s.Expected()}
+}
+
+func runCase(ctx context.Context, opts Options, c Case, store *evidence.Store, gw *gateway.Gateway,
+	client provider.Provider, upstream string) (CaseResult, error) {
+	start := time.Now()
+	runID, err := newRunID()
+	if err != nil {
+		return CaseResult{}, err
+	}
+	caseDir, err := filepath.Abs(filepath.Join(opts.OutDir, "cases", runID))
+	if err != nil {
+		return CaseResult{}, err
+	}
+	plans, err := c.plan(caseDir)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	team := runtime.Team{RunID: runID, Formation: c.Formation}
+	m := manifest{Formation: c.Formation, Profile: c.Profile.Name, Language: c.Language, Provider: upstreamLabel(opts),
+		Model: opts.Model, Stream: opts.Stream, Deliverables: map[string][]string{}, OracleSpec: newOracleManifest(oracle.DoubleSpec())}
+	for _, p := range plans {
+		team.Members = append(team.Members, p.Spec)
+		spec := p.Spec
+		spec.Dir = "" // directories are per-run locations, not part of what defines the case
+		m.Members = append(m.Members, spec)
+		m.Deliverables[p.Spec.ID] = p.Deliverables
+	}
+	for _, ch := range Checks() {
+		m.Checks = append(m.Checks, ch.Name)
+	}
+	manifestDigest, err := digestJSON(m)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	env := evidence.Envelope{
+		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: "live",
+		EnvironmentFingerprint: environmentFingerprint(opts.ToolVersion),
+		EntropySources:         []string{"provider_responses", "wall_clock", "run_id"},
+		ReplayTolerance:        "exact",
+		Provider:               upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
+		Formation: c.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
+	}
+	// The envelope is bound before anything executes.
+	if err := store.OpenRun(ctx, runID, env, ""); err != nil {
+		return CaseResult{}, fmt.Errorf("open run %s: %w", runID, err)
+	}
+	sink := &storeSink{store: store, runID: runID}
+	manifestJSON, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: manifest: %w", runID, err)
+	}
+	if _, err := store.PutArtifact(ctx, runID, "manifest.json", "application/json", manifestJSON); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", runID, err)
+	}
+
+	engine, err := runtime.NewEngine(runtime.EngineConfig{Provider: client, Model: opts.Model, Stream: opts.Stream, Sink: sink})
+	if err != nil {
+		return CaseResult{}, err
+	}
+	result, teamErr := formation.Run(ctx, engine, team)
+	if teamErr != nil {
+		_ = engine.Emit(ctx, "warning", "", "", map[string]string{"warning": "team did not complete: " + teamErr.Error()})
+	}
+
+	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
+		teamErr: teamErr, gateway: gw, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{},
+		oracle: oracle.Options{WorkDir: caseDir}}
+	var checks []evidence.Check
+	for _, ch := range Checks() {
+		status, detail, ev := ch.run(ctx, state)
+		rec := evidence.Check{Name: ch.Name, Required: ch.Required, Status: status, Detail: detail, Evidence: marshalEvidence(ev)}
+		if err := store.RecordCheck(ctx, runID, rec); err != nil {
+			return CaseResult{}, fmt.Errorf("run %s: record check %s: %w", runID, ch.Name, err)
+		}
+		_ = engine.Emit(ctx, "check_completed", "", "", map[string]any{"check": ch.Name, "required": ch.Required, "status": status, "detail": detail})
+		checks = append(checks, rec)
+	}
+	verdict := evidence.Verdict{Verdict: "accepted"}
+	if failed := failedRequired(checks); len(failed) > 0 {
+		verdict = evidence.Verdict{Verdict: "rejected", Reasons: failed}
+	}
+	fin, err := store.Finalize(ctx, runID, verdict)
+	if err != nil {
+		return CaseResult{}, fmt.Errorf("finalize run %s: %w", runID, err)
+	}
+	return CaseResult{RunID: runID, Case: c.Name(), Formation: c.Formation, Profile: c.Profile.Name, Language: c.Language,
+		Members: len(team.Members), ElapsedSeconds: time.Since(start).Seconds(), Checks: checks, Verdict: fin.Verdict,
+		EventCount: fin.EventCount, TerminalHash: fin.TerminalHash}, nil
+}
+
+// storeSink adapts the evidence store to runtime.Sink for one run.
+type storeSink struct {
+	store *evidence.Store
+	runID string
+}
+
+func (s *storeSink) Emit(ctx context.Context, ev runtime.Event) error {
+	_, err := s.store.AppendEvent(ctx, s.runID, evidence.Event{Type: ev.Type, MemberID: ev.MemberID,
+		SessionID: ev.SessionID, Time: ev.Time, Payload: ev.Payload})
+	return err
+}
+
+func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, data []byte) (string, error) {
+	return s.store.PutArtifact(ctx, s.runID, name, mediaType, data)
+}
+
+// fetchGatewayUsage reads the gateway's usage endpoint over HTTP, as any client of it would.
+func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gateway.SessionUsage, error) {
+	var u gateway.SessionUsage
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, gatewayURL+"/admin/usage/run/"+url.PathEscape(sessionID), nil)
+	if err != nil {
+		return u, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return u, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return u, fmt.Errorf("GET usage for %s: status %d", sessionID, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil {
+		return u, fmt.Errorf("decode usage for %s: %w", sessionID, err)
+	}
+	return u, nil
+}
+
+// newRunID returns a globally unique run id: UTC time to the second plus 48 random bits, so ids
+// sort by creation and never repeat across machines or restarts.
+func newRunID() (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("run id: %w", err)
+	}
+	return "run-" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b), nil
+}
+
+func upstreamLabel(o Options) string {
+	if o.BaseURL == "" {
+		return "reference"
+	}
+	return o.BaseURL
+}
+
+// environmentFingerprint is SHA-256 hex over the facts of the machine that decide how a case runs.
+func environmentFingerprint(toolVersion string) string {
+	d, _ := digestJSON(map[string]string{"go": goruntime.Version(), "goos": goruntime.GOOS, "goarch": goruntime.GOARCH,
+		"assay": toolVersion})
+	return d
+}
+
+// digestJSON is SHA-256 hex of the RFC 8785 canonical JSON of v.
+func digestJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	c, err := jcs.Transform(b)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(c)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func progress(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}

@@ -1,0 +1,132 @@
+// Package reports renders audit reports from the evidence store: what a person reads, built only
+// from what the store holds (never from in-memory claims of the run that produced it).
+package reports
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/assay-audit/assay/evidence"
+)
+
+// MatrixReport is the input of a matrix report.
+type MatrixReport struct {
+	// Provider describes where responses came from.
+	Provider string
+	// Model is the model id requests named.
+	Model string
+	// Reference is true when results were obtained with the embedded reference provider; the report
+	// then says they are reference results, not a language model's.
+	Reference bool
+	// Runs are the finalized runs of the matrix, read back from the evidence store.
+	Runs []evidence.RunSummary
+	// StorePath is the evidence store the runs were read from.
+	StorePath string
+}
+
+// Markdown writes the matrix report as GitHub-flavoured Markdown.
+func Markdown(w io.Writer, r MatrixReport) error {
+	var b strings.Builder
+	b.WriteString("# assay matrix report\n\n")
+	if r.Reference {
+		b.WriteString("> **Reference results.** These runs used the embedded reference provider (`assay-reference-1`), " +
+			"a deterministic server that is not a language model. They show that assay's pipeline and checks work " +
+			"end to end; they say nothing about any model's ability.\n\n")
+	}
+	fmt.Fprintf(&b, "- provider: %s\n- model: `%s`\n- evidence store: `%s`\n", r.Provider, r.Model, r.StorePath)
+	accepted := 0
+	for _, run := range r.Runs {
+		if run.Verdict != nil && run.Verdict.Verdict == "accepted" {
+			accepted++
+		}
+	}
+	fmt.Fprintf(&b, "- cases: %d, accepted: %d\n\n", len(r.Runs), accepted)
+
+	b.WriteString("| run | formation | profile | language | status | verdict | events | terminal hash |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, run := range r.Runs {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | **%s** | %d | `%s` |\n", run.RunID, run.Envelope.Formation,
+			run.Envelope.TaskProfile, run.Envelope.Language, run.Status, verdictOf(run), run.EventCount, short(run.TerminalHash))
+	}
+	for _, run := range r.Runs {
+		fmt.Fprintf(&b, "\n## %s — %s\n\n", run.RunID, run.Envelope.Formation)
+		fmt.Fprintf(&b, "Verdict: **%s**", verdictOf(run))
+		if run.Verdict != nil && len(run.Verdict.Reasons) > 0 {
+			b.WriteString(" — " + strings.Join(run.Verdict.Reasons, "; "))
+		}
+		fmt.Fprintf(&b, "\n\nEnvelope: tenant `%s`, mode `%s`, manifest `%s`, environment `%s`.\n\n",
+			run.Envelope.Tenant, run.Envelope.Mode, short(run.Envelope.ManifestDigest), short(run.Envelope.EnvironmentFingerprint))
+		b.WriteString("| check | required | status | detail |\n| --- | --- | --- | --- |\n")
+		for _, c := range run.Checks {
+			fmt.Fprintf(&b, "| %s | %t | %s | %s |\n", c.Name, c.Required, c.Status, cell(c.Detail))
+		}
+		if len(run.Usage) > 0 {
+			b.WriteString("\n| member | session | source | state | requests | prompt | completion | total |\n")
+			b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+			for _, u := range run.Usage {
+				fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %d | %s | %s | %s |\n", u.MemberID, u.SessionID, u.Source, u.State,
+					u.Requests, count(u.PromptTokens), count(u.CompletionTokens), count(u.TotalTokens))
+			}
+		}
+		if len(run.UsageVerdicts) > 0 {
+			b.WriteString("\n")
+			for _, v := range run.UsageVerdicts {
+				fmt.Fprintf(&b, "- usage of `%s`: **%s** %s\n", v.SessionID, v.Verdict, v.Detail)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same directory and a rename,
+// so a reader never sees a half-written report.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func verdictOf(r evidence.RunSummary) string {
+	if r.Verdict == nil {
+		return "not finalized"
+	}
+	return r.Verdict.Verdict
+}
+
+// count renders a token count; NULL is "unknown", never 0.
+func count(v *int64) string {
+	if v == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*v)
+}
+
+func short(h string) string {
+	if len(h) > 16 {
+		return h[:16] + "…"
+	}
+	return h
+}
+
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(s, "\n", " ")
+}
