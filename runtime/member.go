@@ -1,13 +1,12 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/assay-audit/assay/runtime/provider"
@@ -22,8 +21,17 @@ type Engine struct {
 	stream   bool
 	sink     Sink
 	boundary *tool.Boundary
+	tools    map[string]tool.Tool
 	maxTurns int
 	budget   int
+
+	mu sync.Mutex
+	// seqs is each session's next request sequence number, so a member invoked several times
+	// (iterations, rounds, speaking turns, retries) never reuses a number: artifacts, call ids and
+	// replay are keyed by it.
+	seqs map[string]int
+	// invocations counts each session's invocations (1-based in events).
+	invocations map[string]int
 }
 
 // EngineConfig configures an Engine.
@@ -35,9 +43,9 @@ type EngineConfig struct {
 	Sink   Sink
 	// Tools are the tools the boundary knows (default tool.Builtins()).
 	Tools map[string]tool.Tool
-	// MaxTurns bounds the provider requests per member (default 8).
+	// MaxTurns bounds the provider requests per member invocation (default 8).
 	MaxTurns int
-	// ToolBudget is the default maximum tool calls per member (default 16).
+	// ToolBudget is the default maximum tool calls per member invocation (default 16).
 	ToolBudget int
 }
 
@@ -55,10 +63,58 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.ToolBudget <= 0 {
 		cfg.ToolBudget = 16
 	}
-	e := &Engine{provider: cfg.Provider, model: cfg.Model, stream: cfg.Stream, sink: cfg.Sink,
-		maxTurns: cfg.MaxTurns, budget: cfg.ToolBudget}
+	e := &Engine{provider: cfg.Provider, model: cfg.Model, stream: cfg.Stream, sink: cfg.Sink, tools: cfg.Tools,
+		maxTurns: cfg.MaxTurns, budget: cfg.ToolBudget, seqs: map[string]int{}, invocations: map[string]int{}}
 	e.boundary = tool.NewBoundary(cfg.Tools, sinkJournal{sink: cfg.Sink})
 	return e, nil
+}
+
+// Model is the model id the engine asks the provider for.
+func (e *Engine) Model() string { return e.model }
+
+// ToolAccess returns the declared access mode of a tool the engine knows, false when it knows none
+// by that name. Formations use it to refuse write-capable tools for members that do not implement.
+func (e *Engine) ToolAccess(name string) (tool.AccessMode, bool) {
+	t, ok := e.tools[name]
+	return t.Access, ok
+}
+
+// ErrCapacityUnavailable is returned (wrapped) when capacity-aware admission is asked for and the
+// provider declares no usable parallel capacity for the model.
+var ErrCapacityUnavailable = errors.New("provider parallel capacity unavailable")
+
+// ParallelCapacity asks the provider for its declared parallel capacity for the engine's model.
+// It returns ErrCapacityUnavailable (wrapped) when the provider does not implement
+// provider.CapacityReporter, reports an error, or declares a value below 1.
+func (e *Engine) ParallelCapacity(ctx context.Context) (int, error) {
+	r, ok := e.provider.(provider.CapacityReporter)
+	if !ok {
+		return 0, fmt.Errorf("%w: the provider client cannot report capacity", ErrCapacityUnavailable)
+	}
+	n, err := r.ParallelCapacity(ctx, e.model)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrCapacityUnavailable, err)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("%w: declared capacity %d for model %s is not a positive integer", ErrCapacityUnavailable, n, e.model)
+	}
+	return n, nil
+}
+
+// nextSeq reserves the session's next request sequence number.
+func (e *Engine) nextSeq(session string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.seqs[session]
+	e.seqs[session] = n + 1
+	return n
+}
+
+func (e *Engine) nextInvocation(session string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.invocations[session]++
+	return e.invocations[session]
 }
 
 // Emit sends an event through the engine's sink.
@@ -70,62 +126,15 @@ func (e *Engine) Emit(ctx context.Context, typ, memberID, sessionID string, payl
 	return e.sink.Emit(ctx, ev)
 }
 
-// CompletionReply is the structured reply that ends an executor member's work. It is exactly
-// {"status":"done","files":["..."]} or {"status":"failed","error":"..."}.
-type CompletionReply struct {
-	Status string   `json:"status"`
-	Files  []string `json:"files,omitempty"`
-	Error  string   `json:"error,omitempty"`
-}
-
-// CompletionContract is the example included in every executor prompt (FORMATIONS.md: every
-// structured prompt includes an example of the contract it expects).
-const CompletionContract = `When every file is written, reply with exactly one JSON object and nothing else: ` +
-	`{"status":"done","files":["<path>", "..."]} — or, if you cannot complete the task, ` +
-	`{"status":"failed","error":"<why>"}. No prose, no markdown fences.`
-
 // ErrMalformedReply is returned when a structured reply breaks its contract: prose around the JSON,
-// fences, extra or missing keys, malformed JSON. There is no fallback parsing.
+// fences, extra or missing keys, malformed JSON, values outside the contract. There is no fallback
+// parsing and no silent retry.
 var ErrMalformedReply = errors.New("malformed structured reply")
 
-// ParseCompletion parses a completion reply strictly.
-func ParseCompletion(text string) (CompletionReply, error) {
-	var r CompletionReply
-	if err := DecodeExact([]byte(text), &r); err != nil {
-		return r, err
-	}
-	switch r.Status {
-	case "done":
-		if r.Error != "" {
-			return r, fmt.Errorf("%w: status done with an error field", ErrMalformedReply)
-		}
-	case "failed":
-		if r.Error == "" || len(r.Files) > 0 {
-			return r, fmt.Errorf("%w: status failed needs exactly an error field", ErrMalformedReply)
-		}
-	default:
-		return r, fmt.Errorf("%w: status %q is neither done nor failed", ErrMalformedReply, r.Status)
-	}
-	return r, nil
-}
-
-// DecodeExact decodes data as exactly one JSON object into v: unknown keys, trailing text and
-// anything before the object are ErrMalformedReply.
-func DecodeExact(data []byte, v any) error {
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return fmt.Errorf("%w: not a JSON object: %q", ErrMalformedReply, truncate(string(trimmed), 80))
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformedReply, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: text after the JSON object", ErrMalformedReply)
-	}
-	return nil
-}
+// ErrInvalidToolArguments is returned (wrapped) when a model's tool call carries arguments that are
+// not a JSON object after the reply ended. The member fails explicitly; the raw text is kept in a
+// warning event and in the response artifact, never repaired.
+var ErrInvalidToolArguments = errors.New("tool call arguments are not a JSON object")
 
 // exchangePayload is the provider_exchange event: what replay verification needs to serve the
 // recorded response for this member request (DESIGN.md, "Replay verification").
@@ -149,6 +158,8 @@ type memberPayload struct {
 	Formation     string `json:"formation"`
 	DomainRole    string `json:"domain_role"`
 	FormationRole string `json:"formation_role,omitempty"`
+	Contract      string `json:"contract"`
+	Invocation    int    `json:"invocation"`
 	Dir           string `json:"dir,omitempty"`
 	Output        string `json:"output,omitempty"`
 	Error         string `json:"error,omitempty"`
@@ -157,33 +168,75 @@ type memberPayload struct {
 	UsageUnknown  int    `json:"usage_unknown_responses"`
 }
 
-// RunMember runs one member to completion: member_started, then provider requests and tool calls
-// until the member replies with its completion contract, then member_completed or member_failed.
-// context holds prior outputs given to the member (sequential formation); nil for none. The result
-// is never nil-valued: a failure is a MemberResult with Success=false and Error set.
+// Turn is one invocation of a member by a formation: what it is shown besides its task, and the
+// structured reply that ends it.
+type Turn struct {
+	// Context holds earlier outputs shown to the member, one entry each, after ContextHeading.
+	Context []string
+	// ContextHeading introduces Context; default "Outputs of the members before you, in order:".
+	ContextHeading string
+	// Instruction is the formation's request for this invocation, appended after the context.
+	Instruction string
+	// Contract is the structured reply that ends the invocation; nil is the completion contract.
+	Contract *Contract
+}
+
+// RunMember runs one member with the completion contract; context holds prior outputs given to
+// the member (sequential formation), nil for none. See RunTurn.
 func (e *Engine) RunMember(ctx context.Context, team Team, m MemberSpec, context []string) MemberResult {
+	return e.RunTurn(ctx, team, m, Turn{Context: context})
+}
+
+// RunTurn invokes a member once: member_started, then provider requests and tool calls until the
+// member replies with the turn's contract, then member_completed or member_failed. The reply must
+// satisfy the contract exactly; a violation fails the invocation with a warning event carrying the
+// reply, and is never retried. The result is never nil-valued: a failure is a MemberResult with
+// Success=false and Error set; Turns is 1. Safe for concurrent use with other members; invoking the
+// same member concurrently is a formation bug (its sequence numbers stay unique, its history not).
+func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn) MemberResult {
 	start := time.Now()
 	session := team.SessionID(m)
-	res := MemberResult{MemberID: m.ID, SessionID: session}
+	contract := turn.Contract
+	if contract == nil {
+		c := Completion(team.Formation, m.ID, false)
+		contract = &c
+	}
+	invocation := e.nextInvocation(session)
+	res := MemberResult{MemberID: m.ID, SessionID: session, Turns: 1}
+	payload := func() memberPayload {
+		return memberPayload{Formation: team.Formation, DomainRole: m.DomainRole, FormationRole: m.FormationRole,
+			Contract: contract.Line.Contract, Invocation: invocation, ToolCalls: res.ToolCalls,
+			Requests: res.Usage.Requests, UsageUnknown: res.Usage.Unknown}
+	}
 	fail := func(err error) MemberResult {
 		res.Success, res.Error, res.Duration = false, err.Error(), time.Since(start)
-		_ = e.Emit(ctx, "member_failed", m.ID, session, memberPayload{Formation: team.Formation,
-			DomainRole: m.DomainRole, FormationRole: m.FormationRole, Error: res.Error, ToolCalls: res.ToolCalls,
-			Requests: res.Usage.Requests, UsageUnknown: res.Usage.Unknown})
+		p := payload()
+		p.Error = res.Error
+		_ = e.Emit(ctx, "member_failed", m.ID, session, p)
 		return res
 	}
-	if err := e.Emit(ctx, "member_started", m.ID, session, memberPayload{Formation: team.Formation,
-		DomainRole: m.DomainRole, FormationRole: m.FormationRole, Dir: m.Dir}); err != nil {
+	startPayload := payload()
+	startPayload.Dir = m.Dir
+	if err := e.Emit(ctx, "member_started", m.ID, session, startPayload); err != nil {
 		return fail(fmt.Errorf("record member_started: %w", err))
 	}
 
-	task := m.Task
-	if len(context) > 0 {
-		task += "\n\nOutputs of the members before you, in order:\n" + strings.Join(context, "\n")
+	var user strings.Builder
+	user.WriteString(m.Task)
+	if len(turn.Context) > 0 {
+		heading := turn.ContextHeading
+		if heading == "" {
+			heading = "Outputs of the members before you, in order:"
+		}
+		user.WriteString("\n\n" + heading + "\n" + strings.Join(turn.Context, "\n"))
 	}
+	if turn.Instruction != "" {
+		user.WriteString("\n\n" + turn.Instruction)
+	}
+	user.WriteString("\n\n" + contract.Prompt())
 	messages := []provider.Message{
-		{Role: "system", Content: m.Goal + "\n\n" + CompletionContract},
-		{Role: "user", Content: task},
+		{Role: "system", Content: m.Goal},
+		{Role: "user", Content: user.String()},
 	}
 	var defs []provider.ToolDef
 	for _, t := range e.boundary.Definitions(m.AllowedTools) {
@@ -194,39 +247,48 @@ func (e *Engine) RunMember(ctx context.Context, team Team, m MemberSpec, context
 		budget = e.budget
 	}
 
-	for turn := 0; turn < e.maxTurns; turn++ {
+	for requests := 0; requests < e.maxTurns; requests++ {
 		if err := ctx.Err(); err != nil {
-			return fail(fmt.Errorf("cancelled before request %d: %w", turn, err))
+			return fail(fmt.Errorf("cancelled before request %d: %w", requests, err))
 		}
-		resp, err := e.provider.Complete(ctx, provider.Request{SessionID: session, Seq: turn, Model: e.model,
+		seq := e.nextSeq(session)
+		resp, err := e.provider.Complete(ctx, provider.Request{SessionID: session, Seq: seq, Model: e.model,
 			Messages: messages, Tools: defs, Stream: e.stream})
 		if resp != nil {
 			res.Usage.Add(resp.Usage)
 		}
-		if rerr := e.recordExchange(ctx, m.ID, session, turn, resp, err); rerr != nil {
+		if rerr := e.recordExchange(ctx, m.ID, session, seq, resp, err); rerr != nil {
 			return fail(rerr)
 		}
 		if err != nil {
-			return fail(fmt.Errorf("provider request %d: %w", turn, err))
+			return fail(fmt.Errorf("provider request %d: %w", seq, err))
 		}
 		msg := resp.Message
 		if len(msg.ToolCalls) == 0 {
-			reply, perr := ParseCompletion(msg.Content)
 			res.Output = msg.Content
-			if perr != nil {
-				_ = e.Emit(ctx, "warning", m.ID, session, map[string]string{"warning": perr.Error(), "reply": truncate(msg.Content, 2048)})
-				return fail(perr)
-			}
-			if reply.Status != "done" {
-				return fail(fmt.Errorf("member reported failure: %s", reply.Error))
+			if cerr := checkReply(*contract, msg.Content); cerr != nil {
+				if errors.Is(cerr, ErrMalformedReply) {
+					_ = e.Emit(ctx, "warning", m.ID, session, map[string]string{"warning": cerr.Error(),
+						"contract": contract.Line.Contract, "reply": truncate(msg.Content, 2048)})
+				}
+				return fail(cerr)
 			}
 			res.Success, res.Duration = true, time.Since(start)
-			if err := e.Emit(ctx, "member_completed", m.ID, session, memberPayload{Formation: team.Formation,
-				DomainRole: m.DomainRole, FormationRole: m.FormationRole, Output: res.Output, ToolCalls: res.ToolCalls,
-				Requests: res.Usage.Requests, UsageUnknown: res.Usage.Unknown}); err != nil {
+			p := payload()
+			p.Output = res.Output
+			if err := e.Emit(ctx, "member_completed", m.ID, session, p); err != nil {
 				return fail(fmt.Errorf("record member_completed: %w", err))
 			}
 			return res
+		}
+		for _, tc := range msg.ToolCalls {
+			if a := strings.TrimSpace(tc.Function.Arguments); !json.Valid([]byte(a)) || !strings.HasPrefix(a, "{") {
+				err := fmt.Errorf("%w: call %s (%s) at request %d: %q", ErrInvalidToolArguments, tc.ID, tc.Function.Name, seq,
+					truncate(tc.Function.Arguments, 200))
+				_ = e.Emit(ctx, "warning", m.ID, session, map[string]any{"warning": err.Error(), "call_id": tc.ID,
+					"tool": tc.Function.Name, "raw_arguments": tc.Function.Arguments, "finish_reason": resp.FinishReason})
+				return fail(err)
+			}
 		}
 		messages = append(messages, provider.Message{Role: "assistant", Content: msg.Content, ToolCalls: msg.ToolCalls})
 		for _, tc := range msg.ToolCalls {
@@ -235,7 +297,7 @@ func (e *Engine) RunMember(ctx context.Context, team Team, m MemberSpec, context
 			}
 			res.ToolCalls++
 			out, err := e.boundary.Invoke(ctx, tool.Call{RunID: team.RunID, MemberID: m.ID, SessionID: session,
-				CallID: fmt.Sprintf("r%d-%s", turn, tc.ID), Tool: tc.Function.Name, Arguments: tc.Function.Arguments,
+				CallID: fmt.Sprintf("r%d-%s", seq, tc.ID), Tool: tc.Function.Name, Arguments: tc.Function.Arguments,
 				Root: m.Dir, Allowed: m.AllowedTools})
 			if err != nil {
 				return fail(fmt.Errorf("tool call %s: %w", tc.ID, err))
@@ -250,7 +312,16 @@ func (e *Engine) RunMember(ctx context.Context, team Team, m MemberSpec, context
 			messages = append(messages, provider.Message{Role: "tool", ToolCallID: tc.ID, Content: content})
 		}
 	}
-	return fail(fmt.Errorf("no completion reply within %d provider requests", e.maxTurns))
+	return fail(fmt.Errorf("no %s reply within %d provider requests", contract.Line.Contract, e.maxTurns))
+}
+
+// checkReply applies the contract's check, or the bare JSON-object rule when it has none.
+func checkReply(c Contract, reply string) error {
+	if c.Check != nil {
+		return c.Check(reply)
+	}
+	var obj map[string]json.RawMessage
+	return DecodeExact([]byte(reply), &obj)
 }
 
 // recordExchange stores the request and raw response bytes as artifacts and emits provider_exchange.

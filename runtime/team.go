@@ -39,6 +39,10 @@ type MemberSpec struct {
 	Dir string `json:"dir"`
 	// SessionID, when set, is an explicit child session id; otherwise "{run_id}-{member_id}".
 	SessionID string `json:"session_id,omitempty"`
+	// Idempotent declares that running the member's task again has no effect beyond the first
+	// successful run (e.g. it rewrites the same files). Only idempotent members may be retried
+	// (parallel_member_retries) or re-run by an adaptive formation switch.
+	Idempotent bool `json:"idempotent,omitempty"`
 }
 
 // Team is a formation with its members, bound to one run.
@@ -47,7 +51,21 @@ type Team struct {
 	RunID string
 	// Formation is the canonical formation name (DESIGN.md vocabulary).
 	Formation string
-	Members   []MemberSpec
+	// Task is the team's task as a whole. Formations that route or split work read it
+	// (dynamic_router's default selector, multi_level_hierarchy's split); members are sent their
+	// own MemberSpec.Task.
+	Task    string
+	Members []MemberSpec
+}
+
+// Member returns the member with the given id.
+func (t Team) Member(id string) (MemberSpec, bool) {
+	for _, m := range t.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return MemberSpec{}, false
 }
 
 var memberIDPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
@@ -105,7 +123,10 @@ type MemberResult struct {
 	Usage provider.UsageTotal `json:"usage"`
 	// ToolCalls counts calls that went through the boundary (refused ones included).
 	ToolCalls int `json:"tool_calls"`
-	// Duration is the member's wall time.
+	// Turns is how many times the member was invoked (attempts, iterations, speaking turns); every
+	// invocation's usage, tool calls and duration are accumulated here.
+	Turns int `json:"turns"`
+	// Duration is the member's wall time, summed over its invocations.
 	Duration time.Duration `json:"duration_ns"`
 	// Metadata holds formation-specific facts (attempts, round, selected member, ...).
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -119,10 +140,40 @@ type TeamResult struct {
 	FinalOutput string `json:"final_output"`
 	// Members holds one result per configured member that ran, in configuration order.
 	Members []MemberResult `json:"members"`
+	// Metadata holds the formation's own decisions and facts (selected member, consensus, verdict,
+	// formation history, ...), keyed by snake_case names documented by each formation.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// Event is one runtime event. Types used here: member_started, member_completed, member_failed,
-// provider_exchange, tool_call, tool_result, team_started, team_completed, warning.
+// Accumulate folds a later invocation of the same member into r: usage, tool calls, turns and
+// durations add up; the outcome, output and error become the later invocation's. It panics if the
+// member ids differ, which is a programming error in a formation.
+func (r *MemberResult) Accumulate(next MemberResult) {
+	if r.MemberID == "" {
+		*r = next
+		return
+	}
+	if r.MemberID != next.MemberID {
+		panic(fmt.Sprintf("runtime: accumulate member %q into %q", next.MemberID, r.MemberID))
+	}
+	r.Usage.Merge(next.Usage)
+	r.ToolCalls += next.ToolCalls
+	r.Turns += next.Turns
+	r.Duration += next.Duration
+	r.Success, r.Output, r.Error = next.Success, next.Output, next.Error
+	for k, v := range next.Metadata {
+		if r.Metadata == nil {
+			r.Metadata = map[string]string{}
+		}
+		r.Metadata[k] = v
+	}
+}
+
+// Event is one runtime event. Types: team_started, team_completed, member_started,
+// member_completed, member_failed, member_throttled, provider_exchange, tool_call, tool_result,
+// warning, and the formations' own (member_spoke, member_handoff, critic_verdict, judge_verdict,
+// router_selected, consensus_round, ensemble_decision, formation_switched, ...; see
+// runtime/formation). Events of one member are emitted in causal order.
 type Event struct {
 	Type      string
 	MemberID  string

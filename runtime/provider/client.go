@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -63,6 +65,7 @@ type ClientConfig struct {
 // Client is an OpenAI-compatible chat-completions client. It is safe for
 // concurrent use; it holds no per-request state.
 type Client struct {
+	base          string
 	endpoint      string
 	apiKey        string
 	sessionHeader string
@@ -72,7 +75,10 @@ type Client struct {
 	retryBase     time.Duration
 }
 
-var _ Provider = (*Client)(nil)
+var (
+	_ Provider         = (*Client)(nil)
+	_ CapacityReporter = (*Client)(nil)
+)
 
 // NewClient validates cfg and returns a Client. It returns ErrInvalidRequest
 // (wrapped) for a base URL that is not absolute http(s), an invalid session
@@ -90,6 +96,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("%w: base URL %q must not carry a query or fragment", ErrInvalidRequest, u.Redacted())
 	}
 	c := &Client{
+		base:          strings.TrimSuffix(cfg.BaseURL, "/"),
 		endpoint:      strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions",
 		apiKey:        cfg.APIKey,
 		sessionHeader: cfg.SessionHeader,
@@ -210,6 +217,14 @@ func (c *Client) attempt(ctx context.Context, req Request, resp *Response) (retr
 	}
 	defer hresp.Body.Close()
 	resp.Status = hresp.StatusCode
+	// A server that echoes the session header must echo the session it was sent: a different one
+	// means the answer may belong to another member, and it is not used.
+	if echo := hresp.Header.Values(c.sessionHeader); len(echo) > 0 && (len(echo) != 1 || echo[0] != req.SessionID) {
+		raw, _ := readLimited(hresp.Body)
+		resp.Latency = time.Since(start)
+		c.setRaw(resp, raw)
+		return false, fmt.Errorf("%w: sent session %q, the response echoes %q", ErrSessionMismatch, req.SessionID, strings.Join(echo, ", "))
+	}
 
 	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
 		raw, readErr := readLimited(hresp.Body)
@@ -235,6 +250,55 @@ func (c *Client) attempt(ctx context.Context, req Request, resp *Response) (retr
 		return false, fmt.Errorf("read body: %w", c.scrub(err))
 	}
 	return false, decodeResponse(raw, resp)
+}
+
+// ParallelCapacity asks the server for its declared parallel capacity for model: GET
+// {BaseURL}/models/{model} and its "max_parallel_requests" field (the name LiteLLM's model info
+// uses). It returns an error when the request fails, the status is not 200, the field is absent or
+// null, or it is not a positive integer; the capacity is never guessed.
+func (c *Client) ParallelCapacity(ctx context.Context, model string) (int, error) {
+	if model == "" {
+		return 0, fmt.Errorf("%w: model is empty", ErrInvalidRequest)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/models/"+url.PathEscape(model), nil)
+	if err != nil {
+		return 0, fmt.Errorf("provider: capacity of %s: %w", model, err)
+	}
+	hreq.Header.Set("Accept", "application/json")
+	if c.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	hresp, err := c.http.Do(hreq)
+	if err != nil {
+		return 0, fmt.Errorf("provider: capacity of %s: %w", model, c.scrub(err))
+	}
+	defer hresp.Body.Close()
+	raw, err := readLimited(hresp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("provider: capacity of %s: read body: %w", model, c.scrub(err))
+	}
+	if hresp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("provider: capacity of %s: %w", model, &HTTPError{Status: hresp.StatusCode,
+			Body: c.redactString(truncate(string(raw), MaxErrorBodyBytes))})
+	}
+	var info struct {
+		MaxParallelRequests *json.Number `json:"max_parallel_requests"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&info); err != nil {
+		return 0, fmt.Errorf("%w: model object for %s: %w", ErrMalformedResponse, model, err)
+	}
+	if info.MaxParallelRequests == nil {
+		return 0, fmt.Errorf("provider: model %s declares no max_parallel_requests", model)
+	}
+	n, err := strconv.Atoi(info.MaxParallelRequests.String())
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: model %s declares max_parallel_requests %s, not a positive integer", ErrMalformedResponse, model, info.MaxParallelRequests)
+	}
+	return n, nil
 }
 
 // readStream parses the event stream into resp, keeping every byte read in

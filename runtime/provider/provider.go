@@ -168,6 +168,11 @@ var ErrBrokenStream = errors.New("provider: broken stream")
 // over MaxResponseBytes. The Response returned alongside it holds Raw.
 var ErrMalformedResponse = errors.New("provider: malformed response")
 
+// ErrSessionMismatch is returned, wrapped, when a response echoes the session header with a value
+// other than the session id sent: the answer may belong to another member and is not used. The
+// Response returned alongside it holds Raw. (A server that does not echo the header is fine.)
+var ErrSessionMismatch = errors.New("provider: response echoes another session")
+
 // HTTPError is a non-2xx HTTP answer to a chat request, after any retries.
 // It is returned wrapped; use errors.As.
 type HTTPError struct {
@@ -209,8 +214,26 @@ func (t *UsageTotal) Add(u *Usage) {
 	t.TotalTokens += u.TotalTokens
 }
 
+// Merge adds another total's counts to t (a member invoked several times).
+func (t *UsageTotal) Merge(o UsageTotal) {
+	t.Requests += o.Requests
+	t.Unknown += o.Unknown
+	t.PromptTokens += o.PromptTokens
+	t.CompletionTokens += o.CompletionTokens
+	t.TotalTokens += o.TotalTokens
+}
+
 // Known reports whether the sums are the whole usage: at least one response
 // was added and every added response reported usage.
 func (t UsageTotal) Known() bool {
 	return t.Requests > 0 && t.Unknown == 0
+}
+
+// CapacityReporter is implemented by providers that can report how many requests they serve in
+// parallel for a model (capacity-aware admission, FORMATIONS.md). Implementations must be safe for
+// concurrent use.
+type CapacityReporter interface {
+	// ParallelCapacity returns the declared number of parallel requests for model, or an error when
+	// the provider declares none.
+	ParallelCapacity(ctx context.Context, model string) (int, error)
 }

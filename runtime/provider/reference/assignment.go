@@ -36,6 +36,10 @@ type Assignment struct {
 	// Files are the files the member must write, relative to its directory,
 	// in the order the tool calls are made.
 	Files []string `json:"files"`
+	// SatisfiedAt is, for a critic, the first reflection iteration (1-based)
+	// at which the reference critic answers "satisfied"; 0 means 1. It lets a
+	// case exercise the needs_work loop deterministically.
+	SatisfiedAt int `json:"satisfied_at,omitempty"`
 }
 
 // FormatAssignment returns the one line carrying a: AssignmentPrefix and

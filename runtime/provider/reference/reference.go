@@ -18,21 +18,49 @@
 // # Replies
 //
 // The reply depends only on the request and on the session's turn (see
-// Faults). The last user message carrying an Assignment line (see
-// AssignmentPrefix) decides:
+// Faults). The server reads the member's current invocation from the last
+// user message that carries an Assignment line (see AssignmentPrefix) or a
+// contract line (see ContractPrefix; a message with an assignment and no
+// contract line asks for the "completion" contract). The tool messages after
+// that user message are the invocation's tool results.
 //
-//  1. No tool message after it: one write_file tool call per file of the
-//     assignment, in order, finish_reason "tool_calls", arguments
+//  1. No tool result yet, and the invocation writes (it has an assignment
+//     with files and its contract is "completion" or "ensemble_proposal",
+//     a "speaking_turn" with prior_turns 0, or a "consensus_proposal" in
+//     round 1): one write_file tool call per file of the assignment, in
+//     order, finish_reason "tool_calls", arguments
 //     {"path":"<file>","content":"<text>"}. The call id is "call_" followed by
 //     the first 12 hex digits of SHA-256(session + "\n" + turn + "\n" + file),
 //     turn in decimal. When the request offers no write_file tool, or the
 //     assignment cannot be carried out, the reply is content saying why,
 //     finish_reason "stop".
-//  2. Tool messages after it: content {"status":"done","files":[...]} with the
-//     assignment's files in order, or {"status":"failed","error":"..."} when a
-//     tool result's content starts with "error" (ignoring case and leading
-//     whitespace); the error is that first failing result's content. Finish
-//     "stop".
+//  2. No tool result yet, contract "critic_verdict" with files, and the
+//     request offers read_file: one read_file call per file, ids as above.
+//  3. Otherwise the structured reply of the contract, finish "stop". "Failed"
+//     below means a tool result's content starts with "error" (ignoring case
+//     and leading whitespace); the first such result is quoted.
+//     - completion: {"status":"done","files":[...]} with the assignment's
+//     files when they were written, else []; or {"status":"failed",
+//     "error":"<first failing result>"}; with "quality_score":true in the
+//     contract line also "quality_score": QualityScore (0 when failed).
+//     - critic_verdict: "needs_work" when a read failed or the contract's
+//     round is below the assignment's SatisfiedAt, else "satisfied"; the
+//     feedback is never empty.
+//     - judge_verdict: the first candidate, with a verdict sentence.
+//     - ensemble_judge: the first candidate whose vote key is the most common
+//     of the contract's vote_keys.
+//     - synthesis: {"answer":"synthesis of <candidates, comma-separated>"}.
+//     - router: {"speaker_id": candidates[(round-1) mod n]}.
+//     - speaking_turn: content naming the member and turn (and the files
+//     written); with may_hand_off the next candidate after the member as
+//     handoff_to, or done for the last candidate; otherwise done once round
+//     >= the number of candidates, except in a debate (never done).
+//     - consensus_proposal: consensus_key = task/language/files of the
+//     assignment ("double/go/double.go,double_test.go"), equal for every
+//     member of one assignment, or "no-assignment".
+//     - ensemble_proposal: vote_key as consensus_key above, answer naming
+//     the files written in the member's directory.
+//     An unknown contract is answered with content saying so.
 //
 // File contents for TaskDouble. Go (the default language): a file ending
 // "_test.go" gets a table-driven test of Double for int and float64 in
@@ -80,7 +108,12 @@
 // the session header, "" when absent); a request's turn is the 0-based count
 // of that session's requests before it, every POST counted, failed ones
 // included. A fault applies when its Member matches the session and its Turn
-// matches the turn.
+// matches the turn. The kinds are FaultKinds: drop usage, HTTP 500, HTTP 500
+// after a tool-call reply, malformed structured JSON, a scripted reply, split
+// tool arguments, a slow reply, and a wrong session echo. Every chat response
+// echoes the session header it received (the wrong_session fault echoes
+// another), and the model object declares max_parallel_requests
+// (Config.ParallelCapacity).
 //
 // A Server is safe for concurrent use; its only state is the turn counters.
 package reference
@@ -93,9 +126,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Identity and fixed values of the reference provider.
@@ -125,11 +160,45 @@ const (
 	FaultDropUsage = "drop_usage"
 	// FaultHTTP500 answers 500 with an OpenAI-style JSON error body.
 	FaultHTTP500 = "http_500"
+	// FaultHTTP500AfterToolCall answers 500 to a request whose session's
+	// previous reply was a tool-call reply (the tools may have run and
+	// committed; the model request failed after). Turn selects the request
+	// that gets the 500, not the tool-call reply.
+	FaultHTTP500AfterToolCall = "http_500_after_tool_call"
+	// FaultMalformedJSON cuts a structured (content) reply to its first half,
+	// so it is no longer valid JSON. A tool-call reply at that turn is sent
+	// unchanged.
+	FaultMalformedJSON = "malformed_json"
+	// FaultReplaceReply answers Fault.Reply as the content, verbatim, with
+	// finish "stop" and no tool calls: a scripted malformed or contract-
+	// breaking reply (extra keys, prose, an unknown member id, ...).
+	FaultReplaceReply = "replace_reply"
+	// FaultSplitToolArgs streams tool-call arguments in pieces of at most
+	// SplitArgumentsBytes bytes, the calls' fragments interleaved after all
+	// the calls' header fragments. A non-streaming reply is unchanged.
+	FaultSplitToolArgs = "split_tool_args"
+	// FaultSlow waits Fault.Delay (DefaultSlowDelay when 0) before
+	// answering, or until the client goes away.
+	FaultSlow = "slow"
+	// FaultWrongSession echoes a session id other than the one received in
+	// the session response header.
+	FaultWrongSession = "wrong_session"
 )
 
+// FaultKinds lists every fault kind, in documentation order.
+var FaultKinds = []string{FaultDropUsage, FaultHTTP500, FaultHTTP500AfterToolCall, FaultMalformedJSON,
+	FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession}
+
+// DefaultSlowDelay is FaultSlow's delay when Fault.Delay is 0: past the
+// runtime's default 60 s request timeout.
+const DefaultSlowDelay = 61 * time.Second
+
+// SplitArgumentsBytes is the largest argument piece under FaultSplitToolArgs.
+const SplitArgumentsBytes = 3
+
 // ErrInvalidConfig is returned, wrapped, by New and Start for a Config they
-// cannot serve: an unknown fault kind, a turn below -1, or an invalid
-// session header name.
+// cannot serve: an unknown fault kind, a turn below -1, a replace_reply fault
+// without a reply, a negative delay, or an invalid session header name.
 var ErrInvalidConfig = errors.New("reference: invalid config")
 
 // Fault scripts one failure.
@@ -140,8 +209,12 @@ type Fault struct {
 	// Turn is the 0-based index of that session's requests; -1 matches every
 	// turn.
 	Turn int
-	// Kind is FaultDropUsage or FaultHTTP500.
+	// Kind is one of FaultKinds.
 	Kind string
+	// Reply is the content FaultReplaceReply answers (required for it).
+	Reply string
+	// Delay is FaultSlow's wait (0 = DefaultSlowDelay).
+	Delay time.Duration
 }
 
 func (f Fault) matches(session string, turn int) bool {
@@ -151,31 +224,98 @@ func (f Fault) matches(session string, turn int) bool {
 	return f.Turn == -1 || f.Turn == turn
 }
 
+// ParseFault parses the command-line form MEMBER:TURN:KIND[:ARG] used by
+// `assay provider serve --faults` and `assay matrix run --reference-fault`:
+// MEMBER may be empty (every session), TURN is an integer >= -1, ARG is the
+// reply of replace_reply (the rest of the text, colons included) or the
+// delay of slow (a Go duration such as "2s"). It returns ErrInvalidConfig
+// (wrapped) naming the problem.
+func ParseFault(spec string) (Fault, error) {
+	parts := strings.SplitN(spec, ":", 4)
+	if len(parts) < 3 {
+		return Fault{}, fmt.Errorf("%w: fault %q: want MEMBER:TURN:KIND[:ARG]", ErrInvalidConfig, spec)
+	}
+	turn, err := strconv.Atoi(parts[1])
+	if err != nil || turn < -1 {
+		return Fault{}, fmt.Errorf("%w: fault %q: turn must be an integer >= -1", ErrInvalidConfig, spec)
+	}
+	f := Fault{Member: parts[0], Turn: turn, Kind: parts[2]}
+	if len(parts) == 4 {
+		switch f.Kind {
+		case FaultReplaceReply:
+			f.Reply = parts[3]
+		case FaultSlow:
+			d, err := time.ParseDuration(parts[3])
+			if err != nil {
+				return Fault{}, fmt.Errorf("%w: fault %q: delay: %v", ErrInvalidConfig, spec, err)
+			}
+			f.Delay = d
+		default:
+			return Fault{}, fmt.Errorf("%w: fault %q: kind %s takes no argument", ErrInvalidConfig, spec, f.Kind)
+		}
+	}
+	if err := f.validate(); err != nil {
+		return Fault{}, fmt.Errorf("%w: fault %q: %s", ErrInvalidConfig, spec, err)
+	}
+	return f, nil
+}
+
+// validate checks one fault; the message says what is wrong.
+func (f Fault) validate() error {
+	if !slices.Contains(FaultKinds, f.Kind) {
+		return fmt.Errorf("unknown kind %q (want one of %s)", f.Kind, strings.Join(FaultKinds, ", "))
+	}
+	if f.Turn < -1 {
+		return fmt.Errorf("turn %d (want -1 for every turn, or >= 0)", f.Turn)
+	}
+	if f.Kind == FaultReplaceReply && f.Reply == "" {
+		return errors.New("replace_reply needs the reply text")
+	}
+	if f.Delay < 0 {
+		return fmt.Errorf("negative delay %v", f.Delay)
+	}
+	return nil
+}
+
 // Config configures a Server.
 type Config struct {
 	// Faults are the scripted failures; none when empty.
 	Faults []Fault
 	// SessionHeader names the header carrying the session id; default
-	// DefaultSessionHeader.
+	// DefaultSessionHeader. Every chat response echoes it.
 	SessionHeader string
+	// ParallelCapacity is the max_parallel_requests the model object
+	// declares: 0 means DefaultParallelCapacity, a negative value declares
+	// none (for testing clients that must refuse to guess).
+	ParallelCapacity int
 }
+
+// DefaultParallelCapacity is the parallel capacity the model object declares
+// by default.
+const DefaultParallelCapacity = 4
 
 // Server is the reference provider's HTTP handler and its per-session turn
 // counters. It is safe for concurrent use.
 type Server struct {
-	faults  []Fault
-	header  string
-	handler http.Handler
+	faults   []Fault
+	header   string
+	capacity int
+	handler  http.Handler
 
 	mu    sync.Mutex
 	turns map[string]int
+	// toolCallLast records sessions whose last reply was a tool-call reply.
+	toolCallLast map[string]bool
 }
 
 // New validates cfg and returns a Server. It returns ErrInvalidConfig
 // (wrapped) for an unknown fault kind, a fault turn below -1 or a session
 // header that is not a valid header name.
 func New(cfg Config) (*Server, error) {
-	s := &Server{header: cfg.SessionHeader, turns: map[string]int{}}
+	s := &Server{header: cfg.SessionHeader, turns: map[string]int{}, toolCallLast: map[string]bool{}, capacity: cfg.ParallelCapacity}
+	if s.capacity == 0 {
+		s.capacity = DefaultParallelCapacity
+	}
 	if s.header == "" {
 		s.header = DefaultSessionHeader
 	}
@@ -183,11 +323,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: session header %q is not a valid header name", ErrInvalidConfig, s.header)
 	}
 	for i, f := range cfg.Faults {
-		if f.Kind != FaultDropUsage && f.Kind != FaultHTTP500 {
-			return nil, fmt.Errorf("%w: fault %d has unknown kind %q (want %q or %q)", ErrInvalidConfig, i, f.Kind, FaultDropUsage, FaultHTTP500)
-		}
-		if f.Turn < -1 {
-			return nil, fmt.Errorf("%w: fault %d has turn %d (want -1 for every turn, or >= 0)", ErrInvalidConfig, i, f.Turn)
+		if err := f.validate(); err != nil {
+			return nil, fmt.Errorf("%w: fault %d: %s", ErrInvalidConfig, i, err)
 		}
 	}
 	s.faults = append([]Fault(nil), cfg.Faults...)
@@ -210,22 +347,37 @@ func (s *Server) Turns(session string) int {
 	return s.turns[session]
 }
 
-// nextTurn returns session's turn for this request and counts it.
-func (s *Server) nextTurn(session string) int {
+// nextTurn returns session's turn for this request and counts it, and
+// whether the session's previous reply was a tool-call reply.
+func (s *Server) nextTurn(session string) (turn int, afterToolCall bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.turns[session]
 	s.turns[session] = t + 1
-	return t
+	after := s.toolCallLast[session]
+	delete(s.toolCallLast, session)
+	return t, after
+}
+
+func (s *Server) setToolCallLast(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.toolCallLast[session] = true
+}
+
+// fault returns the first fault of kind matching session and turn.
+func (s *Server) fault(kind, session string, turn int) (Fault, bool) {
+	for _, f := range s.faults {
+		if f.Kind == kind && f.matches(session, turn) {
+			return f, true
+		}
+	}
+	return Fault{}, false
 }
 
 func (s *Server) faulted(kind, session string, turn int) bool {
-	for _, f := range s.faults {
-		if f.Kind == kind && f.matches(session, turn) {
-			return true
-		}
-	}
-	return false
+	_, ok := s.fault(kind, session, turn)
+	return ok
 }
 
 type modelObject struct {
@@ -233,6 +385,9 @@ type modelObject struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxParallelRequests is the declared parallel capacity (LiteLLM's
+	// model-info name); absent when the server declares none.
+	MaxParallelRequests *int `json:"max_parallel_requests,omitempty"`
 }
 
 type modelList struct {
@@ -240,12 +395,17 @@ type modelList struct {
 	Data   []modelObject `json:"data"`
 }
 
-func referenceModel() modelObject {
-	return modelObject{ID: ModelID, Object: "model", Created: Created, OwnedBy: "assay"}
+func (s *Server) referenceModel() modelObject {
+	m := modelObject{ID: ModelID, Object: "model", Created: Created, OwnedBy: "assay"}
+	if s.capacity > 0 {
+		c := s.capacity
+		m.MaxParallelRequests = &c
+	}
+	return m
 }
 
 func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelObject{referenceModel()}})
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelObject{s.referenceModel()}})
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
@@ -254,16 +414,40 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("The model `%s` does not exist; this server serves only %s.", id, ModelID))
 		return
 	}
-	writeJSON(w, http.StatusOK, referenceModel())
+	writeJSON(w, http.StatusOK, s.referenceModel())
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	session := r.Header.Get(s.header)
-	turn := s.nextTurn(session)
-
+	turn, afterToolCall := s.nextTurn(session)
+	if session != "" {
+		echo := session
+		if s.faulted(FaultWrongSession, session, turn) {
+			echo = session + "-other"
+		}
+		w.Header().Set(s.header, echo)
+	}
+	if f, ok := s.fault(FaultSlow, session, turn); ok {
+		delay := f.Delay
+		if delay == 0 {
+			delay = DefaultSlowDelay
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-r.Context().Done():
+			timer.Stop()
+			return // the client gave up; nothing can be said to it
+		case <-timer.C:
+		}
+	}
 	if s.faulted(FaultHTTP500, session, turn) {
 		writeError(w, http.StatusInternalServerError, "server_error", "", "reference_fault_http_500",
 			fmt.Sprintf("scripted fault %s for session %q turn %d", FaultHTTP500, session, turn))
+		return
+	}
+	if afterToolCall && s.faulted(FaultHTTP500AfterToolCall, session, turn) {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "reference_fault_http_500_after_tool_call",
+			fmt.Sprintf("scripted fault %s for session %q turn %d", FaultHTTP500AfterToolCall, session, turn))
 		return
 	}
 	req, err := decodeChatRequest(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
@@ -277,6 +461,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep := answer(req, session, turn)
+	if f, ok := s.fault(FaultReplaceReply, session, turn); ok {
+		rep = reply{content: f.Reply, finish: "stop"}
+	}
+	if len(rep.toolCalls) == 0 && s.faulted(FaultMalformedJSON, session, turn) {
+		rep.content = rep.content[:len(rep.content)/2]
+	}
+	if len(rep.toolCalls) > 0 {
+		s.setToolCallLast(session)
+	}
 	id := "chatcmpl-" + shortHash(24, session, strconv.Itoa(turn))
 	var usage *usageObject
 	if !s.faulted(FaultDropUsage, session, turn) {
@@ -285,7 +478,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Stream {
 		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-		writeStream(w, id, rep, usage, includeUsage)
+		writeStream(w, id, rep, usage, includeUsage, s.faulted(FaultSplitToolArgs, session, turn))
 		return
 	}
 	writeJSON(w, http.StatusOK, completionBody(id, rep, usage))
@@ -302,71 +495,6 @@ type replyToolCall struct {
 	id, name, arguments string
 }
 
-type writeFileArgs struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
-}
-
-type statusReply struct {
-	Status string   `json:"status"`
-	Files  []string `json:"files,omitempty"`
-	Error  string   `json:"error,omitempty"`
-}
-
-// answer decides the reply; see the package documentation.
-func answer(req *chatRequest, session string, turn int) reply {
-	at := -1
-	var a Assignment
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		m := req.Messages[i]
-		if m.Role != "user" {
-			continue
-		}
-		if got, ok := ParseAssignment(m.text); ok {
-			at, a = i, got
-			break
-		}
-	}
-	if at < 0 {
-		return reply{content: NoAssignmentReply, finish: "stop"}
-	}
-	var results []requestMessage
-	for _, m := range req.Messages[at+1:] {
-		if m.Role == "tool" {
-			results = append(results, m)
-		}
-	}
-	if len(results) > 0 {
-		st := statusReply{Status: "done", Files: a.Files}
-		for _, m := range results {
-			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(m.text)), "error") {
-				st = statusReply{Status: "failed", Error: m.text}
-				break
-			}
-		}
-		if st.Status == "done" && st.Files == nil {
-			st.Files = []string{}
-		}
-		return reply{content: string(compactJSON(st)), finish: "stop"}
-	}
-	if !req.offersTool(WriteFileTool) {
-		return reply{content: ModelID + " needs a " + WriteFileTool + " tool to carry out this assignment, and the request offers none", finish: "stop"}
-	}
-	files, err := planFiles(a)
-	if err != nil {
-		return reply{content: ModelID + " cannot carry out this assignment: " + err.Error(), finish: "stop"}
-	}
-	rep := reply{finish: "tool_calls"}
-	for _, f := range files {
-		rep.toolCalls = append(rep.toolCalls, replyToolCall{
-			id:        "call_" + shortHash(12, session, strconv.Itoa(turn), f.path),
-			name:      WriteFileTool,
-			arguments: string(compactJSON(writeFileArgs{Path: f.path, Content: f.content})),
-		})
-	}
-	return rep
-}
-
 // shortHash is the first n hex digits of SHA-256 of parts joined with "\n".
 func shortHash(n int, parts ...string) string {
 	sum := sha256.Sum256([]byte(strings.Join(parts, "\n")))
@@ -375,7 +503,8 @@ func shortHash(n int, parts ...string) string {
 
 // compactJSON encodes v without HTML escaping and without a trailing
 // newline. v is always one of this package's plain structs, which encode.
-func compactJSON[T writeFileArgs | statusReply | completion | chunk | modelList | modelObject | errorBody](v T) []byte {
+func compactJSON[T writeFileArgs | readFileArgs | statusReply | verdictReply | judgeReply | selectReply | answerReply |
+	routerReply | turnReply | proposalReply | voteReply | completion | chunk | modelList | modelObject | errorBody](v T) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

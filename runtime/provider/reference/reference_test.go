@@ -373,7 +373,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		name string
 		cfg  reference.Config
 	}{
-		{"unknown kind", reference.Config{Faults: []reference.Fault{{Kind: "slow"}}}},
+		{"unknown kind", reference.Config{Faults: []reference.Fault{{Kind: "explode"}}}},
+		{"replace_reply without a reply", reference.Config{Faults: []reference.Fault{{Kind: reference.FaultReplaceReply}}}},
+		{"negative delay", reference.Config{Faults: []reference.Fault{{Kind: reference.FaultSlow, Delay: -time.Second}}}},
 		{"empty kind", reference.Config{Faults: []reference.Fault{{Turn: 0}}}},
 		{"turn below -1", reference.Config{Faults: []reference.Fault{{Kind: reference.FaultHTTP500, Turn: -2}}}},
 		{"bad header", reference.Config{SessionHeader: "X Session"}},

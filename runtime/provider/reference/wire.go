@@ -328,8 +328,10 @@ func jsonString(s string) json.RawMessage {
 // pieces, for each tool call a header fragment then argument pieces, the
 // finish chunk, and (with includeUsage and usage known) the usage chunk with
 // empty choices. With includeUsage every other chunk carries "usage": null,
-// as OpenAI's do.
-func streamChunks(id string, rep reply, usage *usageObject, includeUsage bool) []chunk {
+// as OpenAI's do. With split (FaultSplitToolArgs) every call's header
+// fragment comes first, then the calls' argument pieces of at most
+// SplitArgumentsBytes bytes, interleaved call by call.
+func streamChunks(id string, rep reply, usage *usageObject, includeUsage, split bool) []chunk {
 	var usageField json.RawMessage
 	if includeUsage {
 		usageField = jsonNull()
@@ -346,10 +348,27 @@ func streamChunks(id string, rep reply, usage *usageObject, includeUsage bool) [
 	for _, p := range splitPieces(rep.content, contentPieces) {
 		out = append(out, mk(delta{Content: jsonString(p)}, nil))
 	}
-	for i, tc := range rep.toolCalls {
-		out = append(out, mk(delta{ToolCalls: []deltaToolCall{{Index: i, ID: tc.id, Type: "function", Function: deltaFunction{Name: tc.name}}}}, nil))
-		for _, p := range splitPieces(tc.arguments, argumentsPieces) {
-			out = append(out, mk(delta{ToolCalls: []deltaToolCall{{Index: i, Function: deltaFunction{Arguments: p}}}}, nil))
+	if split {
+		pieces := make([][]string, len(rep.toolCalls))
+		longest := 0
+		for i, tc := range rep.toolCalls {
+			out = append(out, mk(delta{ToolCalls: []deltaToolCall{{Index: i, ID: tc.id, Type: "function", Function: deltaFunction{Name: tc.name}}}}, nil))
+			pieces[i] = splitPieces(tc.arguments, (len(tc.arguments)+SplitArgumentsBytes-1)/SplitArgumentsBytes)
+			longest = max(longest, len(pieces[i]))
+		}
+		for k := 0; k < longest; k++ {
+			for i := range rep.toolCalls {
+				if k < len(pieces[i]) {
+					out = append(out, mk(delta{ToolCalls: []deltaToolCall{{Index: i, Function: deltaFunction{Arguments: pieces[i][k]}}}}, nil))
+				}
+			}
+		}
+	} else {
+		for i, tc := range rep.toolCalls {
+			out = append(out, mk(delta{ToolCalls: []deltaToolCall{{Index: i, ID: tc.id, Type: "function", Function: deltaFunction{Name: tc.name}}}}, nil))
+			for _, p := range splitPieces(tc.arguments, argumentsPieces) {
+				out = append(out, mk(delta{ToolCalls: []deltaToolCall{{Index: i, Function: deltaFunction{Arguments: p}}}}, nil))
+			}
 		}
 	}
 	finish := rep.finish
@@ -364,13 +383,13 @@ func streamChunks(id string, rep reply, usage *usageObject, includeUsage bool) [
 
 // writeStream sends rep as a server-sent event stream ended by
 // "data: [DONE]", flushing after every event.
-func writeStream(w http.ResponseWriter, id string, rep reply, usage *usageObject, includeUsage bool) {
+func writeStream(w http.ResponseWriter, id string, rep reply, usage *usageObject, includeUsage, split bool) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	for _, c := range streamChunks(id, rep, usage, includeUsage) {
+	for _, c := range streamChunks(id, rep, usage, includeUsage, split) {
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", compactJSON(c)); err != nil {
 			return // the client went away; nothing more can be said to it
 		}
