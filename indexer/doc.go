@@ -39,29 +39,35 @@
 // example a directory that does not exist) is recorded in load_errors with a
 // NULL package_id and counts against coverage.
 //
-// # Schema (schema_version 1, also stored as PRAGMA user_version)
+// # Schema (schema_version 2, also stored as PRAGMA user_version)
 //
 // The graph is generic so that later versions can add node and edge kinds
-// (call edges, implements, metrics with provenance) without new tables per
-// kind: every entity is a row of nodes, every relation a row of edges, and
-// per-kind attributes live in detail tables keyed by the node id. Missing
-// evidence is NULL, never zero or "".
+// without new tables per kind: every entity is a row of nodes, every
+// relation a row of edges, and per-kind attributes live in detail tables
+// keyed by the node id. Missing evidence is NULL, never zero or "". A
+// database with another schema version is refused by OpenDatabase and
+// ReadSnapshot with a *SchemaVersionError naming both versions.
 //
 //	snapshots    one row describing this index (see Snapshot): id, schema_version,
 //	             root_dir, module_paths (JSON array), vcs_revision and vcs_dirty
 //	             (NULL when unknown), go_version, goos, goarch, cgo_enabled,
-//	             goflags, tool_version (NULL when not given), tests, patterns
-//	             (JSON array), the counts (packages, files, types, funcs, methods,
-//	             imports, load_errors, packages_with_errors, packages_ill_typed,
-//	             unmatched_patterns),
-//	             packages_matched, packages_ok and coverage.
-//	nodes        id TEXT PRIMARY KEY, kind (package | file | type | func | method),
-//	             name, package_id (enclosing package node), file_id (enclosing
-//	             file node), start_line, start_col, end_line, end_col (NULL when
-//	             the node has no position), origin.
+//	             goflags, build_tags (JSON array), tool_version (NULL when not
+//	             given), tests, patterns (JSON array), the counts (nodes, edges,
+//	             packages, files, types, funcs, methods, imports, load_errors,
+//	             packages_with_errors, packages_ill_typed, unmatched_patterns),
+//	             packages_matched, packages_ok, coverage and input_key (the
+//	             reuse key, see Options.Reuse).
+//	nodes        id TEXT PRIMARY KEY, kind (module | package | file | type | func |
+//	             method | field | interface_method | closure), name, package_id
+//	             (enclosing package node), file_id (enclosing file node),
+//	             start_line, start_col, end_line, end_col (NULL when the node has
+//	             no position), origin, object_path (the object's
+//	             golang.org/x/tools/go/types/objectpath path within its package,
+//	             NULL where none applies: closures, files, packages).
 //	edges        src, dst (node ids), kind, variant (package variant of src's
 //	             package: base | test | xtest | test_dependency);
-//	             PRIMARY KEY (src, dst, kind).
+//	             PRIMARY KEY (src, dst, kind): an edge is a relation, not an
+//	             occurrence.
 //	packages     id (node id), go_id (packages.Package.ID), import_path, name, dir,
 //	             module_path, module_version, module_dir, module_main, variant,
 //	             for_test, ill_typed, error_count.
@@ -76,8 +82,17 @@
 //	funcs        id, package_id, name, is_method, receiver (expression, e.g.
 //	             "*Rect"), receiver_type_name, receiver_pointer, receiver_type_id,
 //	             exported, type_params, signature, resolved (go/types object found).
+//	members      id (node id), type_id, package_id, name, kind (field |
+//	             interface_method), embedded, exported: the fields of named
+//	             struct types and the methods declared in named interfaces.
 //	imports      package_id, import_path (as written), imported_id (node id),
 //	             imported_indexed; PRIMARY KEY (package_id, import_path).
+//	dynamic_calls seq, src (declared func or method), closure (innermost func
+//	             literal, NULL outside one), mode (interface | func_value), target
+//	             (the interface method or func-valued field called, NULL when
+//	             not known, e.g. a parameter), expr (the callee expression),
+//	             signature, file_id, line, col, variant. Never resolved to a
+//	             concrete callee.
 //	load_errors  seq, package_id (NULL when the package is not indexed), go_id,
 //	             kind (list | parse | type | module | file | unknown), position,
 //	             file, line, col, message.
@@ -85,21 +100,84 @@
 // Node ids are stable across runs and machines for the same sources: they are
 // built from the package ID and declared names, never from absolute paths or
 // counters, except that a name declared more than once in a package (init, _)
-// gets a "#2", "#3" suffix in source order:
+// gets a "#2", "#3" suffix in source order, and files cgo synthesized carry
+// the build cache's file name:
 //
+//	mod:<module path>
 //	pkg:<package ID>                 e.g. pkg:example.com/m/p [example.com/m/p.test]
 //	file:<package ID>:<base name>
 //	type:<package ID>.<Name>
 //	func:<package ID>.<Name>
 //	method:<package ID>.<Receiver type name>.<Name>
+//	field:<package ID>.<Type>.<Field>        (an embedded field is named by its type)
+//	imethod:<package ID>.<Interface>.<Method>
+//	<enclosing func or closure id>$<n>       closures, n from 1 in source order
 //
-// Node origin is "indexed" for loaded packages and "dependency" for imported
-// packages known only from export data; for files and declarations it is
-// "synthesized", "generated", "test" or "source", the first that applies.
+// Declarations of dependencies (packages loaded from export data) get nodes
+// only when an edge points at them, with the package path in place of the
+// package ID and origin "dependency"; so do the functions cgo synthesizes
+// (_Cfunc_f, _Cgo_use, ...), with origin "synthesized".
 //
-// Edge kinds: "contains" (package -> file, file -> type/func/method),
-// "method_of" (method -> its receiver's type) and "imports" (package ->
-// package).
+// Node origin: packages and modules are "production", "test" (test variant,
+// external test package) or "dependency"; files and declarations are
+// "synthesized", "generated" (the standard "Code generated ... DO NOT EDIT."
+// header, ast.IsGenerated), "test" (a _test.go file), "example" (a testable
+// Example function in a _test.go file, and its closures) or "production",
+// the first that applies.
+//
+// # Edges
+//
+//	contains        module -> package, package -> file, file -> type/func/method,
+//	                type -> field/interface method, func/method/closure -> closure.
+//	method_of       method -> its receiver's type (declared in the same package).
+//	imports         package -> package.
+//	calls           static call resolved through go/types
+//	                (typeutil.StaticCallee), to the generic origin of an
+//	                instantiated callee; calls inside a closure are the
+//	                enclosing declaration's, except that a closure called where
+//	                it is written (func(){...}()) is a call of the closure node.
+//	calls_dynamic   a call through an interface method (to the interface
+//	                method's node) or through a func-valued struct field (to the
+//	                field); every dynamic call site, with or without a target, is
+//	                a row of dynamic_calls. Never a claim about the concrete
+//	                callee.
+//	references      a declaration mentions a package-level type, or uses a
+//	                function or method as a value (not called).
+//	implements      named type T -> named interface I when T or *T implements
+//	                I by go/types (types.Implements), over every named type with
+//	                a node and every named non-empty method-set interface with a
+//	                node (the snapshot's, and dependencies' interfaces its code
+//	                mentions); aliases, generic types and generic or constraint
+//	                interfaces are not paired, nor types of builds that never
+//	                meet (a base package and the test build that replaces it).
+//	embeds          struct -> embedded named type; interface -> embedded named
+//	                interface.
+//	field_access    method -> a field of its own receiver's struct that the
+//	                method (or a closure in it) reads or writes through the
+//	                receiver variable; a promoted field or method reached
+//	                through an embedded field is an access of that embedded
+//	                field.
+//	receiver_method method -> a method it calls, or takes as a method value,
+//	                through its own receiver variable (not through another
+//	                value of the same type).
+//	instantiates    declaration -> generic type or function it instantiates.
+//
+// # Build context and workspaces
+//
+// Options.Tags, GOOS and GOARCH (and CGO_ENABLED in Options.Env) decide
+// which files exist; they are recorded in the snapshot. In a go.work
+// workspace the pattern "./..." is expanded to "<module>/..." for each
+// module the workspace uses, since "./..." matches one module only.
+// Vendored dependencies are loaded as the go command resolves them (-mod
+// from GOFLAGS or the vendor directory's presence).
+//
+// # Reuse
+//
+// With Options.Reuse, Index first lists the packages with the go command
+// (no type checking) and computes a reuse key over the build context, the
+// options, the VCS state and the content of every file that can change the
+// graph; when the database at DBPath carries the same key it is returned
+// as it is (Snapshot.Reused). Any change re-indexes the whole snapshot.
 //
 // Coverage is packages_ok / packages_matched, where packages_matched counts
 // indexed packages plus unmatched patterns and packages_ok counts indexed

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/packages"
+	"golang.org/x/tools/go/types/objectpath"
 )
 
 // span is a physical source range: 1-based line and byte column of the
@@ -34,6 +35,9 @@ type nodeRow struct {
 	fileID    sql.Null[string]
 	pos       *span
 	origin    string
+	// objectPath is golang.org/x/tools/go/types/objectpath's path of the
+	// node's object within its package, NULL where none applies.
+	objectPath sql.Null[string]
 }
 
 // edgeRow is one row of edges.
@@ -116,6 +120,10 @@ type graph struct {
 	funcs        []funcRow
 	imports      []importRow
 	loadErrors   []loadErrorRow
+	members      []memberRow
+	dynamicCalls []dynamicCallRow
+	moduleNodes  []nodeRow
+	extNodes     []nodeRow // declarations of dependencies and synthesized objects, targets of edges
 
 	modulePaths        []string
 	unmatched          int
@@ -128,8 +136,31 @@ type graph struct {
 	digests map[string]string
 }
 
+// allNodes returns every node row in insertion order.
+func (g *graph) allNodes() []nodeRow {
+	return slices.Concat(g.moduleNodes, g.packageNodes, g.fileNodes, g.declNodes, g.extNodes)
+}
+
+// dedupEdges drops repeated (src, dst, kind) relations, keeping the first
+// (two import paths resolving to one package are one relation).
+func (g *graph) dedupEdges() {
+	type key struct{ src, dst, kind string }
+	seen := make(map[key]bool, len(g.edges))
+	out := g.edges[:0]
+	for _, e := range g.edges {
+		k := key{e.src, e.dst, e.kind}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+	}
+	g.edges = out
+}
+
 func (g *graph) counts() Counts {
 	c := Counts{
+		Nodes:              len(g.moduleNodes) + len(g.packageNodes) + len(g.fileNodes) + len(g.declNodes) + len(g.extNodes),
+		Edges:              len(g.edges),
 		Packages:           len(g.packages),
 		Files:              len(g.files),
 		Types:              len(g.types),
@@ -181,12 +212,42 @@ type fileContent struct {
 	err  error
 }
 
+// declKey identifies a declaration's syntax within one package variant.
+type declKey struct {
+	goID string
+	node ast.Node
+}
+
 // builder carries the state of one buildGraph call.
 type builder struct {
 	g        *graph
 	indexed  map[string]bool // package IDs being indexed
 	depNodes map[string]bool // dependency node ids already added
 	content  map[string]*fileContent
+	// objIDs maps the go/types objects declared by indexed packages (types,
+	// funcs, methods, fields, interface methods) to their node ids. Each
+	// package variant has its own objects, so variants never merge.
+	objIDs map[types.Object]string
+	// declIDs maps a declaration's syntax (*ast.FuncDecl, *ast.TypeSpec) in
+	// one package variant to its node id, for the relation pass. go/packages
+	// shares one syntax tree between a package and its test variant, so the
+	// variant is part of the key.
+	declIDs map[declKey]string
+	// rootOf maps an indexed package's types.Package to its go/packages
+	// package.
+	rootOf map[*types.Package]*packages.Package
+	// extIDs holds the ids of nodes created for objects outside the indexed
+	// declarations (dependencies, cgo-synthesized functions).
+	extIDs map[string]bool
+	// work lists what the relation pass visits: each indexed file with type
+	// information, in graph order.
+	work []relWork
+	// edgeSeen deduplicates relation edges.
+	edgeSeen map[edgeRow]bool
+	// enc computes object paths of dependency objects.
+	enc *objectpath.Encoder
+	// extTypes are the dependency types given nodes, for implements.
+	extTypes []typeObj
 }
 
 // buildGraph turns the load result into database rows. It reads every
@@ -197,9 +258,16 @@ func buildGraph(ctx context.Context, res *loadResult) (*graph, error) {
 		indexed:  map[string]bool{},
 		depNodes: map[string]bool{},
 		content:  map[string]*fileContent{},
+		objIDs:   map[types.Object]string{},
+		declIDs:  map[declKey]string{},
+		rootOf:   map[*types.Package]*packages.Package{},
+		extIDs:   map[string]bool{},
 	}
 	for _, p := range res.roots {
 		b.indexed[p.ID] = true
+		if p.Types != nil {
+			b.rootOf[p.Types] = p
+		}
 	}
 	modules := map[string]bool{}
 	var deps []nodeRow
@@ -213,6 +281,11 @@ func buildGraph(ctx context.Context, res *loadResult) (*graph, error) {
 		}
 	}
 	b.g.packageNodes = append(b.g.packageNodes, deps...)
+	if err := b.addRelations(ctx); err != nil {
+		return nil, err
+	}
+	b.addModules(res)
+	b.g.dedupEdges()
 	for _, p := range res.testMains {
 		b.addErrors(p, sql.Null[string]{})
 	}
@@ -239,7 +312,7 @@ func (b *builder) addPackage(p *packages.Package) []nodeRow {
 	id := packageNodeID(p.ID)
 	variant := packageVariant(p)
 	g.packageNodes = append(g.packageNodes, nodeRow{
-		id: id, kind: "package", name: nonEmpty(p.Name), origin: "indexed",
+		id: id, kind: "package", name: nonEmpty(p.Name), origin: packageOrigin(variant),
 	})
 	row := packageRow{
 		id: id, goID: p.ID, importPath: p.PkgPath,
@@ -397,6 +470,7 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 		}
 	}
 	ids := idAllocator{}
+	enc := &objectpath.Encoder{}
 	firstType, firstFunc := len(g.types), len(g.funcs)
 	pkgDir := filepath.Clean(p.Dir)
 
@@ -456,7 +530,7 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 			fr.generated = valid(ast.IsGenerated(file))
 		}
 		fr.indexed = file != nil && !fr.synthesized
-		origin := "source"
+		origin := "production"
 		switch {
 		case fr.synthesized:
 			origin = "synthesized"
@@ -474,12 +548,117 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 			continue
 		}
 		d := declExtractor{
-			g: g, fset: fset, info: info, pkg: p.Types, goID: p.ID,
+			b: b, g: g, fset: fset, info: info, pkg: p.Types, goID: p.ID,
 			pkgID: pkgID, fileID: fr.id, variant: variant, origin: origin, ids: &ids,
 		}
+		if info != nil {
+			d.enc = enc
+		}
 		d.extract(file)
+		if info != nil {
+			b.work = append(b.work, relWork{pkg: p, pkgID: pkgID, fileID: fr.id, variant: variant, origin: origin, file: file, isTest: fr.isTest})
+		}
 	}
 	linkReceivers(g, g.types[firstType:], g.funcs[firstFunc:], variant)
+	b.bindCgo(p, pkgID, variant, syntax, g.types[firstType:], g.funcs[firstFunc:])
+}
+
+// bindCgo attaches type information to the declarations of a cgo package's
+// source files. go/packages type-checks the files cgo rewrote (in the build
+// cache, with //line directives back to the sources), not the sources the
+// declarations were recorded from; each declaration of a rewritten file is
+// matched to the source file its //line directive names and to the node of
+// the same name there, which then becomes resolved, and the rewritten file
+// is visited by the relation pass on behalf of that source file. The
+// relation pass reports positions in such files //line-adjusted, since
+// the physical positions are in the build cache.
+func (b *builder) bindCgo(p *packages.Package, pkgID, variant string, syntax map[string]*ast.File, pkgTypes []typeRow, pkgFuncs []funcRow) {
+	if p.TypesInfo == nil {
+		return
+	}
+	fileIDs := map[string]string{}
+	for i := range b.g.files {
+		f := &b.g.files[i]
+		if f.packageID == pkgID && f.indexed {
+			fileIDs[f.path] = f.id
+		}
+	}
+	origins := map[string]string{}
+	for _, n := range b.g.fileNodes {
+		if n.packageID.V == pkgID {
+			origins[n.id] = n.origin
+		}
+	}
+	types_ := map[string]*typeRow{}
+	for i := range pkgTypes {
+		types_[pkgTypes[i].id] = &pkgTypes[i]
+	}
+	funcs := map[string]*funcRow{}
+	for i := range pkgFuncs {
+		funcs[pkgFuncs[i].id] = &pkgFuncs[i]
+	}
+	pkgDir := filepath.Clean(p.Dir)
+	paths := make([]string, 0, len(syntax))
+	for path := range syntax {
+		if filepath.Dir(path) != pkgDir {
+			paths = append(paths, path)
+		}
+	}
+	slices.Sort(paths)
+	for _, path := range paths {
+		file := syntax[path]
+		userFile := ""
+		for _, decl := range file.Decls {
+			pos := p.Fset.PositionFor(decl.Pos(), true)
+			fid, ok := fileIDs[filepath.Clean(pos.Filename)]
+			if !ok {
+				continue
+			}
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				fn, ok := p.TypesInfo.Defs[decl.Name].(*types.Func)
+				if !ok {
+					continue
+				}
+				id := "func:" + p.ID + "." + decl.Name.Name
+				if decl.Recv != nil && len(decl.Recv.List) > 0 {
+					recv, _, _ := receiverTypeName(decl.Recv.List[0].Type)
+					id = "method:" + p.ID + "." + recv + "." + decl.Name.Name
+				}
+				row, ok := funcs[id]
+				if !ok || row.resolved {
+					continue
+				}
+				row.resolved = true
+				row.signature = valid(types.TypeString(fn.Type(), types.RelativeTo(p.Types)))
+				b.objIDs[fn] = id
+				b.declIDs[declKey{p.ID, decl}] = id
+				userFile = fid
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					ts, ok := spec.(*ast.TypeSpec)
+					if !ok {
+						continue
+					}
+					tn, ok := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
+					id := "type:" + p.ID + "." + ts.Name.Name
+					row, found := types_[id]
+					if !ok || !found || row.resolved {
+						continue
+					}
+					row.resolved = true
+					row.typeKind = typeKind(tn)
+					b.objIDs[tn] = id
+					b.declIDs[declKey{p.ID, ts}] = id
+					userFile = fid
+				}
+			}
+		}
+		if userFile != "" {
+			b.work = append(b.work, relWork{pkg: p, pkgID: pkgID, fileID: userFile, variant: variant,
+				origin: origins[userFile], file: file, lineAdjusted: true})
+		}
+	}
 }
 
 // linkReceivers sets receiver_type_id and adds the method_of edge for each
@@ -538,6 +717,8 @@ func (a idAllocator) next(id string) string {
 
 // declExtractor records the package-level declarations of one file.
 type declExtractor struct {
+	b       *builder
+	enc     *objectpath.Encoder // nil without type information
 	g       *graph
 	fset    *token.FileSet
 	info    *types.Info // nil when only syntax is available
@@ -559,10 +740,25 @@ func (d *declExtractor) span(from, to token.Pos) *span {
 }
 
 func (d *declExtractor) node(id, kind, name string, sp *span) {
-	d.g.declNodes = append(d.g.declNodes, nodeRow{
+	d.nodeWithOrigin(id, kind, name, sp, d.origin, nil)
+}
+
+// nodeWithOrigin adds a declaration node contained by the current file and
+// records obj (when not nil) as declared by it.
+func (d *declExtractor) nodeWithOrigin(id, kind, name string, sp *span, origin string, obj types.Object) {
+	row := nodeRow{
 		id: id, kind: kind, name: valid(name), packageID: valid(d.pkgID), fileID: valid(d.fileID),
-		pos: sp, origin: d.origin,
-	})
+		pos: sp, origin: origin,
+	}
+	if obj != nil {
+		d.b.objIDs[obj] = id
+		if d.enc != nil {
+			if path, err := d.enc.For(obj); err == nil {
+				row.objectPath = valid(string(path))
+			}
+		}
+	}
+	d.g.declNodes = append(d.g.declNodes, row)
 	d.g.edges = append(d.g.edges, edgeRow{src: d.fileID, dst: id, kind: "contains", variant: d.variant})
 }
 
@@ -602,14 +798,100 @@ func (d *declExtractor) typeSpec(ts *ast.TypeSpec, sp *span) {
 		typeParams: ts.TypeParams.NumFields(),
 		typeKind:   syntaxTypeKind(ts),
 	}
+	var tn *types.TypeName
 	if d.info != nil {
-		if tn, ok := d.info.Defs[ts.Name].(*types.TypeName); ok {
+		if obj, ok := d.info.Defs[ts.Name].(*types.TypeName); ok {
+			tn = obj
 			row.resolved = true
 			row.typeKind = typeKind(tn)
 		}
 	}
-	d.node(row.id, "type", name, sp)
+	var obj types.Object
+	if tn != nil {
+		obj = tn
+	}
+	d.nodeWithOrigin(row.id, "type", name, sp, d.origin, obj)
+	d.b.declIDs[declKey{d.goID, ts}] = row.id
 	d.g.types = append(d.g.types, row)
+	if tn != nil && !tn.IsAlias() {
+		d.members(ts, row.id, name)
+	}
+}
+
+// members adds the fields of a struct type and the methods declared in an
+// interface type, as nodes contained by the type (the containing file's
+// contains edge is replaced by the type's).
+func (d *declExtractor) members(ts *ast.TypeSpec, typeID, typeName string) {
+	t := ts.Type
+	for {
+		p, ok := t.(*ast.ParenExpr)
+		if !ok {
+			break
+		}
+		t = p.X
+	}
+	var list *ast.FieldList
+	kind, prefix := "", ""
+	switch t := t.(type) {
+	case *ast.StructType:
+		list, kind, prefix = t.Fields, "field", "field:"
+	case *ast.InterfaceType:
+		list, kind, prefix = t.Methods, "interface_method", "imethod:"
+	default:
+		return
+	}
+	if list == nil {
+		return
+	}
+	for _, f := range list.List {
+		idents := f.Names
+		embedded := len(idents) == 0
+		if embedded {
+			if kind == "interface_method" {
+				continue // an embedded interface or type term, recorded as embeds
+			}
+			if id := embeddedIdent(f.Type); id != nil {
+				idents = []*ast.Ident{id}
+			}
+		}
+		for _, ident := range idents {
+			obj := d.info.Defs[ident]
+			if obj == nil {
+				continue
+			}
+			id := d.ids.next(prefix + d.goID + "." + typeName + "." + ident.Name)
+			d.nodeWithOrigin(id, kind, ident.Name, d.span(ident.Pos(), f.End()), d.origin, obj)
+			// The member belongs to its type: re-point the contains edge.
+			d.g.edges[len(d.g.edges)-1].src = typeID
+			d.g.members = append(d.g.members, memberRow{
+				id: id, typeID: typeID, packageID: d.pkgID, name: ident.Name, kind: kind,
+				embedded: embedded, exported: ast.IsExported(ident.Name),
+			})
+		}
+	}
+}
+
+// embeddedIdent returns the identifier naming an embedded field's type
+// ("E", "*E", "pkg.E", "E[T]" -> the E identifier).
+func embeddedIdent(expr ast.Expr) *ast.Ident {
+	for {
+		switch e := expr.(type) {
+		case *ast.ParenExpr:
+			expr = e.X
+		case *ast.StarExpr:
+			expr = e.X
+		case *ast.IndexExpr:
+			expr = e.X
+		case *ast.IndexListExpr:
+			expr = e.X
+		case *ast.SelectorExpr:
+			return e.Sel
+		case *ast.Ident:
+			return e
+		default:
+			return nil
+		}
+	}
 }
 
 // typeKind classifies a named type by go/types: alias, or the kind of its
@@ -688,13 +970,20 @@ func (d *declExtractor) funcDecl(fd *ast.FuncDecl) {
 	} else {
 		row.id = d.ids.next("func:" + d.goID + "." + name)
 	}
+	var obj types.Object
 	if d.info != nil {
 		if fn, ok := d.info.Defs[fd.Name].(*types.Func); ok {
+			obj = fn
 			row.resolved = true
 			row.signature = valid(types.TypeString(fn.Type(), types.RelativeTo(d.pkg)))
 		}
 	}
-	d.node(row.id, kind, name, d.span(fd.Pos(), fd.End()))
+	origin := d.origin
+	if origin == "test" && !row.isMethod && isExampleName(name) {
+		origin = "example"
+	}
+	d.nodeWithOrigin(row.id, kind, name, d.span(fd.Pos(), fd.End()), origin, obj)
+	d.b.declIDs[declKey{d.goID, fd}] = row.id
 	d.g.funcs = append(d.g.funcs, row)
 }
 

@@ -3,6 +3,7 @@ package indexer
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -51,11 +52,36 @@ type Options struct {
 	// appended to the process environment so they take precedence, e.g.
 	// "GOFLAGS=-mod=mod" to load a module from the read-only module cache.
 	Env []string
+	// Tags are build tags passed to the go command (-tags), recorded in the
+	// snapshot: they decide which files exist.
+	Tags []string
+	// GOOS and GOARCH, when not empty, override the build target (they
+	// decide which files exist, and are recorded in the snapshot).
+	GOOS, GOARCH string
+	// Enrich, when not nil, is called inside the database's write
+	// transaction after the graph is inserted and before the integrity
+	// check, so that what it writes (metric values) is covered by the
+	// database's SHA-256. An error from it aborts the index: nothing is
+	// written. EnrichID names what Enrich computes and its version; it is
+	// part of the reuse key, so a new version is never served a database
+	// written by an old one.
+	Enrich   func(ctx context.Context, tx *sql.Tx, snap Snapshot) error
+	EnrichID string
+	// Reuse lets Index return the snapshot already at DBPath, without
+	// loading or writing anything, when its reuse key equals the current
+	// one: same schema, tool, Go version and build context, same patterns,
+	// VCS state, EnrichID, and same content (SHA-256) of every file of the
+	// matched packages and of every dependency without a module version.
+	Reuse bool
 }
 
 // Counts are the numbers of rows written per kind. A file shared by a package
 // and its test variant counts once per variant, as do its declarations.
 type Counts struct {
+	// Nodes is the number of rows of nodes, of every kind.
+	Nodes int
+	// Edges is the number of rows of edges, of every kind.
+	Edges int
 	// Packages is the number of indexed packages (rows of packages),
 	// test variants included, the synthesized test main package excluded.
 	Packages int
@@ -115,8 +141,18 @@ type Snapshot struct {
 	ToolVersion string
 	// Tests is Options.Tests.
 	Tests bool
-	// Patterns are the patterns used, after defaults.
+	// Patterns are the patterns used, after defaults and after a go.work
+	// workspace's "./..." was expanded to each of its modules.
 	Patterns []string
+	// Tags are the build tags used (Options.Tags), sorted.
+	Tags []string
+	// CGOEnabled is the go command's CGO_ENABLED ("0" or "1").
+	CGOEnabled string
+	// InputKey is the reuse key (SHA-256 hex, 64 chars; see Options.Reuse).
+	InputKey string
+	// Reused reports that Index returned the existing database unchanged
+	// because its InputKey matched.
+	Reused bool
 	// Counts are the rows written per kind.
 	Counts Counts
 	// Coverage is the fraction (0..1) of matched packages that loaded
@@ -154,6 +190,13 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	if len(opts.Patterns) == 0 {
 		opts.Patterns = []string{"./..."}
 	}
+	tags := slices.Clone(opts.Tags)
+	slices.Sort(tags)
+	for _, t := range tags {
+		if t == "" || strings.ContainsAny(t, ", \t\n\"'") {
+			return Snapshot{}, fmt.Errorf("%w: build tag %q", ErrInvalidOptions, t)
+		}
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("indexer: resolve dir %q: %w", opts.Dir, err)
@@ -168,12 +211,40 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("indexer: resolve db path %q: %w", opts.DBPath, err)
 	}
 	env := append(os.Environ(), opts.Env...)
+	if opts.GOOS != "" {
+		env = append(env, "GOOS="+opts.GOOS)
+	}
+	if opts.GOARCH != "" {
+		env = append(env, "GOARCH="+opts.GOARCH)
+	}
+	var buildFlags []string
+	if len(tags) > 0 {
+		buildFlags = []string{"-tags=" + strings.Join(tags, ",")}
+	}
 
 	goEnv, err := readGoEnv(ctx, dir, env)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	res, err := load(ctx, dir, env, opts.Patterns, opts.Tests)
+	patterns, err := workspacePatterns(ctx, dir, env, goEnv, opts.Patterns)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	vcs := readVCS(ctx, dir)
+	spec := loadSpec{dir: dir, env: env, buildFlags: buildFlags, patterns: patterns, tests: opts.Tests}
+
+	inputKey, err := reuseKey(ctx, spec, goEnv, vcs, opts, tags)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if opts.Reuse {
+		if prev, err := ReadSnapshot(ctx, dbPath); err == nil && prev.InputKey == inputKey {
+			prev.Reused = true
+			return prev, nil
+		}
+	}
+
+	res, err := load(ctx, spec)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -181,14 +252,13 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		if len(res.unmatched) > 0 {
 			return Snapshot{}, fmt.Errorf("%w in %s: %s", ErrNoPackages, dir, unmatchedReason(res))
 		}
-		return Snapshot{}, fmt.Errorf("%w in %s (patterns %q)", ErrNoPackages, dir, opts.Patterns)
+		return Snapshot{}, fmt.Errorf("%w in %s (patterns %q)", ErrNoPackages, dir, patterns)
 	}
 
 	g, err := buildGraph(ctx, res)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	vcs := readVCS(ctx, dir)
 
 	snap := Snapshot{
 		Dir:         dir,
@@ -198,18 +268,21 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		GoVersion:   goEnv.GoVersion,
 		GOOS:        goEnv.GOOS,
 		GOARCH:      goEnv.GOARCH,
+		CGOEnabled:  goEnv.CGOEnabled,
 		ToolVersion: opts.ToolVersion,
 		Tests:       opts.Tests,
-		Patterns:    slices.Clone(opts.Patterns),
+		Patterns:    slices.Clone(patterns),
+		Tags:        tags,
 		Counts:      g.counts(),
 		DBPath:      dbPath,
+		InputKey:    inputKey,
 	}
 	snap.Coverage = g.coverage()
 	snap.ID, err = snapshotID(snap, goEnv, g)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	sum, err := writeDatabase(ctx, dbPath, snap, goEnv, g)
+	sum, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -241,6 +314,7 @@ type snapshotInputs struct {
 	GOFLAGS       string       `json:"goflags"`
 	Tests         bool         `json:"tests"`
 	Patterns      []string     `json:"patterns"`
+	Tags          []string     `json:"tags"`
 	ModulePaths   []string     `json:"module_paths"`
 	VCSRevision   string       `json:"vcs_revision"`
 	VCSDirty      bool         `json:"vcs_dirty"`
@@ -266,6 +340,7 @@ func snapshotID(s Snapshot, env goEnv, g *graph) (string, error) {
 		GOFLAGS:       env.GOFLAGS,
 		Tests:         s.Tests,
 		Patterns:      s.Patterns,
+		Tags:          s.Tags,
 		ModulePaths:   s.ModulePaths,
 		VCSRevision:   s.VCSRevision,
 		VCSDirty:      s.VCSDirty && s.VCSRevision != "",

@@ -156,6 +156,10 @@ func checkDatabaseFile(t *testing.T, snap indexer.Snapshot) *sql.DB {
 		want  int
 	}{
 		{"one snapshot row", "SELECT count(*) FROM snapshots WHERE id = ?", 1},
+		{"nodes rows", "SELECT count(*) FROM nodes", c.Nodes},
+		{"edges rows", "SELECT count(*) FROM edges", c.Edges},
+		{"snapshot nodes", "SELECT nodes FROM snapshots WHERE id = ?", c.Nodes},
+		{"snapshot edges", "SELECT edges FROM snapshots WHERE id = ?", c.Edges},
 		{"packages rows", "SELECT count(*) FROM packages", c.Packages},
 		{"files rows", "SELECT count(*) FROM files", c.Files},
 		{"types rows", "SELECT count(*) FROM types", c.Types},
@@ -198,6 +202,8 @@ func TestIndexFixture(t *testing.T) {
 	db := checkDatabaseFile(t, snap)
 
 	wantCounts := indexer.Counts{Packages: 4, Files: 7, Types: 12, Funcs: 12, Methods: 5, Imports: 6}
+	wantCounts.Nodes = queryInt(t, db, "SELECT count(*) FROM nodes")
+	wantCounts.Edges = queryInt(t, db, "SELECT count(*) FROM edges")
 	if diff := cmp.Diff(wantCounts, snap.Counts); diff != "" {
 		t.Errorf("Counts (-want +got):\n%s", diff)
 	}
@@ -291,9 +297,16 @@ func TestIndexFixture(t *testing.T) {
 			want:  [][]string{{fx + "/shapes", shT, "1"}, {"fmt", "pkg:fmt", "0"}},
 		},
 		{
-			name:  "dependencies are nodes without a name",
+			name:  "dependency packages are nodes without a name, their declarations only where used",
 			query: "SELECT id, kind, name, origin FROM nodes WHERE origin = 'dependency' ORDER BY id",
-			want:  [][]string{{"pkg:fmt", "package", "NULL", "dependency"}, {"pkg:testing", "package", "NULL", "dependency"}},
+			want: [][]string{
+				{"func:fmt.Println", "func", "Println", "dependency"},
+				{"func:fmt.Sprintf", "func", "Sprintf", "dependency"},
+				{"method:testing.common.Errorf", "method", "Errorf", "dependency"},
+				{"pkg:fmt", "package", "NULL", "dependency"},
+				{"pkg:testing", "package", "NULL", "dependency"},
+				{"type:testing.T", "type", "T", "dependency"},
+			},
 		},
 		{
 			name:  "type kinds and type parameters",
@@ -340,7 +353,7 @@ func TestIndexFixture(t *testing.T) {
 		{
 			name:  "snapshot row",
 			query: "SELECT module_paths, patterns, tests, tool_version, coverage, packages_matched, packages_ok, schema_version FROM snapshots",
-			want:  [][]string{{`["example.com/fixture"]`, `["./..."]`, "1", "test-1", "1", "4", "4", "1"}},
+			want:  [][]string{{`["example.com/fixture"]`, `["./..."]`, "1", "test-1", "1", "4", "4", "2"}},
 		},
 		{
 			name:  "no load errors",
@@ -378,6 +391,10 @@ func TestIndexIsReproducible(t *testing.T) {
 		t.Errorf("snapshot ID did not change when tests were excluded")
 	}
 	want := indexer.Counts{Packages: 2, Files: 3, Types: 6, Funcs: 5, Methods: 3, Imports: 2}
+	want.Nodes, want.Edges = noTests.Counts.Nodes, noTests.Counts.Edges
+	if want.Nodes == 0 || want.Edges == 0 {
+		t.Errorf("Counts without tests: no nodes or edges counted: %+v", noTests.Counts)
+	}
 	if diff := cmp.Diff(want, noTests.Counts); diff != "" {
 		t.Errorf("Counts without tests (-want +got):\n%s", diff)
 	}

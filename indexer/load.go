@@ -20,12 +20,13 @@ type goEnv struct {
 	GOARCH     string `json:"GOARCH"`
 	CGOEnabled string `json:"CGO_ENABLED"`
 	GOFLAGS    string `json:"GOFLAGS"`
+	GOWORK     string `json:"GOWORK"`
 }
 
 // readGoEnv runs `go env -json` in dir with env, the same way go/packages
 // will run the go command, so the recorded toolchain is the one that loads.
 func readGoEnv(ctx context.Context, dir string, env []string) (goEnv, error) {
-	cmd := exec.CommandContext(ctx, "go", "env", "-json", "GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED", "GOFLAGS")
+	cmd := exec.CommandContext(ctx, "go", "env", "-json", "GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED", "GOFLAGS", "GOWORK")
 	cmd.Dir = dir
 	cmd.Env = env
 	var stderr bytes.Buffer
@@ -66,19 +67,37 @@ type loadResult struct {
 	testMains []*packages.Package
 }
 
-// load runs go/packages and partitions its result.
-func load(ctx context.Context, dir string, env, patterns []string, tests bool) (*loadResult, error) {
-	mode := loadMode
+// loadSpec is what to load and how: the same for the reuse key's listing
+// and for the typed load.
+type loadSpec struct {
+	dir        string
+	env        []string
+	buildFlags []string
+	patterns   []string
+	tests      bool
+}
+
+// LoadMode returns the go/packages mode Index loads with (tests decides
+// NeedForTest). Exported so that a benchmark can time a bare packages.Load
+// with the same mode, the floor of indexing.
+func LoadMode(tests bool) packages.LoadMode {
 	if !tests {
-		mode &^= packages.NeedForTest
+		return loadMode &^ packages.NeedForTest
 	}
+	return loadMode
+}
+
+// load runs go/packages and partitions its result.
+func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 	cfg := &packages.Config{
-		Context: ctx,
-		Mode:    mode,
-		Dir:     dir,
-		Env:     env,
-		Tests:   tests,
+		Context:    ctx,
+		Mode:       LoadMode(spec.tests),
+		Dir:        spec.dir,
+		Env:        spec.env,
+		BuildFlags: spec.buildFlags,
+		Tests:      spec.tests,
 	}
+	dir, patterns := spec.dir, spec.patterns
 	pkgs, err := packages.Load(cfg, patterns...)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("indexer: load %q in %s: %w", patterns, dir, ctx.Err())

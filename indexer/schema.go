@@ -3,7 +3,7 @@ package indexer
 // SchemaVersion is the version of the graph database schema this package
 // writes. It is stored in snapshots.schema_version and PRAGMA user_version;
 // readers compare it before querying.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // schemaDDL returns the statements that create the graph database. The
 // package doc comment documents each table; keep the two in step.
@@ -36,11 +36,15 @@ func schemaDDL() []string {
 			unmatched_patterns   INTEGER NOT NULL,
 			packages_matched     INTEGER NOT NULL,
 			packages_ok          INTEGER NOT NULL,
-			coverage             REAL NOT NULL CHECK (coverage >= 0 AND coverage <= 1)
+			coverage             REAL NOT NULL CHECK (coverage >= 0 AND coverage <= 1),
+			build_tags           TEXT NOT NULL,
+			nodes                INTEGER NOT NULL,
+			edges                INTEGER NOT NULL,
+			input_key            TEXT NOT NULL
 		)`,
 		`CREATE TABLE nodes (
 			id         TEXT PRIMARY KEY,
-			kind       TEXT NOT NULL CHECK (kind IN ('package', 'file', 'type', 'func', 'method')),
+			kind       TEXT NOT NULL CHECK (kind IN ('module', 'package', 'file', 'type', 'func', 'method', 'field', 'interface_method', 'closure')),
 			name       TEXT,
 			package_id TEXT REFERENCES nodes(id),
 			file_id    TEXT REFERENCES nodes(id),
@@ -48,7 +52,8 @@ func schemaDDL() []string {
 			start_col  INTEGER,
 			end_line   INTEGER,
 			end_col    INTEGER,
-			origin     TEXT NOT NULL CHECK (origin IN ('indexed', 'dependency', 'source', 'test', 'generated', 'synthesized'))
+			origin     TEXT NOT NULL CHECK (origin IN ('production', 'test', 'generated', 'example', 'synthesized', 'dependency')),
+			object_path TEXT
 		)`,
 		`CREATE TABLE edges (
 			src     TEXT NOT NULL REFERENCES nodes(id),
@@ -117,6 +122,28 @@ func schemaDDL() []string {
 			imported_indexed INTEGER NOT NULL,
 			PRIMARY KEY (package_id, import_path)
 		) WITHOUT ROWID`,
+		`CREATE TABLE members (
+			id         TEXT PRIMARY KEY REFERENCES nodes(id),
+			type_id    TEXT NOT NULL REFERENCES types(id),
+			package_id TEXT NOT NULL REFERENCES packages(id),
+			name       TEXT NOT NULL,
+			kind       TEXT NOT NULL CHECK (kind IN ('field', 'interface_method')),
+			embedded   INTEGER NOT NULL,
+			exported   INTEGER NOT NULL
+		)`,
+		`CREATE TABLE dynamic_calls (
+			seq       INTEGER PRIMARY KEY,
+			src       TEXT NOT NULL REFERENCES nodes(id),
+			closure   TEXT REFERENCES nodes(id),
+			mode      TEXT NOT NULL CHECK (mode IN ('interface', 'func_value')),
+			target    TEXT REFERENCES nodes(id),
+			expr      TEXT NOT NULL,
+			signature TEXT,
+			file_id   TEXT NOT NULL REFERENCES nodes(id),
+			line      INTEGER NOT NULL,
+			col       INTEGER NOT NULL,
+			variant   TEXT NOT NULL
+		)`,
 		`CREATE TABLE load_errors (
 			seq        INTEGER PRIMARY KEY,
 			package_id TEXT REFERENCES packages(id),
@@ -133,5 +160,8 @@ func schemaDDL() []string {
 		`CREATE INDEX edges_dst ON edges(dst, kind)`,
 		`CREATE INDEX edges_kind ON edges(kind)`,
 		`CREATE INDEX load_errors_package ON load_errors(package_id)`,
+		`CREATE INDEX nodes_file ON nodes(file_id)`,
+		`CREATE INDEX members_type ON members(type_id)`,
+		`CREATE INDEX dynamic_calls_src ON dynamic_calls(src)`,
 	}
 }

@@ -19,7 +19,7 @@ import (
 // writeDatabase writes g to a temporary file next to dbPath, checks it,
 // syncs it, renames it over dbPath and returns its SHA-256 hex. On any
 // error the temporary file is removed and dbPath is left as it was.
-func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph) (sum string, err error) {
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error) (sum string, err error) {
 	dir := filepath.Dir(dbPath)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("indexer: create database directory %s: %w", dir, err)
@@ -40,7 +40,7 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		}
 	}()
 
-	if err := fillDatabase(ctx, tmpPath, snap, env, g); err != nil {
+	if err := fillDatabase(ctx, tmpPath, snap, env, g, enrich); err != nil {
 		return "", err
 	}
 	sum, err = syncAndHash(tmpPath)
@@ -85,7 +85,7 @@ func syncAndHash(path string) (string, error) {
 // fillDatabase creates the schema in path and inserts g in one
 // transaction, then runs PRAGMA integrity_check and foreign_key_check and
 // closes the database.
-func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph) (err error) {
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error) (err error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=MEMORY&_synchronous=OFF")
 	if err != nil {
 		return fmt.Errorf("indexer: open database %s: %w", path, err)
@@ -104,6 +104,12 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	if err := insertAll(ctx, tx, snap, env, g); err != nil {
 		_ = tx.Rollback()
 		return fmt.Errorf("indexer: write %s: %w", path, err)
+	}
+	if enrich != nil {
+		if err := enrich(ctx, tx, snap); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("indexer: enrich %s: %w", path, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("indexer: commit %s: %w", path, err)
@@ -188,17 +194,15 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 
-	nodes := make([]nodeRow, 0, len(g.packageNodes)+len(g.fileNodes)+len(g.declNodes))
-	nodes = append(append(append(nodes, g.packageNodes...), g.fileNodes...), g.declNodes...)
 	err := insertRows(ctx, tx, "nodes",
-		`INSERT INTO nodes (id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, nodes,
+		`INSERT INTO nodes (id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.allNodes(),
 		func(n nodeRow) []any {
 			var sl, sc, el, ec sql.Null[int]
 			if n.pos != nil {
 				sl, sc, el, ec = valid(n.pos.startLine), valid(n.pos.startCol), valid(n.pos.endLine), valid(n.pos.endCol)
 			}
-			return []any{n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin}
+			return []any{n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin, n.objectPath}
 		})
 	if err != nil {
 		return err
@@ -249,11 +253,28 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 	if err != nil {
 		return err
 	}
-	// An edge is a relation, not an occurrence: the same relation found
-	// twice (two import paths resolving to one package) is one row.
+	// An edge is a relation, not an occurrence: g.edges is deduplicated.
 	err = insertRows(ctx, tx, "edges",
-		`INSERT OR IGNORE INTO edges (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, g.edges,
+		`INSERT INTO edges (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, g.edges,
 		func(e edgeRow) []any { return []any{e.src, e.dst, e.kind, e.variant} })
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "members",
+		`INSERT INTO members (id, type_id, package_id, name, kind, embedded, exported) VALUES (?, ?, ?, ?, ?, ?, ?)`, g.members,
+		func(m memberRow) []any {
+			return []any{m.id, m.typeID, m.packageID, m.name, m.kind, boolInt(m.embedded), boolInt(m.exported)}
+		})
+	if err != nil {
+		return err
+	}
+	dseq := 0
+	err = insertRows(ctx, tx, "dynamic_calls",
+		`INSERT INTO dynamic_calls (seq, src, closure, mode, target, expr, signature, file_id, line, col, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.dynamicCalls,
+		func(d dynamicCallRow) []any {
+			dseq++
+			return []any{dseq, d.src, d.closure, d.mode, d.target, d.expr, d.signature, d.fileID, d.line, d.col, d.variant}
+		})
 	if err != nil {
 		return err
 	}
@@ -290,6 +311,10 @@ func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g
 	if err != nil {
 		return fmt.Errorf("encode patterns: %w", err)
 	}
+	tags, err := json.Marshal(nonNil(snap.Tags))
+	if err != nil {
+		return fmt.Errorf("encode build tags: %w", err)
+	}
 	var dirty sql.Null[int]
 	if snap.VCSRevision != "" {
 		dirty = valid(boolInt(snap.VCSDirty))
@@ -298,12 +323,12 @@ func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g
 	_, err = tx.ExecContext(ctx, `INSERT INTO snapshots (
 		id, schema_version, root_dir, module_paths, vcs_revision, vcs_dirty, go_version, goos, goarch, cgo_enabled, goflags,
 		tool_version, tests, patterns, packages, files, types, funcs, methods, imports, load_errors, packages_with_errors,
-		packages_ill_typed, unmatched_patterns, packages_matched, packages_ok, coverage
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		packages_ill_typed, unmatched_patterns, packages_matched, packages_ok, coverage, build_tags, nodes, edges, input_key
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		snap.ID, SchemaVersion, snap.Dir, string(modulePaths), nonEmpty(snap.VCSRevision), dirty, env.GoVersion, env.GOOS,
 		env.GOARCH, env.CGOEnabled, env.GOFLAGS, nonEmpty(snap.ToolVersion), boolInt(snap.Tests), string(patterns),
 		c.Packages, c.Files, c.Types, c.Funcs, c.Methods, c.Imports, c.LoadErrors, c.PackagesWithErrors,
-		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage)
+		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage, string(tags), c.Nodes, c.Edges, snap.InputKey)
 	if err != nil {
 		return fmt.Errorf("insert snapshot: %w", err)
 	}

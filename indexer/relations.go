@@ -1,0 +1,682 @@
+package indexer
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/tools/go/packages"
+	"golang.org/x/tools/go/types/objectpath"
+	"golang.org/x/tools/go/types/typeutil"
+)
+
+// relWork is one indexed file with type information, visited by the
+// relation pass once every package's declarations have node ids.
+type relWork struct {
+	pkg                            *packages.Package
+	pkgID, fileID, variant, origin string
+	file                           *ast.File
+	isTest                         bool
+	// lineAdjusted is set for a file cgo rewrote: positions are reported
+	// through its //line directives, which name the source file.
+	lineAdjusted bool
+}
+
+// memberRow is one row of members: a field of a struct type or a method
+// declared in an interface type.
+type memberRow struct {
+	id, typeID, packageID, name, kind string
+	embedded, exported                bool
+}
+
+// dynamicCallRow is one row of dynamic_calls: a call site whose callee is
+// not known statically.
+type dynamicCallRow struct {
+	src       string
+	closure   sql.Null[string]
+	mode      string
+	target    sql.Null[string]
+	expr      string
+	signature sql.Null[string]
+	fileID    string
+	line, col int
+	variant   string
+}
+
+// packageOrigin is a package node's origin: test variants and external test
+// packages are test code; a base package or a package recompiled for a test
+// is production code.
+func packageOrigin(variant string) string {
+	switch variant {
+	case "test", "xtest":
+		return "test"
+	default:
+		return "production"
+	}
+}
+
+// isExampleName reports whether name is a testable example's name as the
+// go command recognizes it: "Example", or "Example" followed by a suffix
+// that does not start with a lower-case letter.
+func isExampleName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "Example")
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(rest)
+	return !unicode.IsLower(r)
+}
+
+// addModules adds a module node per module of the indexed packages and a
+// contains edge from it to each of its packages.
+func (b *builder) addModules(res *loadResult) {
+	seen := map[string]bool{}
+	for _, p := range res.roots {
+		m := p.Module
+		if m == nil || m.Path == "" {
+			continue
+		}
+		id := "mod:" + m.Path
+		if !seen[id] {
+			seen[id] = true
+			origin := "dependency"
+			if m.Main {
+				origin = "production"
+			}
+			b.g.moduleNodes = append(b.g.moduleNodes, nodeRow{id: id, kind: "module", name: valid(m.Path), origin: origin})
+		}
+		b.g.edges = append(b.g.edges, edgeRow{src: id, dst: packageNodeID(p.ID), kind: "contains", variant: packageVariant(p)})
+	}
+}
+
+// addRelations is the relation pass: calls, dynamic calls, references,
+// field accesses, receiver method uses, instantiations, embeds, closures,
+// and then implements over every named type and interface.
+func (b *builder) addRelations(ctx context.Context) error {
+	b.edgeSeen = map[edgeRow]bool{}
+	b.enc = &objectpath.Encoder{}
+	for i, w := range b.work {
+		if i%32 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("indexer: build relations: %w", err)
+			}
+		}
+		r := relPass{b: b, w: w, info: w.pkg.TypesInfo, fset: w.pkg.Fset}
+		r.visitFile()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("indexer: build relations: %w", err)
+	}
+	b.addImplements()
+	return nil
+}
+
+// edge adds a relation edge once.
+func (b *builder) edge(src, dst, kind, variant string) {
+	if src == "" || dst == "" {
+		return
+	}
+	e := edgeRow{src: src, dst: dst, kind: kind, variant: variant}
+	if b.edgeSeen[e] {
+		return
+	}
+	b.edgeSeen[e] = true
+	b.g.edges = append(b.g.edges, e)
+}
+
+// objNode returns the node id of obj, creating a node for an object of a
+// dependency (origin "dependency") or a cgo-synthesized function of an
+// indexed package (origin "synthesized") on first use. It returns "" for
+// objects that have no node: local types, universe objects (error.Error),
+// fields and variables of dependencies.
+func (b *builder) objNode(obj types.Object) string {
+	if obj == nil {
+		return ""
+	}
+	if id, ok := b.objIDs[obj]; ok {
+		return id
+	}
+	pkg := obj.Pkg()
+	if pkg == nil {
+		return ""
+	}
+	if root, ok := b.rootOf[pkg]; ok {
+		fn, isFunc := obj.(*types.Func)
+		if !isFunc || !isCgoSynthetic(fn.Name()) {
+			return ""
+		}
+		id := "func:" + root.ID + "." + fn.Name()
+		b.addExtNode(obj, id, "func", fn.Name(), packageNodeID(root.ID), "synthesized")
+		return id
+	}
+	pkgNode := packageNodeID(pkg.Path())
+	var id, kind string
+	switch o := obj.(type) {
+	case *types.Func:
+		sig, _ := o.Type().(*types.Signature)
+		if sig == nil || sig.Recv() == nil {
+			id, kind = "func:"+pkg.Path()+"."+o.Name(), "func"
+			break
+		}
+		named := namedOf(sig.Recv().Type())
+		if named == nil {
+			return ""
+		}
+		if types.IsInterface(named) {
+			id, kind = "imethod:"+pkg.Path()+"."+named.Obj().Name()+"."+o.Name(), "interface_method"
+		} else {
+			id, kind = "method:"+pkg.Path()+"."+named.Obj().Name()+"."+o.Name(), "method"
+		}
+	case *types.TypeName:
+		if o.Parent() != pkg.Scope() {
+			return ""
+		}
+		id, kind = "type:"+pkg.Path()+"."+o.Name(), "type"
+	default:
+		return ""
+	}
+	if !b.depNodes[pkgNode] && !b.indexed[pkg.Path()] {
+		b.depNodes[pkgNode] = true
+		b.g.packageNodes = append(b.g.packageNodes, nodeRow{id: pkgNode, kind: "package", origin: "dependency"})
+	}
+	b.addExtNode(obj, id, kind, obj.Name(), pkgNode, "dependency")
+	return id
+}
+
+// addExtNode records a node for an object outside the indexed declarations.
+func (b *builder) addExtNode(obj types.Object, id, kind, name, pkgNode, origin string) {
+	b.objIDs[obj] = id
+	if b.extIDs[id] {
+		return
+	}
+	b.extIDs[id] = true
+	row := nodeRow{id: id, kind: kind, name: valid(name), packageID: valid(pkgNode), origin: origin}
+	if path, err := b.enc.For(obj); err == nil {
+		row.objectPath = valid(string(path))
+	}
+	b.g.extNodes = append(b.g.extNodes, row)
+	if tn, ok := obj.(*types.TypeName); ok {
+		b.extTypes = append(b.extTypes, typeObj{obj: tn, id: id})
+	}
+}
+
+// isCgoSynthetic reports whether name is one of the functions cgo
+// synthesizes for a package (_Cfunc_f, _Cgo_use, _cgo_..., _Cmacro_...).
+func isCgoSynthetic(name string) bool {
+	return strings.HasPrefix(name, "_C") || strings.HasPrefix(name, "_cgo_")
+}
+
+// namedOf returns the generic origin of t's named type, through one pointer.
+func namedOf(t types.Type) *types.Named {
+	if p, ok := types.Unalias(t).(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	if n, ok := types.Unalias(t).(*types.Named); ok {
+		return n.Origin()
+	}
+	return nil
+}
+
+// relPass visits one file's declarations.
+type relPass struct {
+	b    *builder
+	w    relWork
+	info *types.Info
+	fset *token.FileSet
+
+	// Per declaration being visited.
+	src        string        // node id of the declaration
+	recv       *types.Var    // the method's receiver variable, nil for funcs
+	recvStruct *types.Struct // the receiver type's struct (generic origin), if any
+	callees    map[*ast.Ident]bool
+	closures   []string       // node ids of the func literals enclosing the current node
+	litCount   map[string]int // closures numbered per parent
+	origin     string
+}
+
+func (r *relPass) visitFile() {
+	for _, decl := range r.w.file.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			if id, ok := r.b.declIDs[declKey{r.w.pkg.ID, decl}]; ok {
+				r.funcDecl(decl, id)
+			}
+		case *ast.GenDecl:
+			if decl.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range decl.Specs {
+				if ts, ok := spec.(*ast.TypeSpec); ok {
+					if id, ok := r.b.declIDs[declKey{r.w.pkg.ID, ts}]; ok {
+						r.typeDecl(ts, id)
+					}
+				}
+			}
+		}
+	}
+}
+
+func (r *relPass) reset(src string) {
+	r.src, r.recv, r.recvStruct = src, nil, nil
+	r.callees = map[*ast.Ident]bool{}
+	r.closures = r.closures[:0]
+	r.litCount = map[string]int{}
+	r.origin = r.w.origin
+}
+
+func (r *relPass) edge(dst, kind string) { r.b.edge(r.src, dst, kind, r.w.variant) }
+
+func (r *relPass) funcDecl(fd *ast.FuncDecl, id string) {
+	r.reset(id)
+	if fd.Recv == nil && isExampleName(fd.Name.Name) && r.w.isTest {
+		r.origin = "example"
+	}
+	if fd.Recv != nil && len(fd.Recv.List) > 0 && len(fd.Recv.List[0].Names) > 0 {
+		if v, ok := r.info.Defs[fd.Recv.List[0].Names[0]].(*types.Var); ok {
+			r.recv = v
+			if n := namedOf(v.Type()); n != nil {
+				r.recvStruct, _ = n.Underlying().(*types.Struct)
+			}
+		}
+	}
+	if fd.Recv != nil {
+		r.walk(fd.Recv)
+	}
+	r.walk(fd.Type)
+	if fd.Body != nil {
+		r.walk(fd.Body)
+	}
+}
+
+func (r *relPass) typeDecl(ts *ast.TypeSpec, id string) {
+	r.reset(id)
+	if ts.TypeParams != nil {
+		r.walk(ts.TypeParams)
+	}
+	r.walk(ts.Type)
+	t := ts.Type
+	for {
+		p, ok := t.(*ast.ParenExpr)
+		if !ok {
+			break
+		}
+		t = p.X
+	}
+	var list *ast.FieldList
+	switch t := t.(type) {
+	case *ast.StructType:
+		list = t.Fields
+	case *ast.InterfaceType:
+		list = t.Methods
+	}
+	if list == nil {
+		return
+	}
+	for _, f := range list.List {
+		if len(f.Names) > 0 {
+			continue
+		}
+		tv, ok := r.info.Types[f.Type]
+		if !ok || tv.Type == nil {
+			continue
+		}
+		if n := namedOf(tv.Type); n != nil {
+			r.edge(r.b.objNode(n.Obj()), "embeds")
+		}
+	}
+}
+
+// walk visits n, keeping track of the func literals entered.
+func (r *relPass) walk(n ast.Node) {
+	var stack []ast.Node
+	ast.Inspect(n, func(n ast.Node) bool {
+		if n == nil {
+			top := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if _, ok := top.(*ast.FuncLit); ok {
+				r.closures = r.closures[:len(r.closures)-1]
+			}
+			return true
+		}
+		var parent ast.Node
+		if len(stack) > 0 {
+			parent = stack[len(stack)-1]
+		}
+		stack = append(stack, n)
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			r.funcLit(n, parent)
+		case *ast.CallExpr:
+			r.call(n)
+		case *ast.SelectorExpr:
+			r.selector(n)
+		case *ast.Ident:
+			r.ident(n)
+		}
+		return true
+	})
+}
+
+// funcLit adds a closure node, contained by the enclosing declaration or
+// closure, named like its parent with "$n" appended (n counts the parent's
+// literals in source order from 1).
+func (r *relPass) funcLit(lit *ast.FuncLit, parent ast.Node) {
+	parentID := r.src
+	if len(r.closures) > 0 {
+		parentID = r.closures[len(r.closures)-1]
+	}
+	r.litCount[parentID]++
+	id := parentID + "$" + strconv.Itoa(r.litCount[parentID])
+	name := id[strings.LastIndex(id, ".")+1:]
+	s, e := r.fset.PositionFor(lit.Pos(), r.w.lineAdjusted), r.fset.PositionFor(lit.End(), r.w.lineAdjusted)
+	r.b.g.declNodes = append(r.b.g.declNodes, nodeRow{
+		id: id, kind: "closure", name: valid(name), packageID: valid(r.w.pkgID), fileID: valid(r.w.fileID),
+		pos: &span{startLine: s.Line, startCol: s.Column, endLine: e.Line, endCol: e.Column}, origin: r.origin,
+	})
+	r.b.edge(parentID, id, "contains", r.w.variant)
+	if call, ok := parent.(*ast.CallExpr); ok && unparen(call.Fun) == lit {
+		r.b.edge(parentID, id, "calls", r.w.variant)
+	}
+	r.closures = append(r.closures, id)
+}
+
+func unparen(e ast.Expr) ast.Expr {
+	for {
+		p, ok := e.(*ast.ParenExpr)
+		if !ok {
+			return e
+		}
+		e = p.X
+	}
+}
+
+// calleeIdent returns the identifier that names a call's function
+// (f, x.f, f[T], x.f[T]).
+func calleeIdent(fun ast.Expr) *ast.Ident {
+	for {
+		switch e := unparen(fun).(type) {
+		case *ast.Ident:
+			return e
+		case *ast.SelectorExpr:
+			return e.Sel
+		case *ast.IndexExpr:
+			fun = e.X
+		case *ast.IndexListExpr:
+			fun = e.X
+		default:
+			return nil
+		}
+	}
+}
+
+func (r *relPass) call(call *ast.CallExpr) {
+	fun := unparen(call.Fun)
+	if _, ok := fun.(*ast.FuncLit); ok {
+		return // the literal's calls edge is added when it is visited
+	}
+	if tv, ok := r.info.Types[call.Fun]; ok && (tv.IsType() || tv.IsBuiltin()) {
+		return
+	}
+	if id := calleeIdent(fun); id != nil {
+		r.callees[id] = true
+	}
+	switch callee := typeutil.Callee(r.info, call).(type) {
+	case *types.Func:
+		if typeutil.StaticCallee(r.info, call) != nil {
+			r.edge(r.b.objNode(callee.Origin()), "calls")
+			return
+		}
+		target := r.b.objNode(callee)
+		r.edge(target, "calls_dynamic")
+		r.dynamic(call, "interface", target)
+	case *types.Var:
+		target := ""
+		if callee.IsField() {
+			target = r.b.objNode(callee.Origin())
+		}
+		r.edge(target, "calls_dynamic")
+		r.dynamic(call, "func_value", target)
+	case *types.Builtin, *types.TypeName:
+	default:
+		r.dynamic(call, "func_value", "")
+	}
+}
+
+// dynamic records a call site whose callee is not known statically.
+func (r *relPass) dynamic(call *ast.CallExpr, mode, target string) {
+	row := dynamicCallRow{
+		src: r.src, mode: mode, target: nonEmpty(target), expr: truncate(types.ExprString(call.Fun), 200),
+		fileID: r.w.fileID, variant: r.w.variant,
+	}
+	if len(r.closures) > 0 {
+		row.closure = valid(r.closures[len(r.closures)-1])
+	}
+	if tv, ok := r.info.Types[call.Fun]; ok && tv.Type != nil {
+		row.signature = valid(types.TypeString(tv.Type, types.RelativeTo(r.w.pkg.Types)))
+	}
+	pos := r.fset.PositionFor(call.Lparen, r.w.lineAdjusted)
+	row.line, row.col = pos.Line, pos.Column
+	r.b.g.dynamicCalls = append(r.b.g.dynamicCalls, row)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// selector records what a method does with its own receiver: a field read
+// or written (field_access, to the receiver's own field, which for a
+// promoted field or method is the embedded field it is reached through)
+// and a method of the same receiver called or taken as a method value
+// (receiver_method).
+func (r *relPass) selector(sel *ast.SelectorExpr) {
+	if r.recv == nil {
+		return
+	}
+	x := unparen(sel.X)
+	if star, ok := x.(*ast.StarExpr); ok {
+		x = unparen(star.X)
+	}
+	id, ok := x.(*ast.Ident)
+	if !ok || r.info.Uses[id] != r.recv {
+		return
+	}
+	s, ok := r.info.Selections[sel]
+	if !ok {
+		return
+	}
+	idx := s.Index()
+	switch s.Kind() {
+	case types.FieldVal:
+		r.fieldAccess(idx[0])
+	case types.MethodVal:
+		if len(idx) > 1 {
+			r.fieldAccess(idx[0])
+			return
+		}
+		if fn, ok := s.Obj().(*types.Func); ok {
+			r.edge(r.b.objNode(fn.Origin()), "receiver_method")
+		}
+	}
+}
+
+func (r *relPass) fieldAccess(i int) {
+	if r.recvStruct == nil || i >= r.recvStruct.NumFields() {
+		return
+	}
+	r.edge(r.b.objIDs[r.recvStruct.Field(i)], "field_access")
+}
+
+// ident records references to package-level types and to functions used
+// as values, and instantiations of generic types and functions.
+func (r *relPass) ident(id *ast.Ident) {
+	obj := r.info.Uses[id]
+	if obj == nil {
+		return
+	}
+	if _, ok := r.info.Instances[id]; ok {
+		switch o := obj.(type) {
+		case *types.Func:
+			r.edge(r.b.objNode(o.Origin()), "instantiates")
+		case *types.TypeName:
+			r.edge(r.b.objNode(o), "instantiates")
+		}
+	}
+	switch o := obj.(type) {
+	case *types.TypeName:
+		if o.Pkg() != nil && o.Parent() == o.Pkg().Scope() {
+			r.edge(r.b.objNode(o), "references")
+		}
+	case *types.Func:
+		if !r.callees[id] {
+			r.edge(r.b.objNode(o.Origin()), "references")
+		}
+	}
+}
+
+// typeObj is a named type with a node, a candidate for implements.
+type typeObj struct {
+	obj *types.TypeName
+	id  string
+}
+
+// addImplements adds an implements edge from each named type T (struct,
+// interface or other; aliases and generic types excluded) to each named
+// interface I with at least one method (constraint interfaces and generic
+// interfaces excluded) such that T or *T implements I (go/types), T != I.
+// Only types that can meet in one build are paired: a package's base
+// variant is not paired with the test build that replaces it with its test
+// variant.
+func (b *builder) addImplements() {
+	var cands []typeObj
+	for obj, id := range b.objIDs {
+		if tn, ok := obj.(*types.TypeName); ok {
+			cands = append(cands, typeObj{obj: tn, id: id})
+		}
+	}
+	for _, t := range b.extTypes {
+		if b.objIDs[t.obj] == t.id && b.rootOf[t.obj.Pkg()] != nil {
+			continue // already listed
+		}
+		cands = append(cands, t)
+	}
+	slices.SortFunc(cands, func(a, c typeObj) int { return strings.Compare(a.id, c.id) })
+	cands = slices.CompactFunc(cands, func(a, c typeObj) bool { return a.id == c.id && a.obj == c.obj })
+
+	// variants[build][path] is set when the test build for package path
+	// `build` compiles its own variant of package `path`.
+	variants := map[string]map[string]bool{}
+	for _, p := range b.rootOf {
+		if p.ForTest != "" {
+			if variants[p.ForTest] == nil {
+				variants[p.ForTest] = map[string]bool{}
+			}
+			variants[p.ForTest][p.PkgPath] = true
+		}
+	}
+	build := func(tn *types.TypeName) string {
+		if p := b.rootOf[tn.Pkg()]; p != nil {
+			return p.ForTest
+		}
+		return ""
+	}
+	compatible := func(t, i *types.TypeName) bool {
+		bt, bi := build(t), build(i)
+		switch {
+		case bt == bi:
+			return true
+		case bt == "":
+			return !variants[bi][t.Pkg().Path()]
+		case bi == "":
+			return !variants[bt][i.Pkg().Path()]
+		}
+		return false
+	}
+
+	type iface struct {
+		typeObj
+		it    *types.Interface
+		names []string
+	}
+	byKey := map[string][]iface{}
+	for _, c := range cands {
+		if c.obj.IsAlias() {
+			continue
+		}
+		n, ok := c.obj.Type().(*types.Named)
+		if !ok || n.TypeParams().Len() > 0 {
+			continue
+		}
+		it, ok := n.Underlying().(*types.Interface)
+		if !ok || !it.IsMethodSet() || it.NumMethods() == 0 {
+			continue
+		}
+		f := iface{typeObj: c, it: it}
+		for i := range it.NumMethods() {
+			f.names = append(f.names, it.Method(i).Name())
+		}
+		// Index by the last method name (sorted), a rough proxy for the rarest.
+		byKey[f.names[len(f.names)-1]] = append(byKey[f.names[len(f.names)-1]], f)
+	}
+	var cache typeutil.MethodSetCache
+	for _, c := range cands {
+		if c.obj.IsAlias() || b.rootOf[c.obj.Pkg()] == nil {
+			continue // only indexed types are sources
+		}
+		n, ok := c.obj.Type().(*types.Named)
+		if !ok || n.TypeParams().Len() > 0 {
+			continue
+		}
+		var mset *types.MethodSet
+		if types.IsInterface(n) {
+			mset = cache.MethodSet(n)
+		} else {
+			mset = cache.MethodSet(types.NewPointer(n))
+		}
+		if mset.Len() == 0 {
+			continue
+		}
+		names := map[string]bool{}
+		sorted := make([]string, 0, mset.Len())
+		for i := range mset.Len() {
+			name := mset.At(i).Obj().Name()
+			names[name] = true
+			sorted = append(sorted, name)
+		}
+		slices.Sort(sorted)
+		variant := packageVariant(b.rootOf[c.obj.Pkg()])
+		for _, name := range sorted {
+			for _, f := range byKey[name] {
+				if f.obj == c.obj || !compatible(c.obj, f.obj) {
+					continue
+				}
+				all := true
+				for _, m := range f.names {
+					if !names[m] {
+						all = false
+						break
+					}
+				}
+				if !all {
+					continue
+				}
+				if types.Implements(n, f.it) || (!types.IsInterface(n) && types.Implements(types.NewPointer(n), f.it)) {
+					b.edge(c.id, f.id, "implements", variant)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,281 @@
+package indexer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// ErrSchemaVersion is returned (wrapped in a *SchemaVersionError) when a
+// graph database was written with a schema this build does not read.
+var ErrSchemaVersion = errors.New("indexer: unsupported graph database schema version")
+
+// SchemaVersionError names the versions of a refused graph database.
+type SchemaVersionError struct {
+	// Path is the database file.
+	Path string
+	// Found is the database's PRAGMA user_version.
+	Found int
+	// Supported is SchemaVersion.
+	Supported int
+}
+
+func (e *SchemaVersionError) Error() string {
+	rel := "older"
+	if e.Found > e.Supported {
+		rel = "newer"
+	}
+	return fmt.Sprintf("graph database %s has schema version %d, %s than the version %d this assay reads; re-index it with this assay (or use the assay that wrote it)",
+		e.Path, e.Found, rel, e.Supported)
+}
+
+// Unwrap makes errors.Is(err, ErrSchemaVersion) hold.
+func (e *SchemaVersionError) Unwrap() error { return ErrSchemaVersion }
+
+// OpenDatabase opens a graph database read-only and checks its schema
+// version. Errors: a wrapped os error when the file is missing; a
+// *SchemaVersionError (errors.Is ErrSchemaVersion) when its schema is not
+// SchemaVersion; a wrapped SQLite error when it is not a database. The
+// caller closes the *sql.DB. Safe for concurrent use like any *sql.DB.
+func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("indexer: open graph database: %w", err)
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_query_only=1")
+	if err != nil {
+		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
+	}
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("indexer: read schema version of %s: %w", path, err)
+	}
+	if v != SchemaVersion {
+		db.Close()
+		return nil, &SchemaVersionError{Path: path, Found: v, Supported: SchemaVersion}
+	}
+	return db, nil
+}
+
+// ReadSnapshot returns the snapshot recorded in the graph database at path
+// (DBSHA256 is the file's current SHA-256). Errors as OpenDatabase, and a
+// wrapped error when the snapshot row is missing or malformed.
+func ReadSnapshot(ctx context.Context, path string) (Snapshot, error) {
+	db, err := OpenDatabase(ctx, path)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer db.Close()
+	var (
+		s                       Snapshot
+		modules, patterns, tags string
+		rev, tool               sql.NullString
+		dirty                   sql.NullInt64
+		tests                   int
+		c                       = &s.Counts
+		matched, ok             int
+	)
+	err = db.QueryRowContext(ctx, `SELECT id, root_dir, module_paths, vcs_revision, vcs_dirty, go_version, goos, goarch,
+		cgo_enabled, tool_version, tests, patterns, build_tags, input_key, coverage, nodes, edges, packages, files, types,
+		funcs, methods, imports, load_errors, packages_with_errors, packages_ill_typed, unmatched_patterns,
+		packages_matched, packages_ok FROM snapshots`).Scan(
+		&s.ID, &s.Dir, &modules, &rev, &dirty, &s.GoVersion, &s.GOOS, &s.GOARCH, &s.CGOEnabled, &tool, &tests,
+		&patterns, &tags, &s.InputKey, &s.Coverage, &c.Nodes, &c.Edges, &c.Packages, &c.Files, &c.Types, &c.Funcs,
+		&c.Methods, &c.Imports, &c.LoadErrors, &c.PackagesWithErrors, &c.PackagesIllTyped, &c.UnmatchedPatterns,
+		&matched, &ok)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("indexer: read snapshot of %s: %w", path, err)
+	}
+	s.VCSRevision, s.VCSDirty = rev.String, dirty.Valid && dirty.Int64 == 1
+	s.ToolVersion, s.Tests = tool.String, tests == 1
+	for _, f := range []struct {
+		raw string
+		dst *[]string
+	}{{modules, &s.ModulePaths}, {patterns, &s.Patterns}, {tags, &s.Tags}} {
+		if err := json.Unmarshal([]byte(f.raw), f.dst); err != nil {
+			return Snapshot{}, fmt.Errorf("indexer: decode snapshot of %s: %w", path, err)
+		}
+	}
+	s.DBPath = path
+	f, err := os.Open(path)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("indexer: hash %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return Snapshot{}, fmt.Errorf("indexer: hash %s: %w", path, err)
+	}
+	s.DBSHA256 = hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+// workspacePatterns expands the pattern "./..." in a go.work workspace into
+// one "<module path>/..." pattern per workspace module, since "./..." alone
+// matches only the packages of the module containing dir. Other patterns,
+// and any pattern outside a workspace, are returned as given.
+func workspacePatterns(ctx context.Context, dir string, env []string, ge goEnv, patterns []string) ([]string, error) {
+	if ge.GOWORK == "" || ge.GOWORK == "off" || !slices.Contains(patterns, "./...") {
+		return patterns, nil
+	}
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-json")
+	cmd.Dir, cmd.Env = dir, env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("indexer: list workspace modules in %s: %w", dir, ctx.Err())
+		}
+		return nil, fmt.Errorf("indexer: list workspace modules in %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	var mods []string
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var m struct{ Path string }
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("indexer: decode workspace modules in %s: %w", dir, err)
+		}
+		mods = append(mods, m.Path+"/...")
+	}
+	slices.Sort(mods)
+	var outPatterns []string
+	for _, p := range patterns {
+		if p == "./..." {
+			outPatterns = append(outPatterns, mods...)
+		} else {
+			outPatterns = append(outPatterns, p)
+		}
+	}
+	return outPatterns, nil
+}
+
+// keyInputs is what the reuse key hashes.
+type keyInputs struct {
+	SchemaVersion int               `json:"schema_version"`
+	ToolVersion   string            `json:"tool_version"`
+	EnrichID      string            `json:"enrich_id"`
+	Env           goEnv             `json:"env"`
+	Tags          []string          `json:"tags"`
+	Tests         bool              `json:"tests"`
+	Patterns      []string          `json:"patterns"`
+	VCSRevision   string            `json:"vcs_revision"`
+	VCSDirty      bool              `json:"vcs_dirty"`
+	Packages      []string          `json:"packages"`
+	Files         map[string]string `json:"files"`
+	Modules       []string          `json:"modules"`
+}
+
+// reuseKey lists the matched packages and their dependencies with the go
+// command (no type checking) and hashes what decides the index: the build
+// context and options, the VCS state, the SHA-256 of every file of every
+// package whose module has no version (the matched modules, workspace and
+// replaced modules), the path@version of versioned modules, and go.mod and
+// go.sum of the modules involved. Standard library packages are covered by
+// the Go version.
+func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (string, error) {
+	cfg := &packages.Config{
+		Context:    ctx,
+		Mode:       packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports | packages.NeedDeps | packages.NeedEmbedFiles,
+		Dir:        spec.dir,
+		Env:        spec.env,
+		BuildFlags: spec.buildFlags,
+		Tests:      spec.tests,
+	}
+	roots, err := packages.Load(cfg, spec.patterns...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, ctx.Err())
+		}
+		return "", fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, err)
+	}
+	in := keyInputs{
+		SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Env: ge, Tags: tags,
+		Tests: spec.tests, Patterns: spec.patterns, VCSRevision: vcs.revision, VCSDirty: vcs.dirty,
+		Files: map[string]string{},
+	}
+	in.Env.GOWORK = "" // the workspace file's content is hashed below; its location is not an input
+	modules := map[string]bool{}
+	var hashErr error
+	hash := func(path string) {
+		if _, done := in.Files[path]; done || hashErr != nil {
+			return
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				in.Files[path] = "missing"
+				return
+			}
+			hashErr = fmt.Errorf("indexer: hash %s: %w", path, err)
+			return
+		}
+		sum := sha256.Sum256(b)
+		in.Files[path] = hex.EncodeToString(sum[:])
+	}
+	if ge.GOWORK != "" && ge.GOWORK != "off" {
+		hash(ge.GOWORK)
+		hash(ge.GOWORK + ".sum")
+	}
+	packages.Visit(roots, nil, func(p *packages.Package) {
+		m := p.Module
+		if m == nil {
+			if len(p.Errors) > 0 || !isStd(p) {
+				in.Packages = append(in.Packages, p.ID)
+				for _, f := range slices.Concat(p.GoFiles, p.OtherFiles, p.IgnoredFiles, p.EmbedFiles) {
+					hash(f)
+				}
+			}
+			return
+		}
+		if m.Replace != nil {
+			m = m.Replace
+		}
+		if m.Version != "" && !m.Main {
+			modules[m.Path+"@"+m.Version] = true
+			return
+		}
+		in.Packages = append(in.Packages, p.ID)
+		if m.GoMod != "" {
+			hash(m.GoMod)
+			hash(filepath.Join(filepath.Dir(m.GoMod), "go.sum"))
+		}
+		for _, f := range slices.Concat(p.GoFiles, p.OtherFiles, p.IgnoredFiles, p.EmbedFiles) {
+			hash(f)
+		}
+	})
+	if hashErr != nil {
+		return "", hashErr
+	}
+	for m := range modules {
+		in.Modules = append(in.Modules, m)
+	}
+	slices.Sort(in.Modules)
+	slices.Sort(in.Packages)
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", fmt.Errorf("indexer: encode reuse key: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// isStd reports whether p is a standard library package (no module, no
+// dot in its first path element).
+func isStd(p *packages.Package) bool {
+	first, _, _ := strings.Cut(p.PkgPath, "/")
+	return p.Module == nil && !strings.Contains(first, ".") && p.PkgPath != "command-line-arguments"
+}

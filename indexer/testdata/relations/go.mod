@@ -1,0 +1,3 @@
+module example.com/rel
+
+go 1.22
