@@ -39,13 +39,29 @@ type Tool struct {
 	Doc string
 	// Access is the declared access mode.
 	Access AccessMode
-	// Parameters is the JSON Schema (draft 2020-12 subset) of the arguments object, sent to the model.
+	// Parameters is the JSON Schema (draft 2020-12) of the arguments object, sent to the model. The
+	// boundary validates every call against it before anything else (policy, hooks, dispatch).
 	Parameters json.RawMessage
-	// Run executes the call with its arguments already validated and canonical. root is the member's
-	// directory, opened as an os.Root so no path can escape it (symlinks included). The returned
-	// string is the result the model sees.
+	// Paths returns the member-relative, clean, slash-separated paths a call touches, for per-path
+	// policy rules. nil means: the "path" argument when the call has one. An error refuses the call.
+	Paths func(args json.RawMessage) ([]string, error)
+	// Run executes the call with its arguments already validated against Parameters and canonical
+	// (RFC 8785). root is the member's directory, opened as an os.Root so no path can escape it
+	// (symlinks included). The returned string is the result the model sees. A tool that cannot
+	// tell whether its effect happened (a timeout, a lost response) returns an error wrapping
+	// ErrIndeterminate.
 	Run func(ctx context.Context, root *os.Root, args json.RawMessage) (string, error)
 }
+
+// ErrIndeterminate is wrapped by a tool's error when the effect may or may not have happened (the
+// tool timed out or lost the response after it acted). For any tool not declared ReadOnly the
+// boundary then records the outcome unknown with reconciliation required, and never retries it.
+var ErrIndeterminate = errors.New("effect outcome indeterminate")
+
+// ErrTransient is wrapped by a tool's error when trying again may succeed (a busy file, a
+// throttled read). The boundary retries only ReadOnly tools; for every other access mode the
+// declaration wins and the error is final.
+var ErrTransient = errors.New("transient tool failure")
 
 // ErrInvalidArguments is returned (wrapped, naming the field) when a call's arguments do not match
 // the tool's contract.
@@ -54,11 +70,16 @@ var ErrInvalidArguments = errors.New("invalid tool arguments")
 // ErrPathOutsideRoot is returned when a path argument is absolute or escapes the member's directory.
 var ErrPathOutsideRoot = errors.New("path outside the member's directory")
 
-// Builtins returns the built-in tools by name. The map is new on every call.
+// Builtins returns the built-in tools by name: read_file, list_dir and find (readonly), write_file
+// and edit_file (write), and shell (execute). The map is new on every call.
 func Builtins() map[string]Tool {
 	return map[string]Tool{
 		writeFile.Name: writeFile,
 		readFile.Name:  readFile,
+		listDir.Name:   listDir,
+		findFiles.Name: findFiles,
+		editFile.Name:  editFile,
+		"shell":        Shell(DefaultShellConfig()),
 	}
 }
 
