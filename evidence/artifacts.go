@@ -66,11 +66,11 @@ func (s *Store) PutArtifact(ctx context.Context, runID, name, mediaType string, 
 		return "", err
 	}
 	defer s.mu.Unlock()
-	if err := writableRun(ctx, s.db, runID); err != nil {
+	if err := writableRun(ctx, s.conn, runID); err != nil {
 		return "", err
 	}
 	var linked string
-	err := s.db.QueryRowContext(ctx, `SELECT digest FROM run_artifacts WHERE run_id = ? AND name = ?`, runID, name).Scan(&linked)
+	err := s.conn.QueryRowContext(ctx, `SELECT digest FROM run_artifacts WHERE run_id = ? AND name = ?`, runID, name).Scan(&linked)
 	switch {
 	case err == nil && linked == digest:
 		return digest, nil
@@ -92,7 +92,7 @@ func (s *Store) PutArtifact(ctx context.Context, runID, name, mediaType string, 
 			inline = []byte{}
 		}
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return "", fmt.Errorf("evidence: put artifact %q in run %s: %w", name, runID, err)
 	}
@@ -187,7 +187,7 @@ func (s *Store) Artifact(ctx context.Context, digest string) ([]byte, error) {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	return s.readArtifact(ctx, s.db, digest)
+	return s.readArtifact(ctx, s.conn, digest)
 }
 
 // readArtifact loads and verifies one payload.

@@ -57,6 +57,16 @@ var (
 	// ErrCheckExists: RecordCheck was called twice for the same check name in a
 	// run. A check result is evidence; it is never overwritten to obtain a pass.
 	ErrCheckExists = errors.New("check already recorded")
+	// ErrCheckpointExists: SaveCheckpoint was called twice for the same seq.
+	ErrCheckpointExists = errors.New("checkpoint already saved")
+	// ErrNoCheckpoint: LoadCheckpoint found no such checkpoint.
+	ErrNoCheckpoint = errors.New("no such checkpoint")
+	// ErrCheckpointCorrupt: a checkpoint's hash, or the event it follows, no
+	// longer verifies. Wrapped in a *CheckpointError.
+	ErrCheckpointCorrupt = errors.New("checkpoint does not verify")
+	// ErrEnvelopeMismatch: a resuming request differs from the envelope of the
+	// checkpoint's run. Wrapped in an *EnvelopeMismatchError.
+	ErrEnvelopeMismatch = errors.New("resuming request does not match the run's envelope")
 	// ErrUsageContradicted: RecordUsageVerdicts was given a "conserved" verdict
 	// that the run's recorded usage rows do not support.
 	ErrUsageContradicted = errors.New("usage verdict contradicted by recorded usage")
@@ -99,7 +109,7 @@ func (e *SchemaVersionError) Error() string {
 	if e.Found > e.Supported {
 		return fmt.Sprintf("evidence store %s has schema version %d, newer than the supported version %d; upgrade assay to read it", e.Path, e.Found, e.Supported)
 	}
-	return fmt.Sprintf("evidence store %s has schema version %d; this assay supports only version %d", e.Path, e.Found, e.Supported)
+	return fmt.Sprintf("evidence store %s has schema version %d, older than the supported version %d; upgrade it with: assay store migrate --store %s", e.Path, e.Found, e.Supported, e.Path)
 }
 
 // Unwrap returns ErrSchemaVersion.

@@ -1,13 +1,19 @@
 package evidence
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
 // Event is an event to append. Seq, hashes and (when zero) Time are assigned
@@ -50,29 +56,129 @@ func validEventType(t string) bool {
 	return true
 }
 
-// AppendEvent appends ev to run runID's hash-chained trace and returns it as
-// stored. It is safe for concurrent use: appends to one run are serialized, so
-// sequence numbers are gap-free and monotonic and each event's PrevHash is its
-// predecessor's Hash.
-//
-// Errors: *FieldError wrapping ErrInvalidEvent naming the field ("type",
-// "payload", "parent", "time", "member_id", "session_id"); ErrNoRun;
-// ErrFinalized; ErrRunNotOpen; ErrReadOnly; ErrClosed.
-func (s *Store) AppendEvent(ctx context.Context, runID string, ev Event) (StoredEvent, error) {
+// EventSchema declares the payload fields an event type must carry. Types
+// without a schema need only a JSON object payload.
+type EventSchema struct {
+	// Type is the event type, e.g. "tool_call".
+	Type string
+	// Doc says what the event records.
+	Doc string
+	// Required are top-level payload keys that must be present (a JSON null
+	// value counts as present: e.g. provider_exchange's usage is null when
+	// the response reported none — unknown, never zero).
+	Required []string
+}
+
+// EventSchemas returns the schemas AppendEvent enforces, one per event type.
+// The runtime and harness emit these types (runtime.Event, harness checks).
+func EventSchemas() []EventSchema {
+	return []EventSchema{
+		{Type: "provider_exchange", Doc: "one provider request of a member and its response, as replay needs it",
+			Required: []string{"seq", "status", "request_sha256", "response_sha256", "usage"}},
+		{Type: "tool_call", Doc: "a tool call intent, recorded before dispatch",
+			Required: []string{"call_id", "idempotency_key", "tool", "payload_sha256"}},
+		{Type: "tool_result", Doc: "the outcome of a tool call",
+			Required: []string{"call_id", "idempotency_key", "state"}},
+		{Type: "member_started", Doc: "a member began", Required: []string{"formation"}},
+		{Type: "member_completed", Doc: "a member replied done", Required: []string{"formation"}},
+		{Type: "member_failed", Doc: "a member failed", Required: []string{"formation", "error"}},
+		{Type: "check_completed", Doc: "an acceptance check ended", Required: []string{"check", "status"}},
+	}
+}
+
+// requiredPayloadKeys maps event type -> required payload keys.
+func requiredPayloadKeys() map[string][]string {
+	m := map[string][]string{}
+	for _, s := range EventSchemas() {
+		m[s.Type] = s.Required
+	}
+	return m
+}
+
+// topLevelKeys returns the raw (still escaped) member names of the RFC 8785
+// canonical JSON object obj. Canonical JSON has no insignificant whitespace,
+// so a name follows every '{' or ',' at depth 1.
+func topLevelKeys(obj []byte) [][]byte {
+	var keys [][]byte
+	depth, inString, escaped := 0, false, false
+	expectKey := false
+	keyStart := -1
+	for i, c := range obj {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+				if keyStart >= 0 {
+					keys = append(keys, obj[keyStart:i])
+					keyStart = -1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if expectKey && depth == 1 {
+				keyStart = i + 1
+			}
+			expectKey = false
+		case '{', '[':
+			depth++
+			expectKey = c == '{' && depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		}
+	}
+	return keys
+}
+
+// missingKey returns the first of required that obj lacks at top level.
+func missingKey(obj []byte, required []string) string {
+	if len(required) == 0 {
+		return ""
+	}
+	keys := topLevelKeys(obj)
+	for _, r := range required {
+		found := false
+		for _, k := range keys {
+			if string(k) == r {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return r
+		}
+	}
+	return ""
+}
+
+// prepareEvent validates ev and returns it as it will be stored, without
+// seq and hashes. prefix ("" or "events[3].") qualifies field names.
+func prepareEvent(runID string, ev Event, required map[string][]string, prefix string) (StoredEvent, error) {
 	if !validEventType(ev.Type) {
-		return StoredEvent{}, fieldErr(ErrInvalidEvent, "type", "%q is not 1..64 chars of [a-z_]", ev.Type)
+		return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+"type", "%q is not 1..64 chars of [a-z_]", ev.Type)
 	}
 	for _, f := range []struct{ name, value string }{{"member_id", ev.MemberID}, {"session_id", ev.SessionID}} {
 		if len(f.value) > maxIDLen || !utf8.ValidString(f.value) {
-			return StoredEvent{}, fieldErr(ErrInvalidEvent, f.name, "longer than %d bytes or not UTF-8", maxIDLen)
+			return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+f.name, "longer than %d bytes or not UTF-8", maxIDLen)
 		}
 	}
 	payload, reason := canonicalObject(ev.Payload)
 	if reason != "" {
-		return StoredEvent{}, fieldErr(ErrInvalidEvent, "payload", "%s", reason)
+		return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+"payload", "%s", reason)
+	}
+	if k := missingKey(payload, required[ev.Type]); k != "" {
+		return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+"payload."+k, "required in a %s event", ev.Type)
 	}
 	if ev.Parent < 0 {
-		return StoredEvent{}, fieldErr(ErrInvalidEvent, "parent", "%d is negative", ev.Parent)
+		return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+"parent", "%d is negative", ev.Parent)
 	}
 	t := ev.Time
 	if t.IsZero() {
@@ -80,44 +186,162 @@ func (s *Store) AppendEvent(ctx context.Context, runID string, ev Event) (Stored
 	}
 	t = utcMicro(t)
 	if t.Year() < 1 || t.Year() > 9999 {
-		return StoredEvent{}, fieldErr(ErrInvalidEvent, "time", "%s is outside years 1..9999", t)
+		return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+"time", "%s is outside years 1..9999", t)
 	}
-	if err := s.beginWrite(); err != nil {
+	return StoredEvent{RunID: runID, Parent: ev.Parent, Type: ev.Type, MemberID: ev.MemberID,
+		SessionID: ev.SessionID, Time: t, Payload: payload}, nil
+}
+
+// chainHead is the cached end of a run's hash chain (the writer holds the
+// lock, so nobody else appends).
+type chainHead struct {
+	seq  int64
+	hash [32]byte
+}
+
+// AppendEvent appends ev to run runID's hash-chained trace and returns it as
+// stored. It is AppendEvents with one event; field names in errors are not
+// prefixed ("payload", not "events[0].payload").
+func (s *Store) AppendEvent(ctx context.Context, runID string, ev Event) (StoredEvent, error) {
+	p, err := prepareEvent(runID, ev, s.required, "")
+	if err != nil {
 		return StoredEvent{}, err
 	}
-	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	out, err := s.appendPrepared(ctx, runID, []StoredEvent{p})
 	if err != nil {
-		return StoredEvent{}, fmt.Errorf("evidence: append event to run %s: %w", runID, err)
+		return StoredEvent{}, err
+	}
+	return out[0], nil
+}
+
+// AppendEvents appends evs, in order, to run runID's hash-chained trace in one
+// transaction and returns them as stored: either all are stored or none.
+// Sequence numbers continue the run's gap-free 1-based sequence; each event's
+// PrevHash is its predecessor's Hash (EventHash). Payloads are stored in
+// RFC 8785 canonical form.
+//
+// Every event is validated before anything is written: the type is 1..64
+// chars of [a-z_]; member and session ids are UTF-8 of at most 256 bytes; the
+// payload is a JSON object carrying the keys its type's EventSchema requires;
+// parent is 0 or an earlier seq of the run; time is in years 1..9999.
+//
+// It is safe for concurrent use: appends serialize on the store, and the
+// chain head is cached per run (the writer lock guarantees no other writer),
+// so a batch costs one status lookup, hashing, and one DuckDB Appender flush.
+//
+// Errors: *FieldError wrapping ErrInvalidEvent naming "events[i].<field>"
+// (e.g. "events[3].payload.call_id"); ErrNoRun; ErrFinalized; ErrRunNotOpen
+// (interrupted); ErrReadOnly; ErrClosed; ctx's error.
+func (s *Store) AppendEvents(ctx context.Context, runID string, evs []Event) ([]StoredEvent, error) {
+	if len(evs) == 0 {
+		return []StoredEvent{}, nil
+	}
+	prepared := make([]StoredEvent, len(evs))
+	for i, ev := range evs {
+		p, err := prepareEvent(runID, ev, s.required, fmt.Sprintf("events[%d].", i))
+		if err != nil {
+			return nil, err
+		}
+		prepared[i] = p
+	}
+	return s.appendPrepared(ctx, runID, prepared)
+}
+
+// appendPrepared chains, hashes and stores validated events.
+func (s *Store) appendPrepared(ctx context.Context, runID string, evs []StoredEvent) ([]StoredEvent, error) {
+	if err := s.beginWrite(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: append events to run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
 	if err := writableRun(ctx, tx, runID); err != nil {
-		return StoredEvent{}, err
+		return nil, err
 	}
-	last, prev := int64(0), ZeroHash
-	err = tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&last, &prev)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return StoredEvent{}, fmt.Errorf("evidence: append event to run %s: %w", runID, err)
+	head, ok := s.chains[runID]
+	if !ok {
+		var prev string
+		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&head.seq, &prev)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return nil, fmt.Errorf("evidence: append events to run %s: %w", runID, err)
+		default:
+			b, derr := hex.DecodeString(prev)
+			if derr != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("evidence: run %s: stored hash of event %d is not SHA-256 hex; run assay verify", runID, head.seq)
+			}
+			copy(head.hash[:], b)
+		}
 	}
-	se := StoredEvent{
-		RunID: runID, Seq: last + 1, Parent: ev.Parent, Type: ev.Type, MemberID: ev.MemberID,
-		SessionID: ev.SessionID, Time: t, Payload: payload, PrevHash: prev,
+	next := head
+	for i := range evs {
+		e := &evs[i]
+		e.Seq = next.seq + 1
+		if e.Parent >= e.Seq {
+			field := "parent"
+			if len(evs) > 1 {
+				field = fmt.Sprintf("events[%d].parent", i)
+			}
+			return nil, fieldErr(ErrInvalidEvent, field, "%d is not before the new event's seq %d", e.Parent, e.Seq)
+		}
+		e.PrevHash = hex.EncodeToString(next.hash[:])
+		sum, err := s.hasher.eventHash(&next.hash, *e, e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		e.Hash = hex.EncodeToString(sum[:])
+		next = chainHead{seq: e.Seq, hash: sum}
 	}
-	if se.Parent >= se.Seq {
-		return StoredEvent{}, fieldErr(ErrInvalidEvent, "parent", "%d is not before the new event's seq %d", se.Parent, se.Seq)
+	// The DuckDB Appender writes a JSON column through encoding/json, which
+	// escapes <, >, & and U+2028/U+2029 and would store a payload other than
+	// its canonical form; such rows go through INSERT in the same transaction.
+	var viaInsert []int
+	err = s.conn.Raw(func(dc any) error {
+		conn, ok := dc.(driver.Conn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		a, err := duckdb.NewAppenderFromConn(conn, "", "events")
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			e := &evs[i]
+			if bytes.ContainsAny(e.Payload, "<>&\u2028\u2029") {
+				viaInsert = append(viaInsert, i)
+				continue
+			}
+			if err := a.AppendRow(e.RunID, e.Seq, e.Parent, e.Type, e.MemberID, e.SessionID, e.Time,
+				json.RawMessage(e.Payload), e.PrevHash, e.Hash); err != nil {
+				_ = a.Close()
+				return err
+			}
+		}
+		return a.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("evidence: append events %d..%d to run %s: %w", evs[0].Seq, next.seq, runID, err)
 	}
-	if se.Hash, err = EventHash(prev, se); err != nil {
-		return StoredEvent{}, err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events (run_id, seq, parent, type, member_id, session_id, time, payload, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		se.RunID, se.Seq, se.Parent, se.Type, se.MemberID, se.SessionID, se.Time, string(se.Payload), se.PrevHash, se.Hash); err != nil {
-		return StoredEvent{}, fmt.Errorf("evidence: append event %d to run %s: %w", se.Seq, runID, err)
+	for _, i := range viaInsert {
+		e := &evs[i]
+		if _, err := tx.ExecContext(ctx, `INSERT INTO events (run_id, seq, parent, type, member_id, session_id, time, payload, prev_hash, hash)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.RunID, e.Seq, e.Parent, e.Type, e.MemberID, e.SessionID, e.Time, string(e.Payload), e.PrevHash, e.Hash); err != nil {
+			return nil, fmt.Errorf("evidence: append event %d to run %s: %w", e.Seq, runID, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return StoredEvent{}, fmt.Errorf("evidence: append event %d to run %s: %w", se.Seq, runID, err)
+		return nil, fmt.Errorf("evidence: append events %d..%d to run %s: %w", evs[0].Seq, next.seq, runID, err)
 	}
-	return se, nil
+	s.chains[runID] = next
+	return evs, nil
 }
 
 // Events returns run runID's trace ordered by seq, exactly as stored (it does
@@ -128,13 +352,13 @@ func (s *Store) Events(ctx context.Context, runID string) ([]StoredEvent, error)
 	}
 	defer s.mu.Unlock()
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE run_id = ?`, runID).Scan(&n); err != nil {
+	if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE run_id = ?`, runID).Scan(&n); err != nil {
 		return nil, fmt.Errorf("evidence: events of run %s: %w", runID, err)
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("evidence: events of run %s: %w", runID, ErrNoRun)
 	}
-	return loadEvents(ctx, s.db, runID)
+	return loadEvents(ctx, s.conn, runID)
 }
 
 func loadEvents(ctx context.Context, q queryer, runID string) ([]StoredEvent, error) {

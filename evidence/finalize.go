@@ -88,7 +88,7 @@ func (s *Store) RecordCheck(ctx context.Context, runID string, c Check) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
 	}
@@ -137,12 +137,13 @@ func checkProblems(checks []Check) []string {
 	return problems
 }
 
-// decideVerdict applies the acceptance rules: a run whose mode is not live,
-// or whose evidence does not verify, is non_certifiable; a requested
-// acceptance becomes rejected unless at least one required check was recorded
-// and every required check passed; a requested rejection or non_certifiable
-// verdict is kept. Reasons keep the caller's, plus each rule that applied.
-func decideVerdict(mode string, checks []Check, integrity []string, req Verdict) Verdict {
+// decideVerdict applies the acceptance rules: a run whose mode is not live is
+// non_certifiable; a requested acceptance becomes rejected when its evidence
+// does not verify or reconcile (problems), or unless at least one required
+// check was recorded and every required check passed; a requested rejection
+// or non_certifiable verdict is kept. Reasons keep the caller's, plus each
+// rule that applied.
+func decideVerdict(mode string, checks []Check, problems []string, req Verdict) Verdict {
 	var reasons []string
 	seen := map[string]bool{}
 	add := func(rs ...string) {
@@ -153,24 +154,19 @@ func decideVerdict(mode string, checks []Check, integrity []string, req Verdict)
 			}
 		}
 	}
-	problems := checkProblems(checks)
+	checkProbs := checkProblems(checks)
 	verdict := req.Verdict
 	switch {
 	case mode != ModeLive:
 		verdict = VerdictNonCertifiable
 		add(fmt.Sprintf("envelope mode %q cannot certify (only live can)", mode))
-	case len(integrity) > 0:
-		verdict = VerdictNonCertifiable
-		for _, p := range integrity {
-			add("evidence does not verify: " + p)
-		}
-	case req.Verdict == VerdictAccepted && len(problems) > 0:
+	case req.Verdict == VerdictAccepted && (len(problems) > 0 || len(checkProbs) > 0):
 		verdict = VerdictRejected
-		add(problems...)
 	}
+	add(problems...)
 	add(req.Reasons...)
 	if verdict == VerdictRejected {
-		add(problems...)
+		add(checkProbs...)
 	}
 	if reasons == nil {
 		reasons = []string{}
@@ -182,12 +178,15 @@ func decideVerdict(mode string, checks []Check, integrity []string, req Verdict)
 // terminal hash (see TerminalHash).
 //
 // The store decides the effective verdict itself (see the returned
-// Finalized.Verdict): a run whose envelope mode is not "live", or whose hash
-// chain, envelope digest or artifacts do not verify, becomes
-// "non_certifiable"; a requested "accepted" becomes "rejected" — with reasons
-// naming each required check not passed, or "no checks recorded" — unless at
-// least one required check was recorded and every required check passed. A
-// run is never accepted on weaker evidence than that.
+// Finalized.Verdict): a run whose envelope mode is not "live" becomes
+// "non_certifiable"; a requested "accepted" becomes "rejected" when the
+// run's hash chain, envelope digest or artifacts do not verify, when its
+// evidence does not reconcile (an event references an artifact not linked to
+// the run; usage recorded but not reconciled, or a stored usage verdict its
+// recorded usage does not support), or — with reasons naming each required
+// check not passed, or "no checks recorded" — unless at least one required
+// check was recorded and every required check passed. A run is never
+// accepted on weaker evidence than that.
 //
 // Errors: *FieldError (ErrInvalidArgument) for an unknown verdict; ErrNoRun;
 // ErrFinalized (already finalized); ErrRunNotOpen; ErrReadOnly; ErrClosed.
@@ -204,7 +203,7 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 		return Finalized{}, err
 	}
 	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
 	}
@@ -212,7 +211,7 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 	if err := writableRun(ctx, tx, runID); err != nil {
 		return Finalized{}, err
 	}
-	re, err := loadRunEvidence(ctx, tx, runID)
+	re, err := s.loadRunEvidence(ctx, tx, runID)
 	if err != nil {
 		return Finalized{}, err
 	}
@@ -222,17 +221,20 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 	}
 	var problems []string
 	for _, f := range integrity {
-		problems = append(problems, f.detail)
+		problems = append(problems, "evidence does not verify: "+f.detail)
+	}
+	for _, p := range reconcileProblems(re) {
+		problems = append(problems, "evidence does not reconcile: "+p)
 	}
 	effective := decideVerdict(re.summary.Envelope.Mode, re.summary.Checks, problems, v)
-	rec := re.terminalRecord(effective)
+	rec := re.terminalRecord(effective, TerminalV2)
 	terminal, err := TerminalHash(rec)
 	if err != nil {
 		return Finalized{}, err
 	}
 	now := utcMicro(time.Now())
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'finalized', finalized_at = ?, event_count = ?, terminal_hash = ?
-		WHERE run_id = ?`, now, rec.EventCount, terminal, runID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'finalized', finalized_at = ?, event_count = ?, terminal_hash = ?,
+		terminal_version = ? WHERE run_id = ?`, now, rec.EventCount, terminal, TerminalV2, runID); err != nil {
 		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO verdicts (run_id, verdict, requested_verdict, reasons, decided_at) VALUES (?, ?, ?, ?, ?)`,
@@ -242,5 +244,6 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 	if err := tx.Commit(); err != nil {
 		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
 	}
+	delete(s.chains, runID)
 	return Finalized{RunID: runID, Verdict: effective, EventCount: rec.EventCount, TerminalHash: terminal}, nil
 }

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -68,18 +70,6 @@ func isDigest(s string) bool {
 	return true
 }
 
-// eventObject is the hashed form of an event (docs/evidence-schema.md).
-type eventObject struct {
-	RunID     string          `json:"run_id"`
-	Seq       int64           `json:"seq"`
-	Parent    int64           `json:"parent"`
-	Type      string          `json:"type"`
-	MemberID  string          `json:"member_id"`
-	SessionID string          `json:"session_id"`
-	Time      string          `json:"time"`
-	Payload   json.RawMessage `json:"payload"`
-}
-
 // EventHash computes an event's chain hash:
 //
 //	hex(SHA-256(prev_hash_raw_32_bytes || JCS(object)))
@@ -88,30 +78,123 @@ type eventObject struct {
 // "time" (EventTimeLayout, UTC),"payload"} and JCS is RFC 8785. prevHash is
 // the previous event's hash (ZeroHash for seq 1). RunID, Seq, Parent, Type,
 // MemberID, SessionID, Time and Payload of ev are hashed; its PrevHash and
-// Hash fields are ignored. It fails when prevHash is not 64 hex chars or the
-// payload is not valid JSON.
+// Hash fields are ignored. It fails when prevHash is not 64 hex chars, the
+// payload is not valid JSON, a string is not UTF-8, or seq/parent lie outside
+// the range JCS represents exactly (0..2^53).
 func EventHash(prevHash string, ev StoredEvent) (string, error) {
 	prev, err := hex.DecodeString(prevHash)
 	if err != nil || len(prev) != sha256.Size {
 		return "", fmt.Errorf("evidence: previous hash %q is not SHA-256 hex", prevHash)
 	}
-	obj, err := canonical(eventObject{
-		RunID:     ev.RunID,
-		Seq:       ev.Seq,
-		Parent:    ev.Parent,
-		Type:      ev.Type,
-		MemberID:  ev.MemberID,
-		SessionID: ev.SessionID,
-		Time:      ev.Time.UTC().Format(EventTimeLayout),
-		Payload:   ev.Payload,
-	})
+	payload, err := jcs.Transform(ev.Payload)
 	if err != nil {
-		return "", fmt.Errorf("evidence: canonicalize event %s/%d: %w", ev.RunID, ev.Seq, err)
+		return "", fmt.Errorf("evidence: canonicalize event %s/%d payload: %w", ev.RunID, ev.Seq, err)
 	}
-	h := sha256.New()
-	h.Write(prev)
-	h.Write(obj)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	var h hasher
+	sum, err := h.eventHash((*[32]byte)(prev), ev, payload)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// maxJCSInt is the largest integer RFC 8785 (ES Number) serializes exactly.
+const maxJCSInt = 1 << 53
+
+// hasher computes event hashes with a reused buffer. It builds JCS(object)
+// directly: the members in RFC 8785 key order (member_id, parent, payload,
+// run_id, seq, session_id, time, type), strings escaped as RFC 8785 section
+// 3.2.2.2 prescribes, integers in decimal, and the payload's bytes as given,
+// which must already be its RFC 8785 form. TestEventHashMatchesJCS checks it
+// against jcs.Transform of the encoded object. Not safe for concurrent use.
+type hasher struct {
+	buf []byte
+}
+
+// eventHash returns SHA-256(prev || JCS(object)) for ev with the canonical
+// payload bytes canonicalPayload.
+func (h *hasher) eventHash(prev *[32]byte, ev StoredEvent, canonicalPayload []byte) ([32]byte, error) {
+	if ev.Seq < 0 || ev.Seq > maxJCSInt || ev.Parent < 0 || ev.Parent > maxJCSInt {
+		return [32]byte{}, fmt.Errorf("evidence: event %s/%d: seq or parent outside 0..2^53", ev.RunID, ev.Seq)
+	}
+	b := h.buf[:0]
+	b = append(b, prev[:]...)
+	var ok bool
+	b = append(b, `{"member_id":`...)
+	if b, ok = appendJCSString(b, ev.MemberID); !ok {
+		return [32]byte{}, fmt.Errorf("evidence: event %s/%d: member_id is not UTF-8", ev.RunID, ev.Seq)
+	}
+	b = append(b, `,"parent":`...)
+	b = strconv.AppendInt(b, ev.Parent, 10)
+	b = append(b, `,"payload":`...)
+	b = append(b, canonicalPayload...)
+	b = append(b, `,"run_id":`...)
+	if b, ok = appendJCSString(b, ev.RunID); !ok {
+		return [32]byte{}, fmt.Errorf("evidence: event %s/%d: run_id is not UTF-8", ev.RunID, ev.Seq)
+	}
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, ev.Seq, 10)
+	b = append(b, `,"session_id":`...)
+	if b, ok = appendJCSString(b, ev.SessionID); !ok {
+		return [32]byte{}, fmt.Errorf("evidence: event %s/%d: session_id is not UTF-8", ev.RunID, ev.Seq)
+	}
+	b = append(b, `,"time":"`...)
+	b = ev.Time.UTC().AppendFormat(b, EventTimeLayout)
+	b = append(b, `","type":`...)
+	if b, ok = appendJCSString(b, ev.Type); !ok {
+		return [32]byte{}, fmt.Errorf("evidence: event %s/%d: type is not UTF-8", ev.RunID, ev.Seq)
+	}
+	b = append(b, '}')
+	h.buf = b
+	return sha256.Sum256(b), nil
+}
+
+// appendJCSString appends s as an RFC 8785 JSON string (section 3.2.2.2:
+// the ECMAScript JSON.stringify escaping: \b \t \n \f \r \" \\ as two-char
+// escapes, other code points below U+0020 as \u00xx with lowercase hex,
+// everything else literally). It reports false when s is not valid UTF-8.
+func appendJCSString(b []byte, s string) ([]byte, bool) {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return b, false
+			}
+			i += size
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"':
+			b = append(b, '\\', '"')
+		case '\\':
+			b = append(b, '\\', '\\')
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"'), true
 }
 
 // envelopeObject is the hashed form of an Envelope.
@@ -155,8 +238,19 @@ func (e Envelope) Digest() (string, error) {
 	return sha256Hex(b), nil
 }
 
+// Terminal hash definitions (runs.terminal_version).
+const (
+	// TerminalV1 is the definition of schema v1 (no per-call usage, no
+	// checkpoints); runs finalized under v1 keep it after migration.
+	TerminalV1 = 1
+	// TerminalV2 adds usage_calls, checkpoints and the usage verdicts'
+	// duplicated/multiple/sources.
+	TerminalV2 = 2
+)
+
 // TerminalRecord is everything a finalized run's terminal hash covers.
 type TerminalRecord struct {
+	Version        int // TerminalV1 or TerminalV2 (0 is read as TerminalV2)
 	RunID          string
 	CorrectsRunID  string
 	EnvelopeDigest string
@@ -165,7 +259,9 @@ type TerminalRecord struct {
 	Artifacts      []ArtifactLink
 	Checks         []Check
 	Usage          []UsageRow
+	UsageCalls     []UsageCall // observations (v2)
 	UsageVerdicts  []UsageVerdict
+	Checkpoints    []CheckpointInfo // v2
 	Verdict        Verdict
 }
 
@@ -204,6 +300,34 @@ type terminalUsageVerdict struct {
 	Detail    string           `json:"detail"`
 }
 
+type terminalUsageVerdictV2 struct {
+	terminalUsageVerdict
+	Duplicated bool                   `json:"duplicated"`
+	Multiple   int64                  `json:"multiple"`
+	Sources    map[string]SourceUsage `json:"sources"`
+}
+
+type terminalUsageCall struct {
+	Source        string `json:"source"`
+	CallID        string `json:"call_id"`
+	SessionID     string `json:"session_id"`
+	MemberID      string `json:"member_id"`
+	RequestSHA256 string `json:"request_sha256"`
+	Messages      *int64 `json:"messages"`
+	State         string `json:"state"`
+	Prompt        *int64 `json:"prompt_tokens"`
+	Completion    *int64 `json:"completion_tokens"`
+	Total         *int64 `json:"total_tokens"`
+	Cached        *int64 `json:"cached_tokens"`
+	Reasoning     *int64 `json:"reasoning_tokens"`
+}
+
+type terminalCheckpoint struct {
+	Seq       int64  `json:"seq"`
+	EventHash string `json:"event_hash"`
+	Hash      string `json:"hash"`
+}
+
 type terminalVerdict struct {
 	Verdict string   `json:"verdict"`
 	Reasons []string `json:"reasons"`
@@ -221,6 +345,10 @@ type terminalObject struct {
 	Usage          []json.RawMessage  `json:"usage"`
 	UsageVerdicts  []json.RawMessage  `json:"usage_verdicts"`
 	Verdict        terminalVerdict    `json:"verdict"`
+	// v2 only (omitted for v1, whose object has no such keys).
+	UsageCalls  []terminalUsageCall  `json:"usage_calls,omitempty"`
+	Checkpoints []terminalCheckpoint `json:"checkpoints,omitempty"`
+	Version     int                  `json:"terminal_version,omitempty"`
 }
 
 // TerminalHash computes a finalized run's terminal hash: hex SHA-256 of the
@@ -277,18 +405,39 @@ func TerminalHash(r TerminalRecord) (string, error) {
 		obj.Usage = append(obj.Usage, b)
 	}
 	sortRaw(obj.Usage)
+	v2 := r.Version != TerminalV1
 	for _, v := range r.UsageVerdicts {
 		d := v.Deltas
 		if d == nil {
 			d = map[string]int64{}
 		}
-		b, err := canonical(terminalUsageVerdict{MemberID: v.MemberID, SessionID: v.SessionID, Verdict: v.Verdict, Deltas: d, Detail: v.Detail})
+		var tv any = terminalUsageVerdict{MemberID: v.MemberID, SessionID: v.SessionID, Verdict: v.Verdict, Deltas: d, Detail: v.Detail}
+		if v2 {
+			tv = terminalUsageVerdictV2{terminalUsageVerdict: tv.(terminalUsageVerdict), Duplicated: v.Duplicated, Multiple: v.Multiple, Sources: v.Sources}
+		}
+		b, err := canonical(tv)
 		if err != nil {
 			return "", fmt.Errorf("evidence: canonicalize usage verdict: %w", err)
 		}
 		obj.UsageVerdicts = append(obj.UsageVerdicts, b)
 	}
 	sortRaw(obj.UsageVerdicts)
+	if v2 {
+		// terminal_version is present in every v2 object, so a v2 run cannot
+		// be passed off under the v1 definition.
+		obj.Version = TerminalV2
+		obj.UsageCalls = []terminalUsageCall{}
+		obj.Checkpoints = []terminalCheckpoint{}
+		for _, c := range r.UsageCalls {
+			obj.UsageCalls = append(obj.UsageCalls, terminalUsageCall{Source: c.Source, CallID: c.CallID, SessionID: c.SessionID,
+				MemberID: c.MemberID, RequestSHA256: c.RequestSHA256, Messages: c.Messages, State: c.State,
+				Prompt: c.PromptTokens, Completion: c.CompletionTokens, Total: c.TotalTokens, Cached: c.CachedTokens, Reasoning: c.ReasoningTokens})
+		}
+		for _, c := range r.Checkpoints {
+			obj.Checkpoints = append(obj.Checkpoints, terminalCheckpoint{Seq: c.Seq, EventHash: c.EventHash, Hash: c.Hash})
+		}
+		sort.Slice(obj.Checkpoints, func(i, j int) bool { return obj.Checkpoints[i].Seq < obj.Checkpoints[j].Seq })
+	}
 	b, err := canonical(obj)
 	if err != nil {
 		return "", fmt.Errorf("evidence: canonicalize terminal record of run %s: %w", r.RunID, err)

@@ -42,14 +42,10 @@ func (s *Store) Query(ctx context.Context, query string) (*QueryResult, error) {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("evidence: query %s: %w", s.path, err)
-	}
-	defer conn.Close()
+	conn := s.conn
 	// Preparing without a context is how the DuckDB driver refuses more than
 	// one statement; DuckDB's own errors (syntax, binding) pass through.
-	err = conn.Raw(func(dc any) error {
+	err := conn.Raw(func(dc any) error {
 		c, ok := dc.(*duckdb.Conn)
 		if !ok {
 			return fmt.Errorf("unexpected driver connection %T", dc)

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"fmt"
 	"crypto/sha256"
 	"errors"
 	"io/fs"
@@ -134,10 +135,10 @@ func TestOpenRefusesNonStores(t *testing.T) {
 			rawExec(t, path, `UPDATE meta SET value = '99' WHERE key = 'schema_version'`)
 		}, func(t *testing.T, err error) {
 			var se *SchemaVersionError
-			if !errors.As(err, &se) || !errors.Is(err, ErrSchemaVersion) || se.Found != 99 || se.Supported != 1 {
-				t.Fatalf("%v, want *SchemaVersionError{Found: 99, Supported: 1}", err)
+			if !errors.As(err, &se) || !errors.Is(err, ErrSchemaVersion) || se.Found != 99 || se.Supported != SchemaVersion {
+				t.Fatalf("%v, want *SchemaVersionError{Found: 99, Supported: %d}", err, SchemaVersion)
 			}
-			if !strings.Contains(err.Error(), "99") || !strings.Contains(err.Error(), "version 1") {
+			if !strings.Contains(err.Error(), "99") || !strings.Contains(err.Error(), fmt.Sprintf("version %d", SchemaVersion)) {
 				t.Fatalf("message %q does not name both versions", err)
 			}
 		}},

@@ -67,9 +67,25 @@ type RunSummary struct {
 	TerminalHash   string     // "" until finalized
 	Verdict        *Verdict   // nil until finalized
 	Checks         []Check    // ordered by name
-	Usage          []UsageRow // in recording order
+	Usage          []UsageRow  // in recording order
+	UsageCalls     []UsageCall // observations, ordered by source, call id, observation
 	UsageVerdicts  []UsageVerdict
-	Artifacts      []ArtifactLink // ordered by name
+	Artifacts      []ArtifactLink   // ordered by name
+	Checkpoints    []CheckpointInfo // ordered by seq
+	// StatusChanges are status changes made without an event (open ->
+	// interrupted on crash recovery), in order.
+	StatusChanges []StatusChange
+	// TerminalVersion is the terminal hash definition the run was finalized
+	// under (1: schema v1, 2: current); 0 until finalized.
+	TerminalVersion int
+}
+
+// StatusChange is a run status change recorded outside the hash chain.
+type StatusChange struct {
+	From, To string
+	Reason   string    // e.g. "interrupted: writer 3 (pid 4242, assay matrix run) ended without closing the store (crashed or killed)"
+	WriterID int64     // the writer session that made the change
+	At       time.Time // UTC
 }
 
 // validRunID reports whether id is 1..128 chars of [A-Za-z0-9._-].
@@ -163,7 +179,7 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 		return err
 	}
 	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("evidence: open run %s: %w", runID, err)
 	}
@@ -190,8 +206,8 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 		return fmt.Errorf("evidence: open run %s: %w", runID, err)
 	}
 	now := utcMicro(time.Now())
-	if _, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, ordinal, corrects_run_id, status, envelope_digest, created_at)
-		VALUES (?, ?, ?, 'open', ?, ?)`, runID, ordinal, corrects, digest, now); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, ordinal, corrects_run_id, status, envelope_digest, created_at, writer_id)
+		VALUES (?, ?, ?, 'open', ?, ?, ?)`, runID, ordinal, corrects, digest, now, s.writerID); err != nil {
 		return fmt.Errorf("evidence: open run %s: %w", runID, err)
 	}
 	sources := env.EntropySources
@@ -246,7 +262,7 @@ func (s *Store) Runs(ctx context.Context) ([]RunSummary, error) {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	return loadRuns(ctx, s.db, "")
+	return loadRuns(ctx, s.conn, "")
 }
 
 // Run returns one run like Runs does. Errors: ErrNoRun when it does not exist.
@@ -255,7 +271,7 @@ func (s *Store) Run(ctx context.Context, runID string) (RunSummary, error) {
 		return RunSummary{}, err
 	}
 	defer s.mu.Unlock()
-	runs, err := loadRuns(ctx, s.db, runID)
+	runs, err := loadRuns(ctx, s.conn, runID)
 	if err != nil {
 		return RunSummary{}, err
 	}
@@ -268,7 +284,7 @@ func (s *Store) Run(ctx context.Context, runID string) (RunSummary, error) {
 // loadRuns loads the runs matching runID ("" = all) with everything linked to them.
 func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error) {
 	rows, err := q.QueryContext(ctx, `SELECT r.run_id, r.corrects_run_id, r.status, r.envelope_digest, r.created_at,
-			r.finalized_at, r.event_count, r.terminal_hash,
+			r.finalized_at, r.event_count, r.terminal_hash, coalesce(r.terminal_version, 0),
 			(SELECT count(*) FROM events ev WHERE ev.run_id = r.run_id),
 			e.tenant, e.manifest_digest, e.mode, e.policy_digest, e.dataset_digest, e.environment_fingerprint,
 			e.entropy_sources, e.replay_tolerance, e.provider, e.base_url, e.model, e.formation, e.task_profile, e.language
@@ -290,7 +306,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 		var tenant, manifest, mode, policy, dataset, fingerprint, tolerance, provider, baseURL, model, formation, profile, language sql.NullString
 		var sources any
 		if err := rows.Scan(&r.RunID, &corrects, &r.Status, &r.EnvelopeDigest, &r.CreatedAt, &finalized, &storedCount,
-			&terminal, &liveCount, &tenant, &manifest, &mode, &policy, &dataset, &fingerprint, &sources, &tolerance,
+			&terminal, &r.TerminalVersion, &liveCount, &tenant, &manifest, &mode, &policy, &dataset, &fingerprint, &sources, &tolerance,
 			&provider, &baseURL, &model, &formation, &profile, &language); err != nil {
 			return nil, fmt.Errorf("evidence: load runs: %w", err)
 		}
@@ -339,7 +355,43 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 	if err := loadArtifactLinksInto(ctx, q, runID, out, index); err != nil {
 		return nil, err
 	}
+	calls, err := loadUsageCalls(ctx, q, runID)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := loadCheckpointInfos(ctx, q, runID)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := loadStatusChanges(ctx, q, runID)
+	if err != nil {
+		return nil, err
+	}
+	for id, i := range index {
+		out[i].UsageCalls, out[i].Checkpoints, out[i].StatusChanges = calls[id], cps[id], changes[id]
+	}
 	return out, nil
+}
+
+// loadStatusChanges returns the status changes of runID ("" = all runs) by run id.
+func loadStatusChanges(ctx context.Context, q queryer, runID string) (map[string][]StatusChange, error) {
+	rows, err := q.QueryContext(ctx, `SELECT run_id, from_status, to_status, reason, writer_id, changed_at
+		FROM run_status_changes WHERE ? = '' OR run_id = ? ORDER BY run_id, ordinal`, runID, runID)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: load status changes: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]StatusChange{}
+	for rows.Next() {
+		var id string
+		var c StatusChange
+		if err := rows.Scan(&id, &c.From, &c.To, &c.Reason, &c.WriterID, &c.At); err != nil {
+			return nil, fmt.Errorf("evidence: load status changes: %w", err)
+		}
+		c.At = c.At.UTC()
+		out[id] = append(out[id], c)
+	}
+	return out, rows.Err()
 }
 
 func loadVerdicts(ctx context.Context, q queryer, runID string, out []RunSummary, index map[string]int) error {
@@ -462,7 +514,8 @@ func loadUsageVerdictsInto(ctx context.Context, q queryer, runID string, out []R
 
 // loadUsageVerdicts returns the usage verdicts of runID ("" = all runs) by run id, in recording order.
 func loadUsageVerdicts(ctx context.Context, q queryer, runID string) (map[string][]UsageVerdict, error) {
-	rows, err := q.QueryContext(ctx, `SELECT run_id, member_id, session_id, verdict, CAST(deltas AS VARCHAR), detail
+	rows, err := q.QueryContext(ctx, `SELECT run_id, member_id, session_id, verdict, CAST(deltas AS VARCHAR), detail,
+		duplicated, coalesce(multiple, 0), CAST(sources AS VARCHAR)
 		FROM usage_verdicts WHERE ? = '' OR run_id = ? ORDER BY run_id, ordinal`, runID, runID)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: load usage verdicts: %w", err)
@@ -472,8 +525,14 @@ func loadUsageVerdicts(ctx context.Context, q queryer, runID string) (map[string
 	for rows.Next() {
 		var id, deltas string
 		var v UsageVerdict
-		if err := rows.Scan(&id, &v.MemberID, &v.SessionID, &v.Verdict, &deltas, &v.Detail); err != nil {
+		var sources sql.NullString
+		if err := rows.Scan(&id, &v.MemberID, &v.SessionID, &v.Verdict, &deltas, &v.Detail, &v.Duplicated, &v.Multiple, &sources); err != nil {
 			return nil, fmt.Errorf("evidence: load usage verdicts: %w", err)
+		}
+		if sources.Valid {
+			if err := json.Unmarshal([]byte(sources.String), &v.Sources); err != nil {
+				return nil, fmt.Errorf("evidence: run %s: usage verdict sources: %w", id, err)
+			}
 		}
 		if err := json.Unmarshal([]byte(deltas), &v.Deltas); err != nil {
 			return nil, fmt.Errorf("evidence: run %s: usage verdict deltas: %w", id, err)

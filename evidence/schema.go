@@ -1,33 +1,40 @@
 package evidence
 
 // SchemaVersion is the evidence store schema version this build reads and
-// writes. A file recording another version is refused with *SchemaVersionError.
-const SchemaVersion = 1
+// writes. A file recording an older version is refused with
+// *SchemaVersionError until `assay store migrate` (Migrate) upgrades it; a
+// file recording a newer version is refused outright.
+const SchemaVersion = 2
 
 // appMarker is the value of meta.app that identifies a DuckDB file as an assay
 // evidence store.
 const appMarker = "assay-evidence"
 
-// schemaDDL creates every table of schema version 1. It runs in one
+// schemaDDL creates every table of the current schema version. It runs in one
 // transaction when a writer opens a DuckDB file that holds no tables.
-// docs/evidence-schema.md documents each table and column.
+// docs/evidence-schema.md documents each table and column; a v1 file gets the
+// same tables through migrations (migrate.go).
 func schemaDDL() []string {
 	return []string{
 		`CREATE TABLE meta (
 		key   VARCHAR PRIMARY KEY,
 		value VARCHAR NOT NULL
 	)`,
+		writersDDL,
 		`CREATE TABLE runs (
-		run_id          VARCHAR PRIMARY KEY,
-		ordinal         BIGINT NOT NULL UNIQUE,
-		corrects_run_id VARCHAR,
-		status          VARCHAR NOT NULL CHECK (status IN ('open', 'finalized', 'interrupted')),
-		envelope_digest VARCHAR NOT NULL,
-		created_at      TIMESTAMP NOT NULL,
-		finalized_at    TIMESTAMP,
-		event_count     BIGINT,
-		terminal_hash   VARCHAR
+		run_id           VARCHAR PRIMARY KEY,
+		ordinal          BIGINT NOT NULL UNIQUE,
+		corrects_run_id  VARCHAR,
+		status           VARCHAR NOT NULL CHECK (status IN ('open', 'finalized', 'interrupted')),
+		envelope_digest  VARCHAR NOT NULL,
+		created_at       TIMESTAMP NOT NULL,
+		finalized_at     TIMESTAMP,
+		event_count      BIGINT,
+		terminal_hash    VARCHAR,
+		writer_id        BIGINT,
+		terminal_version INTEGER
 	)`,
+		runStatusChangesDDL,
 		`CREATE TABLE envelopes (
 		run_id                  VARCHAR PRIMARY KEY,
 		tenant                  VARCHAR NOT NULL,
@@ -73,22 +80,8 @@ func schemaDDL() []string {
 		linked_at  TIMESTAMP NOT NULL,
 		PRIMARY KEY (run_id, name)
 	)`,
-		`CREATE TABLE usage (
-		run_id            VARCHAR NOT NULL,
-		ordinal           BIGINT NOT NULL,
-		member_id         VARCHAR NOT NULL,
-		session_id        VARCHAR NOT NULL,
-		source            VARCHAR NOT NULL CHECK (source IN ('wire', 'store', 'gateway')),
-		state             VARCHAR NOT NULL CHECK (state IN ('reported', 'partial', 'unknown')),
-		requests          BIGINT NOT NULL,
-		prompt_tokens     BIGINT,
-		completion_tokens BIGINT,
-		total_tokens      BIGINT,
-		cached_tokens     BIGINT,
-		reasoning_tokens  BIGINT,
-		recorded_at       TIMESTAMP NOT NULL,
-		PRIMARY KEY (run_id, ordinal)
-	)`,
+		usageDDL("usage"),
+		usageCallsDDL,
 		`CREATE TABLE usage_verdicts (
 		run_id      VARCHAR NOT NULL,
 		ordinal     BIGINT NOT NULL,
@@ -98,6 +91,9 @@ func schemaDDL() []string {
 		deltas      JSON NOT NULL,
 		detail      VARCHAR NOT NULL,
 		recorded_at TIMESTAMP NOT NULL,
+		duplicated  BOOLEAN NOT NULL DEFAULT false,
+		multiple    BIGINT,
+		sources     JSON,
 		PRIMARY KEY (run_id, ordinal)
 	)`,
 		`CREATE TABLE checks (
@@ -123,7 +119,74 @@ func schemaDDL() []string {
 		state      JSON NOT NULL,
 		hash       VARCHAR NOT NULL,
 		created_at TIMESTAMP NOT NULL,
+		event_hash VARCHAR,
 		PRIMARY KEY (run_id, seq)
 	)`,
 	}
 }
+
+// writersDDL (v2) records every writer session: who held the lock, from when
+// to when. A run opened by a writer that never closed was interrupted.
+const writersDDL = `CREATE TABLE writers (
+		writer_id BIGINT PRIMARY KEY,
+		pid       BIGINT NOT NULL,
+		command   VARCHAR NOT NULL,
+		host      VARCHAR NOT NULL,
+		opened_at TIMESTAMP NOT NULL,
+		closed_at TIMESTAMP
+	)`
+
+// runStatusChangesDDL (v2) records status changes that are not events, such as
+// open -> interrupted on crash recovery; they never touch a run's hash chain.
+const runStatusChangesDDL = `CREATE TABLE run_status_changes (
+		run_id      VARCHAR NOT NULL,
+		ordinal     BIGINT NOT NULL,
+		from_status VARCHAR NOT NULL,
+		to_status   VARCHAR NOT NULL,
+		reason      VARCHAR NOT NULL,
+		writer_id   BIGINT NOT NULL,
+		changed_at  TIMESTAMP NOT NULL,
+		PRIMARY KEY (run_id, ordinal)
+	)`
+
+// usageDDL creates the session-level usage table under name (v2 adds the
+// suspect_zero state).
+func usageDDL(name string) string {
+	return `CREATE TABLE ` + name + ` (
+		run_id            VARCHAR NOT NULL,
+		ordinal           BIGINT NOT NULL,
+		member_id         VARCHAR NOT NULL,
+		session_id        VARCHAR NOT NULL,
+		source            VARCHAR NOT NULL CHECK (source IN ('wire', 'store', 'gateway')),
+		state             VARCHAR NOT NULL CHECK (state IN ('reported', 'partial', 'unknown', 'suspect_zero')),
+		requests          BIGINT NOT NULL,
+		prompt_tokens     BIGINT,
+		completion_tokens BIGINT,
+		total_tokens      BIGINT,
+		cached_tokens     BIGINT,
+		reasoning_tokens  BIGINT,
+		recorded_at       TIMESTAMP NOT NULL,
+		PRIMARY KEY (run_id, ordinal)
+	)`
+}
+
+// usageCallsDDL (v2) holds per-call usage observations keyed by assay's own
+// call ids.
+const usageCallsDDL = `CREATE TABLE usage_calls (
+		run_id            VARCHAR NOT NULL,
+		source            VARCHAR NOT NULL CHECK (source IN ('wire', 'store')),
+		call_id           VARCHAR NOT NULL,
+		observation       BIGINT NOT NULL,
+		session_id        VARCHAR NOT NULL,
+		member_id         VARCHAR NOT NULL,
+		request_sha256    VARCHAR NOT NULL,
+		messages          BIGINT,
+		state             VARCHAR NOT NULL CHECK (state IN ('reported', 'partial', 'unknown', 'suspect_zero')),
+		prompt_tokens     BIGINT,
+		completion_tokens BIGINT,
+		total_tokens      BIGINT,
+		cached_tokens     BIGINT,
+		reasoning_tokens  BIGINT,
+		recorded_at       TIMESTAMP NOT NULL,
+		PRIMARY KEY (run_id, source, call_id, observation)
+	)`

@@ -61,11 +61,20 @@ type Store struct {
 	dir      string
 	readOnly bool
 
-	mu     sync.Mutex
-	closed bool
-	db     *sql.DB
-	lock   *flock.Flock // nil when a reader could not create the lock file (no writer can exist then)
-	info   *os.File     // writer's handle for recording "pid command" in the lock file
+	mu       sync.Mutex
+	closed   bool
+	db       *sql.DB
+	conn     *sql.Conn    // the one connection every method uses (DuckDB single-writer, Appender needs it raw)
+	lock     *flock.Flock // nil when a reader could not create the lock file (no writer can exist then)
+	info     *os.File     // writer's handle for recording "pid command" in the lock file
+	command  string       // the writer's command as recorded
+	writerID int64        // this writer session's writers.writer_id; 0 for a reader
+
+	required map[string][]string  // event type -> required payload keys (EventSchemas)
+	chains   map[string]chainHead // run id -> cached chain head (writer only)
+	hasher   hasher
+	// recovered lists the runs this writer's Open marked interrupted.
+	recovered []string
 }
 
 // Open opens the evidence store at path (e.g. "assay-out/evidence.duckdb"),
@@ -78,13 +87,20 @@ type Store struct {
 // another schema version yields *SchemaVersionError. ctx bounds the wait for
 // the lock and the opening queries.
 func Open(ctx context.Context, path string, opts OpenOptions) (*Store, error) {
+	return open(ctx, path, opts, false)
+}
+
+// open is Open; migrating lets Migrate open a store of an older schema
+// version (as a writer) to upgrade it.
+func open(ctx context.Context, path string, opts OpenOptions, migrating bool) (*Store, error) {
 	if path == "" {
 		return nil, fieldErr(ErrInvalidArgument, "path", "empty")
 	}
 	if strings.Contains(path, "?") {
 		return nil, fieldErr(ErrInvalidArgument, "path", "%q contains '?', which DuckDB reads as options", path)
 	}
-	s := &Store{path: path, dir: filepath.Dir(path), readOnly: opts.ReadOnly}
+	s := &Store{path: path, dir: filepath.Dir(path), readOnly: opts.ReadOnly, command: opts.Command,
+		required: requiredPayloadKeys(), chains: map[string]chainHead{}}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("evidence: open %s read-only: %w", path, err)
@@ -95,7 +111,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*Store, error) {
 	if err := s.acquireLock(ctx, opts); err != nil {
 		return nil, err
 	}
-	if err := s.openDB(ctx); err != nil {
+	if err := s.openDB(ctx, migrating); err != nil {
 		s.releaseLock()
 		return nil, err
 	}
@@ -118,6 +134,20 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	if s.writerID != 0 && s.conn != nil {
+		// A clean close: runs this writer left open are later recorded as
+		// closed without finalizing, not as crashed.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if _, err := s.conn.ExecContext(ctx, `UPDATE writers SET closed_at = ? WHERE writer_id = ?`, utcMicro(time.Now()), s.writerID); err != nil {
+			errs = append(errs, fmt.Errorf("evidence: record clean close in %s: %w", s.path, err))
+		}
+		cancel()
+	}
+	if s.conn != nil {
+		if err := s.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("evidence: close %s: %w", s.path, err))
+		}
+	}
 	if s.db != nil {
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("evidence: close %s: %w", s.path, err))
@@ -278,7 +308,7 @@ func (s *Store) checkHeader() (bool, error) {
 	return true, nil
 }
 
-func (s *Store) openDB(ctx context.Context) error {
+func (s *Store) openDB(ctx context.Context, migrating bool) error {
 	if _, err := s.checkHeader(); err != nil {
 		return err
 	}
@@ -301,14 +331,118 @@ func (s *Store) openDB(ctx context.Context) error {
 		_ = db.Close()
 		return fmt.Errorf("evidence: open %s: %w", s.path, err)
 	}
-	s.db = db
-	if err := s.checkSchema(ctx); err != nil {
+	conn, err := db.Conn(ctx)
+	if err != nil {
 		_ = db.Close()
-		s.db = nil
+		return fmt.Errorf("evidence: open %s: %w", s.path, err)
+	}
+	s.db, s.conn = db, conn
+	fail := func(err error) error {
+		_ = conn.Close()
+		_ = db.Close()
+		s.db, s.conn = nil, nil
 		return err
+	}
+	version, err := s.checkSchema(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if version != SchemaVersion && !(migrating && version < SchemaVersion) {
+		return fail(&SchemaVersionError{Path: s.path, Found: version, Supported: SchemaVersion})
+	}
+	if !s.readOnly && version == SchemaVersion {
+		if err := s.startWriter(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	return nil
 }
+
+// startWriter records this writer session and marks every run left open by
+// an earlier writer as interrupted. Holding the exclusive lock proves no
+// other writer is live, so an open run has nobody left to finish it: it was
+// interrupted (its writer crashed, was killed, or closed without finalizing).
+// The change is recorded in run_status_changes, not as an event, so the run's
+// hash chain is untouched and its recorded events still verify.
+func (s *Store) startWriter(ctx context.Context) error {
+	host, _ := os.Hostname()
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	var id int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(writer_id), 0) + 1 FROM writers`).Scan(&id); err != nil {
+		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
+	}
+	now := utcMicro(time.Now())
+	if _, err := tx.ExecContext(ctx, `INSERT INTO writers (writer_id, pid, command, host, opened_at) VALUES (?, ?, ?, ?, ?)`,
+		id, int64(os.Getpid()), s.command, host, now); err != nil {
+		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT r.run_id, w.writer_id, w.pid, w.command, w.closed_at IS NOT NULL
+		FROM runs r LEFT JOIN writers w ON w.writer_id = r.writer_id
+		WHERE r.status = 'open' ORDER BY r.ordinal`)
+	if err != nil {
+		return fmt.Errorf("evidence: recover open runs in %s: %w", s.path, err)
+	}
+	type orphan struct {
+		runID, reason string
+	}
+	var orphans []orphan
+	for rows.Next() {
+		var runID string
+		var wid, pid sql.NullInt64
+		var cmd sql.NullString
+		var closed sql.NullBool
+		if err := rows.Scan(&runID, &wid, &pid, &cmd, &closed); err != nil {
+			rows.Close()
+			return fmt.Errorf("evidence: recover open runs in %s: %w", s.path, err)
+		}
+		reason := "opened before writer sessions were recorded (schema v1); no writer is live to finish it"
+		if wid.Valid {
+			how := "ended without closing the store (crashed or killed)"
+			if closed.Bool {
+				how = "closed the store without finalizing the run"
+			}
+			reason = fmt.Sprintf("writer %d (pid %d, %s) %s", wid.Int64, pid.Int64, cmd.String, how)
+		}
+		orphans = append(orphans, orphan{runID, reason})
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("evidence: recover open runs in %s: %w", s.path, err)
+	}
+	for _, o := range orphans {
+		if err := recordStatusChange(ctx, tx, o.runID, StatusOpen, StatusInterrupted, "interrupted: "+o.reason, id, now); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
+	}
+	s.writerID = id
+	for _, o := range orphans {
+		s.recovered = append(s.recovered, o.runID)
+	}
+	return nil
+}
+
+// recordStatusChange changes a run's status and records why, without an event.
+func recordStatusChange(ctx context.Context, tx *sql.Tx, runID, from, to, reason string, writerID int64, at time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ? WHERE run_id = ? AND status = ?`, to, runID, from); err != nil {
+		return fmt.Errorf("evidence: run %s: %s -> %s: %w", runID, from, to, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO run_status_changes (run_id, ordinal, from_status, to_status, reason, writer_id, changed_at)
+		SELECT ?, coalesce(max(ordinal), 0) + 1, ?, ?, ?, ?, ? FROM run_status_changes WHERE run_id = ?`,
+		runID, from, to, reason, writerID, at, runID); err != nil {
+		return fmt.Errorf("evidence: run %s: record %s -> %s: %w", runID, from, to, err)
+	}
+	return nil
+}
+
+// Recovered returns the runs this writer's Open found left open by an
+// earlier writer and marked interrupted (in creation order); nil for a reader.
+func (s *Store) Recovered() []string { return append([]string(nil), s.recovered...) }
 
 // lockDownConnection runs on every connection of a read-only store: no file,
 // network or extension access, and no way for a later statement to undo that.
@@ -330,66 +464,67 @@ func lockDownConnection(ex driver.ExecerContext) error {
 	return nil
 }
 
-// checkSchema recognises an assay store by its meta table, creating the schema
-// when a writer finds a DuckDB file without any tables.
-func (s *Store) checkSchema(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT table_name FROM duckdb_tables()
+// checkSchema recognises an assay store by its meta table and returns its
+// schema version, creating the schema when a writer finds a DuckDB file
+// without any tables.
+func (s *Store) checkSchema(ctx context.Context) (int, error) {
+	rows, err := s.conn.QueryContext(ctx, `SELECT table_name FROM duckdb_tables()
 		WHERE database_name = current_database() AND schema_name = 'main'`)
 	if err != nil {
-		return fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
+		return 0, fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
 	}
 	tables := map[string]bool{}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
 			rows.Close()
-			return fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
+			return 0, fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
 		}
 		tables[name] = true
 	}
 	if err := rows.Close(); err != nil {
-		return fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
+		return 0, fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
 	}
 	if len(tables) == 0 {
 		if s.readOnly {
-			return fmt.Errorf("evidence: %s is an empty DuckDB database: %w", s.path, ErrNotStore)
+			return 0, fmt.Errorf("evidence: %s is an empty DuckDB database: %w", s.path, ErrNotStore)
 		}
-		return s.createSchema(ctx)
+		return SchemaVersion, s.createSchema(ctx)
 	}
 	if !tables["meta"] {
-		return fmt.Errorf("evidence: %s is a DuckDB database without an assay meta table: %w", s.path, ErrNotStore)
+		return 0, fmt.Errorf("evidence: %s is a DuckDB database without an assay meta table: %w", s.path, ErrNotStore)
 	}
 	meta := map[string]string{}
-	mrows, err := s.db.QueryContext(ctx, `SELECT key, value FROM meta`)
+	mrows, err := s.conn.QueryContext(ctx, `SELECT key, value FROM meta`)
 	if err != nil {
-		return fmt.Errorf("evidence: %s: read meta table: %v: %w", s.path, err, ErrNotStore)
+		return 0, fmt.Errorf("evidence: %s: read meta table: %v: %w", s.path, err, ErrNotStore)
 	}
 	for mrows.Next() {
 		var k, v string
 		if err := mrows.Scan(&k, &v); err != nil {
 			mrows.Close()
-			return fmt.Errorf("evidence: %s: read meta table: %v: %w", s.path, err, ErrNotStore)
+			return 0, fmt.Errorf("evidence: %s: read meta table: %v: %w", s.path, err, ErrNotStore)
 		}
 		meta[k] = v
 	}
 	if err := mrows.Close(); err != nil {
-		return fmt.Errorf("evidence: %s: read meta table: %w", s.path, err)
+		return 0, fmt.Errorf("evidence: %s: read meta table: %w", s.path, err)
 	}
 	if meta["app"] != appMarker {
-		return fmt.Errorf("evidence: %s: meta.app is %q, not %q: %w", s.path, meta["app"], appMarker, ErrNotStore)
+		return 0, fmt.Errorf("evidence: %s: meta.app is %q, not %q: %w", s.path, meta["app"], appMarker, ErrNotStore)
 	}
 	v, err := strconv.Atoi(meta["schema_version"])
 	if err != nil {
-		return fmt.Errorf("evidence: %s: meta.schema_version %q is not a number: %w", s.path, meta["schema_version"], ErrNotStore)
+		return 0, fmt.Errorf("evidence: %s: meta.schema_version %q is not a number: %w", s.path, meta["schema_version"], ErrNotStore)
 	}
-	if v != SchemaVersion {
-		return &SchemaVersionError{Path: s.path, Found: v, Supported: SchemaVersion}
+	if v < 1 {
+		return 0, fmt.Errorf("evidence: %s: meta.schema_version %d is not a version: %w", s.path, v, ErrNotStore)
 	}
-	return nil
+	return v, nil
 }
 
 func (s *Store) createSchema(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("evidence: create schema in %s: %w", s.path, err)
 	}

@@ -36,7 +36,7 @@ func TestRoundTrip(t *testing.T) {
 			parent := int64(0)
 			for i := 0; i < perMember; i++ {
 				se, err := s.AppendEvent(ctx, run, Event{
-					Type: "tool_call", MemberID: "m" + string(rune('a'+m)), SessionID: run + "-m" + string(rune('a'+m)),
+					Type: "note", MemberID: "m" + string(rune('a'+m)), SessionID: run + "-m" + string(rune('a'+m)),
 					Parent: parent, Payload: payload(`{"member": %d, "i": %d, "note": "z<&>"}`, m, i),
 				})
 				if err != nil {
@@ -339,10 +339,10 @@ func TestInvalidEventsRefused(t *testing.T) {
 		{"payload with duplicate keys", Event{Type: "tool_call", Payload: json.RawMessage(`{"a":1,"a":2}`)}, "payload"},
 		{"empty type", Event{Type: "", Payload: json.RawMessage(`{}`)}, "type"},
 		{"type not [a-z_]", Event{Type: "Tool-Call", Payload: json.RawMessage(`{}`)}, "type"},
-		{"parent equal to new seq", Event{Type: "tool_call", Parent: 1, Payload: json.RawMessage(`{}`)}, "parent"},
-		{"parent after new seq", Event{Type: "tool_call", Parent: 7, Payload: json.RawMessage(`{}`)}, "parent"},
-		{"negative parent", Event{Type: "tool_call", Parent: -1, Payload: json.RawMessage(`{}`)}, "parent"},
-		{"member id not UTF-8", Event{Type: "tool_call", MemberID: "\xff", Payload: json.RawMessage(`{}`)}, "member_id"},
+		{"parent equal to new seq", Event{Type: "step", Parent: 1, Payload: json.RawMessage(`{}`)}, "parent"},
+		{"parent after new seq", Event{Type: "step", Parent: 7, Payload: json.RawMessage(`{}`)}, "parent"},
+		{"negative parent", Event{Type: "step", Parent: -1, Payload: json.RawMessage(`{}`)}, "parent"},
+		{"member id not UTF-8", Event{Type: "step", MemberID: "\xff", Payload: json.RawMessage(`{}`)}, "member_id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -553,7 +553,7 @@ func TestFinalizeDecidesVerdict(t *testing.T) {
 		{"observe", ModeObserve, []Check{passed("tests")}, Verdict{Verdict: VerdictAccepted}, false, VerdictNonCertifiable, nil},
 		{"dry run rejected stays non-certifiable", ModeDryRun, nil, Verdict{Verdict: VerdictRejected, Reasons: []string{"timeout"}}, false,
 			VerdictNonCertifiable, []string{"timeout"}},
-		{"evidence broken", ModeLive, []Check{passed("tests")}, Verdict{Verdict: VerdictAccepted}, true, VerdictNonCertifiable, nil},
+		{"evidence broken", ModeLive, []Check{passed("tests")}, Verdict{Verdict: VerdictAccepted}, true, VerdictRejected, nil},
 		{"rejection never upgraded", ModeLive, []Check{passed("tests")}, Verdict{Verdict: VerdictRejected, Reasons: []string{"operator"}}, false,
 			VerdictRejected, []string{"operator"}},
 		{"all required passed", ModeLive, []Check{passed("tests"), passed("oracle"), {Name: "lint", Status: CheckFailed}},
@@ -566,7 +566,7 @@ func TestFinalizeDecidesVerdict(t *testing.T) {
 			if err := s.OpenRun(ctx, run, testEnvelope(tc.mode), ""); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.AppendEvent(ctx, run, Event{Type: "member_started", Payload: json.RawMessage(`{}`)}); err != nil {
+			if _, err := s.AppendEvent(ctx, run, Event{Type: "member_started", Payload: json.RawMessage(`{"formation": "pipeline"}`)}); err != nil {
 				t.Fatal(err)
 			}
 			large := largeData(InlineLimit+5, 9)

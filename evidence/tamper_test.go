@@ -29,7 +29,7 @@ func buildFinalizedRun(t *testing.T, verdict string) fixture {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 6; i++ {
-		if _, err := s.AppendEvent(ctx, f.runID, Event{Type: "tool_call", MemberID: "m1", SessionID: "run-tamper-m1",
+		if _, err := s.AppendEvent(ctx, f.runID, Event{Type: "step", MemberID: "m1", SessionID: "run-tamper-m1",
 			Parent: int64(i - 1), Payload: payload(`{"step": %d, "tool": "write_file"}`, i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -104,12 +104,12 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		}, VerifyTampered, 5, "event 5: hash mismatch"},
 		{"event appended after finalize with a valid chain hash", VerdictAccepted, func(t *testing.T, f fixture) {
 			last := f.events[len(f.events)-1]
-			e := StoredEvent{RunID: f.runID, Seq: 7, Type: "tool_call", Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Payload: json.RawMessage(`{}`)}
+			e := StoredEvent{RunID: f.runID, Seq: 7, Type: "step", Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Payload: json.RawMessage(`{}`)}
 			h, err := EventHash(last.Hash, e)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rawExec(t, f.path, fmt.Sprintf(`INSERT INTO events VALUES ('run-tamper', 7, 0, 'tool_call', '', '', TIMESTAMP '2030-01-01 00:00:00', '{}', '%s', '%s')`, last.Hash, h))
+			rawExec(t, f.path, fmt.Sprintf(`INSERT INTO events VALUES ('run-tamper', 7, 0, 'step', '', '', TIMESTAMP '2030-01-01 00:00:00', '{}', '%s', '%s')`, last.Hash, h))
 		}, VerifyTampered, 0, "event count 6 != 7"},
 		{"rejected verdict flipped to accepted", VerdictRejected, func(t *testing.T, f fixture) {
 			rawExec(t, f.path, `UPDATE verdicts SET verdict = 'accepted', reasons = []`)

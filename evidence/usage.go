@@ -3,8 +3,6 @@ package evidence
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -21,6 +19,13 @@ const (
 	UsageReported = "reported" // prompt, completion and total tokens were all reported
 	UsagePartial  = "partial"  // some responses or fields lacked usage
 	UsageUnknown  = "unknown"  // no usage available
+	// UsageSuspectZero: a zero prompt count on a request that had messages
+	// (or whose message count is unknown). A chat request with messages
+	// cannot have cost zero prompt tokens, so the figure is not trusted.
+	UsageSuspectZero = "suspect_zero"
+	// UsageMissing is a source's state in UsageVerdict.Sources when it
+	// recorded nothing for the session. It is never stored in a usage row.
+	UsageMissing = "missing"
 )
 
 // Usage verdicts.
@@ -49,6 +54,30 @@ type UsageVerdict struct {
 	Verdict   string           // "conserved" | "mismatch" | "unknown"
 	Deltas    map[string]int64 // when mismatch: per differing field ("prompt_tokens", ...), max - min across the sources (tokens)
 	Detail    string           // human-readable: which source was missing/unknown, which field differed with each source's value
+	// Duplicated: a mismatch where the gateway's prompt, completion and total
+	// tokens are each exactly Multiple (>= 2) times the wire's (the gateway
+	// counted calls more than once).
+	Duplicated bool
+	Multiple   int64 // the factor when Duplicated; 0 otherwise
+	// Sources holds each source's state and session totals ("wire", "store",
+	// "gateway"); a source that recorded nothing has state "missing". Nil for
+	// verdicts recorded by schema v1.
+	Sources map[string]SourceUsage
+}
+
+// SourceUsage is one source's account of one session, as reconciled.
+type SourceUsage struct {
+	// State is "reported", "partial", "unknown", "suspect_zero" or "missing".
+	State string `json:"state"`
+	// Requests is the number of calls (per-call sources) or the requests the
+	// session row counted.
+	Requests int `json:"requests"`
+	// Token totals; nil (JSON null) when unknown — never 0 in their place.
+	PromptTokens     *int64 `json:"prompt_tokens"`
+	CompletionTokens *int64 `json:"completion_tokens"`
+	TotalTokens      *int64 `json:"total_tokens"`
+	CachedTokens     *int64 `json:"cached_tokens"`
+	ReasoningTokens  *int64 `json:"reasoning_tokens"`
 }
 
 // usageFieldNames names the token fields in UsageRow.field order.
@@ -82,8 +111,8 @@ func (u UsageRow) validate(i int) error {
 		return bad("member_id", "at most %d bytes of UTF-8", maxIDLen)
 	case u.Source != SourceWire && u.Source != SourceStore && u.Source != SourceGateway:
 		return bad("source", "%q is not one of wire, store, gateway", u.Source)
-	case u.State != UsageReported && u.State != UsagePartial && u.State != UsageUnknown:
-		return bad("state", "%q is not one of reported, partial, unknown", u.State)
+	case u.State != UsageReported && u.State != UsagePartial && u.State != UsageUnknown && u.State != UsageSuspectZero:
+		return bad("state", "%q is not one of reported, partial, unknown, suspect_zero", u.State)
 	case u.Requests < 0:
 		return bad("requests", "%d is negative", u.Requests)
 	}
@@ -115,7 +144,7 @@ func (s *Store) RecordUsage(ctx context.Context, runID string, rows ...UsageRow)
 		return err
 	}
 	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("evidence: record usage in run %s: %w", runID, err)
 	}
@@ -129,6 +158,15 @@ func (s *Store) RecordUsage(ctx context.Context, runID string, rows ...UsageRow)
 	}
 	now := utcMicro(time.Now())
 	for i, u := range rows {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM usage_calls WHERE run_id = ? AND session_id = ? AND source = ?`,
+			runID, u.SessionID, u.Source).Scan(&n); err != nil {
+			return fmt.Errorf("evidence: record usage in run %s: %w", runID, err)
+		}
+		if n > 0 {
+			return fieldErr(ErrInvalidArgument, fmt.Sprintf("usage[%d].source", i),
+				"session %s already has %s usage recorded per call; a source is accounted per call or per session, not both", u.SessionID, u.Source)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO usage (run_id, ordinal, member_id, session_id, source, state, requests,
 			prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens, recorded_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -151,150 +189,9 @@ func nullable(p *int64) any {
 	return *p
 }
 
-// sourceTotal aggregates one source's rows for one session.
-type sourceTotal struct {
-	rows   int
-	state  string    // reported only when every row is reported
-	tokens [5]*int64 // nil when any row lacks the field
-}
-
-// ReconcileUsage reconciles the wire, store and gateway accounts of each
-// member session. It is pure and deterministic (verdicts ordered by session id).
-//
-// Rows are grouped by SessionID; several rows of one source are summed (a
-// field is unknown when any of them lacks it; the state is "reported" only
-// when all are). A session is:
-//   - "unknown" when any source is missing, not "reported", lacks prompt,
-//     completion or total tokens, or the sources name different non-empty
-//     member ids;
-//   - "conserved" when prompt, completion and total tokens are equal across
-//     all three sources, and so are cached and reasoning tokens wherever all
-//     three reported them;
-//   - "mismatch" otherwise, with Deltas[field] = max - min over the sources
-//     for each differing field and Detail listing each source's value.
-//
-// Unknown usage is never counted as zero.
-func ReconcileUsage(rows []UsageRow) []UsageVerdict {
-	sources := [3]string{SourceWire, SourceStore, SourceGateway}
-	type session struct {
-		members map[string]bool
-		totals  map[string]*sourceTotal
-		order   []string
-	}
-	sessions := map[string]*session{}
-	for _, u := range rows {
-		ss := sessions[u.SessionID]
-		if ss == nil {
-			ss = &session{members: map[string]bool{}, totals: map[string]*sourceTotal{}}
-			sessions[u.SessionID] = ss
-		}
-		if u.MemberID != "" {
-			ss.members[u.MemberID] = true
-		}
-		t := ss.totals[u.Source]
-		if t == nil {
-			t = &sourceTotal{state: UsageReported}
-			for f := range t.tokens {
-				zero := int64(0)
-				t.tokens[f] = &zero
-			}
-			ss.totals[u.Source] = t
-		}
-		t.rows++
-		if u.State != UsageReported {
-			t.state = u.State
-		}
-		for f := range t.tokens {
-			v := u.field(f)
-			if v == nil || t.tokens[f] == nil {
-				t.tokens[f] = nil
-				continue
-			}
-			sum := *t.tokens[f] + *v
-			t.tokens[f] = &sum
-		}
-	}
-	ids := make([]string, 0, len(sessions))
-	for id := range sessions {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	out := make([]UsageVerdict, 0, len(ids))
-	for _, id := range ids {
-		ss := sessions[id]
-		members := make([]string, 0, len(ss.members))
-		for m := range ss.members {
-			members = append(members, m)
-		}
-		sort.Strings(members)
-		v := UsageVerdict{SessionID: id, Verdict: UsageVerdictUnknown}
-		if len(members) > 0 {
-			v.MemberID = members[0]
-		}
-		var unknown []string
-		if len(members) > 1 {
-			unknown = append(unknown, "sources name different members: "+strings.Join(members, ", "))
-		}
-		for _, src := range sources {
-			t := ss.totals[src]
-			switch {
-			case t == nil:
-				unknown = append(unknown, "source "+src+" missing")
-			case t.state != UsageReported:
-				unknown = append(unknown, "source "+src+" is "+t.state)
-			default:
-				for f := 0; f < 3; f++ {
-					if t.tokens[f] == nil {
-						unknown = append(unknown, "source "+src+" lacks "+usageFieldNames()[f])
-					}
-				}
-			}
-		}
-		if len(unknown) > 0 {
-			v.Detail = strings.Join(unknown, "; ")
-			out = append(out, v)
-			continue
-		}
-		var diffs, notCompared []string
-		for f, name := range usageFieldNames() {
-			vals := [3]*int64{}
-			complete := true
-			for i, src := range sources {
-				vals[i] = ss.totals[src].tokens[f]
-				if vals[i] == nil {
-					complete = false
-				}
-			}
-			if !complete {
-				notCompared = append(notCompared, name)
-				continue
-			}
-			lo, hi := *vals[0], *vals[0]
-			for _, x := range vals[1:] {
-				lo, hi = min(lo, *x), max(hi, *x)
-			}
-			if hi != lo {
-				if v.Deltas == nil {
-					v.Deltas = map[string]int64{}
-				}
-				v.Deltas[name] = hi - lo
-				diffs = append(diffs, fmt.Sprintf("%s: wire=%d store=%d gateway=%d", name, *vals[0], *vals[1], *vals[2]))
-			}
-		}
-		if len(diffs) > 0 {
-			v.Verdict = UsageMismatch
-			v.Detail = strings.Join(diffs, "; ")
-		} else {
-			v.Verdict = UsageConserved
-			v.Detail = "prompt, completion and total tokens equal across wire, store and gateway"
-		}
-		if len(notCompared) > 0 {
-			v.Detail += "; not compared (not reported by every source): " + strings.Join(notCompared, ", ")
-		}
-		out = append(out, v)
-	}
-	return out
-}
+// ReconcileUsage reconciles session-level usage rows only; it is
+// ReconcileUsageCalls(nil, rows).
+func ReconcileUsage(rows []UsageRow) []UsageVerdict { return ReconcileUsageCalls(nil, rows) }
 
 // RecordUsageVerdicts appends usage verdicts (normally ReconcileUsage's
 // output) to run runID. A "conserved" verdict is stored only when
@@ -321,7 +218,7 @@ func (s *Store) RecordUsageVerdicts(ctx context.Context, runID string, v []Usage
 		return err
 	}
 	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("evidence: record usage verdicts in run %s: %w", runID, err)
 	}
@@ -333,8 +230,12 @@ func (s *Store) RecordUsageVerdicts(ctx context.Context, runID string, v []Usage
 	if err != nil {
 		return err
 	}
+	calls, err := loadUsageCalls(ctx, tx, runID)
+	if err != nil {
+		return err
+	}
 	recomputed := map[string]UsageVerdict{}
-	for _, rv := range ReconcileUsage(usage[runID]) {
+	for _, rv := range ReconcileUsageCalls(calls[runID], usage[runID]) {
 		recomputed[rv.SessionID] = rv
 	}
 	for _, uv := range v {
@@ -363,8 +264,26 @@ func (s *Store) RecordUsageVerdicts(ctx context.Context, runID string, v []Usage
 		if err != nil {
 			return fmt.Errorf("evidence: usage verdict %d deltas: %w", i, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_verdicts (run_id, ordinal, member_id, session_id, verdict, deltas, detail, recorded_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, runID, next+int64(i), uv.MemberID, uv.SessionID, uv.Verdict, string(d), uv.Detail, now); err != nil {
+		// Per-source states and duplication are the store's own reading of
+		// its evidence, not the caller's.
+		var sources any
+		dup, multiple := uv.Duplicated, uv.Multiple
+		if rv, ok := recomputed[uv.SessionID]; ok {
+			dup, multiple = rv.Duplicated, rv.Multiple
+			b, err := canonical(rv.Sources)
+			if err != nil {
+				return fmt.Errorf("evidence: usage verdict %d sources: %w", i, err)
+			}
+			sources = string(b)
+		}
+		var mult any
+		if dup {
+			mult = multiple
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_verdicts (run_id, ordinal, member_id, session_id, verdict, deltas, detail,
+			recorded_at, duplicated, multiple, sources)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, runID, next+int64(i), uv.MemberID, uv.SessionID, uv.Verdict, string(d), uv.Detail,
+			now, dup, mult, sources); err != nil {
 			return fmt.Errorf("evidence: record usage verdict %d in run %s: %w", i, runID, err)
 		}
 	}

@@ -30,7 +30,7 @@ func TestReconcileUsage(t *testing.T) {
 		detail     string // substring of Detail
 	}{
 		{"conserved", three(100, 20, 120), UsageConserved, nil, "equal across wire, store and gateway"},
-		{"conserved with zero tokens reported", three(0, 0, 0), UsageConserved, nil, ""},
+		{"zero prompt tokens on a request with messages is suspect", three(0, 0, 0), UsageVerdictUnknown, nil, "source wire is suspect_zero"},
 		{"gateway missing", three(100, 20, 120)[:2], UsageVerdictUnknown, nil, "source gateway missing"},
 		{"no rows for wire", three(100, 20, 120)[1:], UsageVerdictUnknown, nil, "source wire missing"},
 		{"store unknown", func() []UsageRow {

@@ -1,11 +1,18 @@
 package evidence
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"sort"
 	"strings"
+	"time"
 )
 
 // Verification statuses, most severe first.
@@ -24,6 +31,10 @@ type RunVerification struct {
 	Status      string // "ok" | "tampered" | "unfinalized" | "missing_payload" | "corrupt_payload"
 	FirstBadSeq int64  // first sequence number whose hash (or sequence) does not verify; 0 when n/a
 	Detail      string // what failed, e.g. "event 3: hash mismatch; terminal hash mismatch; event count 5 != 6"
+	Events      int64  // events stored for the run
+	// TerminalHash is the stored terminal hash ("" when unfinalized); with
+	// Status "ok" it is what a manifest records.
+	TerminalHash string
 }
 
 func severity(status string) int {
@@ -48,7 +59,7 @@ type finding struct {
 // runEvidence is everything stored about one run, as read for verification.
 type runEvidence struct {
 	summary     RunSummary
-	events      []StoredEvent
+	chain       chainResult
 	status      string
 	storedCount sql.NullInt64
 	terminal    sql.NullString
@@ -56,7 +67,7 @@ type runEvidence struct {
 	hasEnvelope bool
 }
 
-func loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence, error) {
+func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence, error) {
 	re := &runEvidence{}
 	err := q.QueryRowContext(ctx, `SELECT status, event_count, terminal_hash, finalized_at,
 			(SELECT count(*) FROM envelopes e WHERE e.run_id = r.run_id) > 0
@@ -75,7 +86,7 @@ func loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence
 		return nil, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
 	}
 	re.summary = runs[0]
-	if re.events, err = loadEvents(ctx, q, runID); err != nil {
+	if re.chain, err = s.verifyChainStream(ctx, runID); err != nil {
 		return nil, err
 	}
 	return re, nil
@@ -83,53 +94,201 @@ func loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence
 
 // lastHash is the stored hash of the last event, ZeroHash for an empty trace.
 func (re *runEvidence) lastHash() string {
-	if len(re.events) == 0 {
+	if re.chain.count == 0 {
 		return ZeroHash
 	}
-	return re.events[len(re.events)-1].Hash
+	return re.chain.lastHash
 }
 
-func (re *runEvidence) terminalRecord(v Verdict) TerminalRecord {
+func (re *runEvidence) terminalRecord(v Verdict, version int) TerminalRecord {
 	return TerminalRecord{
+		Version:        version,
 		RunID:          re.summary.RunID,
 		CorrectsRunID:  re.summary.CorrectsRunID,
 		EnvelopeDigest: re.summary.EnvelopeDigest,
 		LastEventHash:  re.lastHash(),
-		EventCount:     int64(len(re.events)),
+		EventCount:     re.chain.count,
 		Artifacts:      re.summary.Artifacts,
 		Checks:         re.summary.Checks,
 		Usage:          re.summary.Usage,
+		UsageCalls:     re.summary.UsageCalls,
 		UsageVerdicts:  re.summary.UsageVerdicts,
+		Checkpoints:    re.summary.Checkpoints,
 		Verdict:        v,
 	}
 }
 
-// verifyChain recomputes the hash chain and sequence continuity. It returns
-// the first bad seq (0 when the chain verifies) and what failed there.
-func verifyChain(events []StoredEvent) (int64, string) {
-	prev := ZeroHash
-	for i, e := range events {
-		want := int64(i + 1)
-		switch {
-		case e.Seq > want:
-			return want, fmt.Sprintf("event %d: missing (sequence gap, next stored seq is %d)", want, e.Seq)
-		case e.Seq < want:
-			return want, fmt.Sprintf("event %d: duplicate or out-of-order seq %d", want, e.Seq)
-		case e.PrevHash != prev:
-			return want, fmt.Sprintf("event %d: prev_hash does not link to event %d", want, want-1)
-		case e.Parent < 0 || e.Parent >= e.Seq:
-			return want, fmt.Sprintf("event %d: parent %d is not an earlier event", want, e.Parent)
+// chainResult is what a pass over a run's stored events found.
+type chainResult struct {
+	count    int64  // events stored
+	lastHash string // stored hash of the event with the highest seq
+	firstBad int64  // first seq whose hash, link, parent, payload or sequence does not verify; 0 = none
+	detail   string // what failed at firstBad
+	refs     map[string][]int64 // artifact digest -> seqs of events whose payload references it (*_artifact keys)
+}
+
+// chainRow is one stored event as read for verification.
+type chainRow struct {
+	ev      StoredEvent
+	payload string
+}
+
+// verifyChainStream recomputes run runID's hash chain from the stored rows
+// without holding the trace in memory: rows are read in storage order
+// (normally seq order) and checked as soon as their predecessor is; rows that
+// arrive early wait in a map. It checks, for seq 1..n: no gap or duplicate,
+// prev_hash = the previous event's stored hash, 0 <= parent < seq, the
+// payload is a JSON object in RFC 8785 canonical form (the store never writes
+// another), and hash = EventHash. Must be called with s.mu held; it runs in
+// the connection's current transaction, if any.
+func (s *Store) verifyChainStream(ctx context.Context, runID string) (chainResult, error) {
+	res := chainResult{refs: map[string][]int64{}}
+	var (
+		expected = int64(1)
+		prev     [32]byte
+		maxSeq   int64
+		pending  = map[int64]chainRow{}
+		seen     = map[int64]bool{} // only for seqs at or beyond a gap (pending), duplicates before are caught by expected
+	)
+	bad := func(seq int64, format string, args ...any) {
+		if res.firstBad == 0 {
+			res.firstBad = seq
+			res.detail = fmt.Sprintf("event %d: ", seq) + fmt.Sprintf(format, args...)
 		}
-		h, err := EventHash(prev, e)
-		if err != nil {
-			return want, fmt.Sprintf("event %d: cannot recompute hash: %v", want, err)
-		}
-		if h != e.Hash {
-			return want, fmt.Sprintf("event %d: hash mismatch", want)
-		}
-		prev = h
 	}
-	return 0, ""
+	check := func(r chainRow) {
+		e := r.ev
+		if res.firstBad != 0 {
+			return
+		}
+		if e.PrevHash != hex.EncodeToString(prev[:]) {
+			bad(e.Seq, "prev_hash does not link to event %d", e.Seq-1)
+			return
+		}
+		if e.Parent < 0 || e.Parent >= e.Seq {
+			bad(e.Seq, "parent %d is not an earlier event", e.Parent)
+			return
+		}
+		canon, reason := canonicalObject([]byte(r.payload))
+		if reason != "" {
+			bad(e.Seq, "payload is not a JSON object (%s)", reason)
+			return
+		}
+		if string(canon) != r.payload {
+			bad(e.Seq, "payload is not in the canonical form the store writes (hash mismatch)")
+			return
+		}
+		collectArtifactRefs(canon, e.Seq, res.refs)
+		sum, err := s.hasher.eventHash(&prev, e, canon)
+		if err != nil {
+			bad(e.Seq, "cannot recompute hash: %v", err)
+			return
+		}
+		if hex.EncodeToString(sum[:]) != e.Hash {
+			bad(e.Seq, "hash mismatch")
+			return
+		}
+		prev = sum
+	}
+	err := s.conn.Raw(func(dc any) error {
+		qc, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		rows, err := qc.QueryContext(ctx, `SELECT seq, parent, type, member_id, session_id, time, CAST(payload AS VARCHAR), prev_hash, hash
+			FROM events WHERE run_id = $1`, []driver.NamedValue{{Ordinal: 1, Value: runID}})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		dest := make([]driver.Value, 9)
+		for {
+			if err := rows.Next(dest); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			var r chainRow
+			var ok [9]bool
+			r.ev.RunID = runID
+			r.ev.Seq, ok[0] = dest[0].(int64)
+			r.ev.Parent, ok[1] = dest[1].(int64)
+			r.ev.Type, ok[2] = dest[2].(string)
+			r.ev.MemberID, ok[3] = dest[3].(string)
+			r.ev.SessionID, ok[4] = dest[4].(string)
+			r.ev.Time, ok[5] = dest[5].(time.Time)
+			r.payload, ok[6] = dest[6].(string)
+			r.ev.PrevHash, ok[7] = dest[7].(string)
+			r.ev.Hash, ok[8] = dest[8].(string)
+			for i, k := range ok {
+				if !k {
+					return fmt.Errorf("event row: column %d has type %T", i, dest[i])
+				}
+			}
+			r.ev.Payload = json.RawMessage(r.payload)
+			res.count++
+			if r.ev.Seq >= maxSeq {
+				maxSeq, res.lastHash = r.ev.Seq, r.ev.Hash
+			}
+			switch {
+			case r.ev.Seq < expected || seen[r.ev.Seq]:
+				bad(r.ev.Seq, "duplicate seq %d", r.ev.Seq)
+			case r.ev.Seq == expected:
+				check(r)
+				expected++
+				for {
+					p, ok := pending[expected]
+					if !ok {
+						break
+					}
+					delete(pending, expected)
+					check(p)
+					expected++
+				}
+			default:
+				seen[r.ev.Seq] = true
+				pending[r.ev.Seq] = r
+			}
+		}
+	})
+	if err != nil {
+		return chainResult{}, fmt.Errorf("evidence: read events of run %s: %w", runID, err)
+	}
+	if len(pending) > 0 {
+		next := int64(-1)
+		for seq := range pending {
+			if next < 0 || seq < next {
+				next = seq
+			}
+		}
+		// A gap is the first failure in seq order, whatever was found after it.
+		if res.firstBad == 0 || expected < res.firstBad {
+			res.firstBad, res.detail = expected, fmt.Sprintf("event %d: missing (sequence gap, next stored seq is %d)", expected, next)
+		}
+	}
+	return res, nil
+}
+
+// collectArtifactRefs records, for each top-level payload key named
+// "artifact" or ending in "_artifact" whose value is a SHA-256 hex string,
+// that event seq references that artifact digest.
+func collectArtifactRefs(canon []byte, seq int64, refs map[string][]int64) {
+	if !bytes.Contains(canon, []byte(`artifact"`)) {
+		return
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(canon, &m) != nil {
+		return
+	}
+	for k, v := range m {
+		if k != "artifact" && !strings.HasSuffix(k, "_artifact") {
+			continue
+		}
+		var d string
+		if json.Unmarshal(v, &d) == nil && isDigest(d) {
+			refs[d] = append(refs[d], seq)
+		}
+	}
 }
 
 // integrityFindings checks what must hold for any run, finalized or not: the
@@ -141,8 +300,8 @@ func (s *Store) integrityFindings(ctx context.Context, q queryer, re *runEvidenc
 	} else if d, err := re.summary.Envelope.Digest(); err != nil || d != re.summary.EnvelopeDigest {
 		out = append(out, finding{VerifyTampered, "envelope digest mismatch"})
 	}
-	if seq, detail := verifyChain(re.events); seq != 0 {
-		out = append(out, finding{VerifyTampered, detail})
+	if re.chain.firstBad != 0 {
+		out = append(out, finding{VerifyTampered, re.chain.detail})
 	}
 	checked := map[string]error{}
 	for _, l := range re.summary.Artifacts {
@@ -167,17 +326,73 @@ func (s *Store) integrityFindings(ctx context.Context, q queryer, re *runEvidenc
 	return out, nil
 }
 
-// finalizationFindings checks a run's finalization record against its evidence.
-func finalizationFindings(re *runEvidence) []finding {
+// reconcileProblems names where a run's events, artifacts and usage do not
+// reconcile with each other (evidence that verifies byte for byte but does
+// not describe one consistent history): an event payload referencing (under
+// a key "artifact" or "*_artifact") an artifact digest not linked to the run;
+// usage recorded for a session without a usage verdict; a stored usage
+// verdict that differs from what the run's recorded usage reconciles to.
+func reconcileProblems(re *runEvidence) []string {
+	var out []string
+	linked := map[string]bool{}
+	for _, l := range re.summary.Artifacts {
+		linked[l.Digest] = true
+	}
+	var digests []string
+	for d := range re.chain.refs {
+		if !linked[d] {
+			digests = append(digests, d)
+		}
+	}
+	sort.Strings(digests)
+	for _, d := range digests {
+		out = append(out, fmt.Sprintf("event %d references artifact sha256:%s, which is not linked to the run", re.chain.refs[d][0], d))
+	}
+	recomputed := ReconcileUsageCalls(re.summary.UsageCalls, re.summary.Usage)
+	stored := map[string]UsageVerdict{}
+	for _, v := range re.summary.UsageVerdicts {
+		stored[v.SessionID] = v
+	}
+	for _, rv := range recomputed {
+		sv, ok := stored[rv.SessionID]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("usage of session %s recorded but never reconciled", rv.SessionID))
+		case sv.Verdict != rv.Verdict:
+			out = append(out, fmt.Sprintf("usage verdict of session %s is %s but its recorded usage reconciles to %s", rv.SessionID, sv.Verdict, rv.Verdict))
+		}
+	}
+	return out
+}
+
+// finalizationFindings checks a run's finalization record against its
+// evidence. live reports whether a writer may still be writing the store
+// (the caller is that writer).
+func finalizationFindings(re *runEvidence, writerLive bool) []finding {
 	var out []finding
 	s := re.summary
 	if re.status != StatusFinalized {
 		if re.terminal.Valid || re.storedCount.Valid || re.finalizedAt.Valid || s.Verdict != nil {
 			out = append(out, finding{VerifyTampered, fmt.Sprintf("run status is %s but it carries a finalization record", re.status)})
 		}
-		return append(out, finding{VerifyUnfinalized, fmt.Sprintf("run is %s, not finalized", re.status)})
+		var last *StatusChange
+		if n := len(s.StatusChanges); n > 0 {
+			last = &s.StatusChanges[n-1]
+		}
+		switch {
+		case re.status == StatusInterrupted && (last == nil || last.To != StatusInterrupted):
+			out = append(out, finding{VerifyTampered, "run is interrupted but no status change records its interruption"})
+		case re.status == StatusInterrupted:
+			out = append(out, finding{VerifyUnfinalized, fmt.Sprintf("run was %s at %s; its %d recorded events stay as they were",
+				last.Reason, last.At.Format(time.RFC3339), re.chain.count)})
+		case re.status == StatusOpen && !writerLive:
+			out = append(out, finding{VerifyUnfinalized, "run is open but no writer holds the store: it was interrupted (the next writer records it so)"})
+		default:
+			out = append(out, finding{VerifyUnfinalized, fmt.Sprintf("run is %s, not finalized", re.status)})
+		}
+		return out
 	}
-	actual := int64(len(re.events))
+	actual := re.chain.count
 	switch {
 	case !re.storedCount.Valid:
 		out = append(out, finding{VerifyTampered, "event count missing"})
@@ -188,10 +403,16 @@ func finalizationFindings(re *runEvidence) []finding {
 		out = append(out, finding{VerifyTampered, "verdict missing"})
 		return out
 	}
-	if !re.terminal.Valid {
+	version := s.TerminalVersion
+	switch {
+	case !re.terminal.Valid:
 		out = append(out, finding{VerifyTampered, "terminal hash missing"})
-	} else if th, err := TerminalHash(re.terminalRecord(*s.Verdict)); err != nil || th != re.terminal.String {
-		out = append(out, finding{VerifyTampered, "terminal hash mismatch"})
+	case version != TerminalV1 && version != TerminalV2:
+		out = append(out, finding{VerifyTampered, fmt.Sprintf("terminal hash version %d unknown", version)})
+	default:
+		if th, err := TerminalHash(re.terminalRecord(*s.Verdict, version)); err != nil || th != re.terminal.String {
+			out = append(out, finding{VerifyTampered, "terminal hash mismatch"})
+		}
 	}
 	if s.Verdict.Verdict == VerdictAccepted {
 		// Re-apply Finalize's rules: an accepted verdict the evidence does not
@@ -201,6 +422,11 @@ func finalizationFindings(re *runEvidence) []finding {
 		}
 		for _, p := range checkProblems(s.Checks) {
 			out = append(out, finding{VerifyTampered, "verdict accepted contradicts " + p})
+		}
+		if version != TerminalV1 {
+			for _, p := range reconcileProblems(re) {
+				out = append(out, finding{VerifyTampered, "verdict accepted contradicts: " + p})
+			}
 		}
 	}
 	return out
@@ -223,7 +449,7 @@ func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification
 	}
 	defer s.mu.Unlock()
 	if len(runIDs) == 0 {
-		rows, err := s.db.QueryContext(ctx, `SELECT run_id FROM runs ORDER BY ordinal`)
+		rows, err := s.conn.QueryContext(ctx, `SELECT run_id FROM runs ORDER BY ordinal`)
 		if err != nil {
 			return nil, fmt.Errorf("evidence: verify: list runs: %w", err)
 		}
@@ -251,17 +477,17 @@ func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification
 }
 
 func (s *Store) verifyRun(ctx context.Context, runID string) (RunVerification, error) {
-	re, err := loadRunEvidence(ctx, s.db, runID)
+	re, err := s.loadRunEvidence(ctx, s.conn, runID)
 	if err != nil {
 		return RunVerification{}, err
 	}
-	findings, err := s.integrityFindings(ctx, s.db, re)
+	findings, err := s.integrityFindings(ctx, s.conn, re)
 	if err != nil {
 		return RunVerification{}, err
 	}
-	findings = append(findings, finalizationFindings(re)...)
-	v := RunVerification{RunID: runID, Status: VerifyOK}
-	v.FirstBadSeq, _ = verifyChain(re.events)
+	findings = append(findings, finalizationFindings(re, !s.readOnly)...)
+	v := RunVerification{RunID: runID, Status: VerifyOK, Events: re.chain.count, TerminalHash: re.terminal.String}
+	v.FirstBadSeq = re.chain.firstBad
 	var details []string
 	for _, f := range findings {
 		if severity(f.status) > severity(v.Status) {
@@ -270,7 +496,7 @@ func (s *Store) verifyRun(ctx context.Context, runID string) (RunVerification, e
 		details = append(details, f.detail)
 	}
 	if len(details) == 0 {
-		v.Detail = fmt.Sprintf("%d events, %d artifacts, terminal hash verified", len(re.events), len(re.summary.Artifacts))
+		v.Detail = fmt.Sprintf("%d events, %d artifacts, terminal hash verified", re.chain.count, len(re.summary.Artifacts))
 	} else {
 		v.Detail = strings.Join(details, "; ")
 	}
