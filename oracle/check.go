@@ -1,11 +1,9 @@
 package oracle
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +24,9 @@ const (
 	// VerdictTimeout: a deadline (build or execution) passed and the process
 	// group was killed.
 	VerdictTimeout = "timeout"
-	// VerdictCrashed: the driver exited non-zero or was killed by a signal,
-	// or the artifact did not compile with the driver.
+	// VerdictCrashed: the driver exited non-zero or was killed by a signal
+	// (a Go panic, an uncaught Python exception), its output outgrew the
+	// output limit, or the artifact did not compile with the driver.
 	VerdictCrashed = "crashed"
 	// VerdictIncompleteReport: the driver exited 0 but its report is
 	// missing, partial, short of the demanded checks, or disagrees with the
@@ -42,25 +41,33 @@ const (
 	// VerdictCancelled: the caller's context ended the run. It wins over
 	// every other verdict: nothing finished, so nothing else is known.
 	VerdictCancelled = "cancelled"
-	// VerdictUnavailable: the oracle could not run at all (no go tool on
-	// PATH, no temporary directory); nothing is known about the artifact.
+	// VerdictUnavailable: the oracle could not run at all (no go tool or no
+	// usable python3 on PATH, no temporary directory); nothing is known about
+	// the artifact, and it is not a pass.
 	VerdictUnavailable = "unavailable"
 	// VerdictNoTests: RunGoTest ran and zero tests passed or failed.
 	VerdictNoTests = "no_tests"
 )
 
+// DefaultOutputLimit bounds the driver's output file (stdout and stderr)
+// when Options.OutputLimit is zero or negative: 256 MiB.
+const DefaultOutputLimit = 256 << 20
+
 // DefaultBuildDeadline bounds the driver build when Options.BuildDeadline is
 // zero or negative, and is RunGoTest's default deadline.
 const DefaultBuildDeadline = 120 * time.Second
-
-// ErrUnknownLanguage is returned (wrapped) by [Check] for a spec whose
-// Language has no runner.
-var ErrUnknownLanguage = errors.New("oracle: unknown language")
 
 // Result is the outcome of one [Check].
 type Result struct {
 	// Spec is the spec's name.
 	Spec string
+	// Language is the artifact language checked, LanguageGo or
+	// LanguagePython.
+	Language string
+	// Interpreter names what ran the driver: for Python the interpreter
+	// executable, its version and the PATH entry it was found as (see
+	// [Python.String]); for Go the go tool's path. Empty when none was found.
+	Interpreter string
 	// Verdict is one of the Verdict* constants; only VerdictPassed passes.
 	Verdict string
 	// Checks is the number of checks the driver's report says it ran; 0
@@ -105,9 +112,18 @@ type Options struct {
 	// Cleanup bounds the wait for the process group to be gone after the
 	// driver ends; default DefaultCleanup (1s).
 	Cleanup time.Duration
-	// BuildDeadline bounds the driver build; default DefaultBuildDeadline
-	// (120s).
+	// BuildDeadline bounds the driver build (Go); default
+	// DefaultBuildDeadline (120s).
 	BuildDeadline time.Duration
+	// OutputLimit bounds the driver's output file in bytes; default
+	// DefaultOutputLimit (256 MiB). Past it the driver is killed and the
+	// verdict is crashed.
+	OutputLimit int64
+	// Python is the interpreter for Python artifacts. The zero value means
+	// "find one": [FindPython] runs once per Check (through a pyenv shim that
+	// costs about 0.25 s). A caller checking many artifacts calls FindPython
+	// once and passes its result here.
+	Python Python
 }
 
 // execution is what a language runner observed. early, when set, is a
@@ -117,9 +133,11 @@ type Options struct {
 type execution struct {
 	early       string
 	detail      string
+	interpreter string
 	ran         bool
 	run         RunResult
 	runDeadline time.Duration
+	outputLimit int64
 	outputPath  string
 	reportPath  string
 	// guarded maps every file written into the working directory that the
@@ -144,7 +162,8 @@ type language struct {
 // languages returns the runner registry.
 func languages() []language {
 	return []language{
-		{name: "go", validate: validateGoSpec, execute: executeGo},
+		{name: LanguageGo, validate: validateGoSpec, execute: executeGo},
+		{name: LanguagePython, validate: validatePythonSpec, execute: executePython},
 	}
 }
 
@@ -159,8 +178,15 @@ func languages() []language {
 //
 // Verdict precedence, first match wins: cancelled; artifact_modified; a
 // verdict reached before the run (unavailable, or the build's crashed,
-// timeout or cleanup_fault); cleanup_fault; timeout; crashed; then the
-// report: incomplete_report, failed, passed.
+// timeout or cleanup_fault); cleanup_fault; crashed for output past the
+// limit; timeout; crashed; then the report: incomplete_report, failed,
+// passed.
+//
+// Use [Spec.ForLanguage] (with [LanguageOf] for a file) to check a Python
+// artifact against a built-in spec:
+//
+//	spec, err := oracle.DoubleSpec().ForLanguage(oracle.LanguagePython)
+//	res, err := oracle.Check(ctx, spec, "double.py", oracle.Options{})
 //
 // Check is safe for concurrent use; each call has its own working directory.
 func Check(ctx context.Context, spec Spec, artifactPath string, opts Options) (Result, error) {
@@ -185,7 +211,7 @@ func Check(ctx context.Context, spec Spec, artifactPath string, opts Options) (R
 		return Result{}, fmt.Errorf("oracle: read artifact %s: %w", artifactPath, err)
 	}
 	start := time.Now()
-	res := Result{Spec: spec.Name, Expected: spec.Expected(), ArtifactSHA256: sha256Hex(data), FirstFailures: []Failure{}}
+	res := Result{Spec: spec.Name, Language: spec.Language, Expected: spec.Expected(), ArtifactSHA256: sha256Hex(data), FirstFailures: []Failure{}}
 
 	root, err := os.MkdirTemp(opts.WorkDir, "assay-oracle-"+spec.Name+"-*")
 	if err != nil {
@@ -202,6 +228,7 @@ func Check(ctx context.Context, spec Spec, artifactPath string, opts Options) (R
 	}
 
 	ex := lang.execute(ctx, spec, data, root, opts)
+	res.Interpreter = ex.interpreter
 	res.ArtifactSHA256After = hashFile(artifactPath)
 	res.Verdict, res.Detail = judge(spec, ex, res.ArtifactSHA256, res.ArtifactSHA256After, &res)
 	res.Duration = time.Since(start)
@@ -250,6 +277,8 @@ func judge(spec Spec, ex execution, before, after string, res *Result) (verdict,
 		return VerdictCleanupFault, "processes of the run survived SIGKILL past the cleanup deadline"
 	case run.Leftover:
 		return VerdictCleanupFault, "processes of the run were still alive after the driver exited; they were killed"
+	case run.OutputExceeded:
+		return VerdictCrashed, fmt.Sprintf("driver output exceeded the %d-byte limit; the process group was killed", ex.outputLimit)
 	case run.TimedOut:
 		return VerdictTimeout, fmt.Sprintf("driver exceeded its %s deadline; the process group was killed", ex.runDeadline)
 	case run.ExitCode != 0:
@@ -265,8 +294,12 @@ func judge(spec Spec, ex execution, before, after string, res *Result) (verdict,
 		return VerdictIncompleteReport, evErr.Error()
 	case ev.failures > 0:
 		f := ev.firstFailures[0]
+		got := f.Actual
+		if f.ActualType != "" {
+			got += " of type " + f.ActualType
+		}
 		return VerdictFailed, fmt.Sprintf("%d of %d checks failed; first: %s input %s expected %s got %s",
-			ev.failures, ev.checks, f.Type, f.Input, f.Expected, f.Actual)
+			ev.failures, ev.checks, f.Type, f.Input, f.Expected, got)
 	default:
 		return VerdictPassed, fmt.Sprintf("all %d checks matched the reference", ev.checks)
 	}
@@ -309,40 +342,108 @@ func hashFile(path string) string {
 // summaryLimit bounds a summary of process output, in bytes.
 const summaryLimit = 300
 
-// summarizeOutput condenses a process output file into one line: from the
-// first "panic:" or "fatal error:" line when there is one, else from the
-// start, the first three non-empty lines that are not "# package" headers,
-// joined with " | " and cut to summaryLimit bytes. Only the first 64 KiB are
-// read.
+// summarizeOutput condenses a process output file into one line. For a
+// Python traceback it is the exception line and the innermost frame
+// (directories dropped); otherwise, from the first "panic:" or "fatal error:"
+// line when there is one, else from the start, the first three non-empty
+// lines that are not "# package" headers, joined with " | ". It is cut to
+// summaryLimit bytes. Only the first and the last 32 KiB of a large file are
+// read, so a crash after a flood of output is still found.
 func summarizeOutput(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "no output"
+	lines := readOutputLines(path)
+	if tb := pythonTraceback(lines); tb != "" {
+		return truncate(tb, summaryLimit)
 	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "# ") {
-			continue
+	var kept []string
+	for _, line := range lines {
+		if line != "" && !strings.HasPrefix(line, "# ") {
+			kept = append(kept, line)
 		}
-		lines = append(lines, line)
 	}
-	for i, line := range lines {
+	for i, line := range kept {
 		if strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") {
-			lines = lines[i:]
+			kept = kept[i:]
 			break
 		}
 	}
-	if len(lines) == 0 {
+	if len(kept) == 0 {
 		return "no output"
 	}
-	if len(lines) > 3 {
-		lines = lines[:3]
+	if len(kept) > 3 {
+		kept = kept[:3]
 	}
-	return truncate(strings.Join(lines, " | "), summaryLimit)
+	return truncate(strings.Join(kept, " | "), summaryLimit)
+}
+
+// outputWindow is how much of each end of a large output file
+// summarizeOutput reads.
+const outputWindow = 32 << 10
+
+// readOutputLines returns the trimmed lines of the output file: all of it
+// when it is at most 2*outputWindow bytes, else its first and last
+// outputWindow bytes. A missing file has no lines.
+func readOutputLines(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	var chunks [][]byte
+	if size := info.Size(); size <= 2*outputWindow {
+		data, _ := io.ReadAll(io.LimitReader(f, 2*outputWindow))
+		chunks = append(chunks, data)
+	} else {
+		head := make([]byte, outputWindow)
+		n, _ := io.ReadFull(f, head)
+		tail := make([]byte, outputWindow)
+		m, _ := f.ReadAt(tail, size-outputWindow)
+		chunks = append(chunks, head[:n], tail[:m])
+	}
+	var lines []string
+	for _, chunk := range chunks {
+		for _, line := range strings.Split(string(chunk), "\n") {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	return lines
+}
+
+// pythonTraceback returns "<exception line> | <innermost frame>" for the
+// last Python traceback in lines, with directories dropped from file names,
+// or "" when there is none.
+func pythonTraceback(lines []string) string {
+	start := -1
+	for i, line := range lines {
+		if line == "Traceback (most recent call last):" {
+			start = i
+		}
+	}
+	if start < 0 {
+		return ""
+	}
+	var frame, exception string
+	for _, line := range lines[start+1:] {
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "File \""):
+			frame = line
+		default:
+			exception = line
+		}
+	}
+	if i := strings.Index(frame, "\""); i >= 0 {
+		if j := strings.Index(frame[i+1:], "\""); j >= 0 {
+			frame = "File \"" + filepath.Base(frame[i+1:i+1+j]) + frame[i+1+j:]
+		}
+	}
+	if frame == "" {
+		return exception
+	}
+	return exception + " | " + frame
 }
 
 // truncate cuts s to at most n bytes, dropping a UTF-8 sequence split by
@@ -352,4 +453,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// outputLimit returns opts.OutputLimit or DefaultOutputLimit.
+func outputLimit(opts Options) int64 {
+	if opts.OutputLimit <= 0 {
+		return DefaultOutputLimit
+	}
+	return opts.OutputLimit
 }

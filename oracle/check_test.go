@@ -133,6 +133,32 @@ func TestCheckDouble(t *testing.T) {
 			},
 		},
 		{
+			name: "sleeping past the deadline then writing a report is a timeout", artifact: "sleep_then_report", deadline: time.Second, verdict: VerdictTimeout,
+			check: func(t *testing.T, res Result, data artifactData) {
+				assertProcessGone(t, readPID(t, data.PIDFile, time.Second))
+				if res.Report || res.Checks != 0 {
+					t.Errorf("Report=%v Checks=%d; a report written after the deadline must not be read", res.Report, res.Checks)
+				}
+			},
+		},
+		{
+			name: "printing 100 MB goes to a file and changes nothing", artifact: "print_100mb", verdict: VerdictPassed,
+			check: func(t *testing.T, res Result, _ artifactData) {
+				info, err := os.Stat(filepath.Join(res.WorkDir, goRunLog))
+				if err != nil || info.Size() < 100<<20 {
+					t.Errorf("run.log: %v; want the 100 MiB in the file", err)
+				}
+			},
+		},
+		{
+			name: "panicking on 1024 only crashes", artifact: "panic_1024", verdict: VerdictCrashed,
+			check: func(t *testing.T, res Result, _ artifactData) {
+				if !strings.Contains(res.Detail, "panic: double: 1024 is too big") {
+					t.Errorf("Detail = %q, want the panic message", res.Detail)
+				}
+			},
+		},
+		{
 			name: "a non-generic function is a build crash", artifact: "not_generic", verdict: VerdictCrashed,
 			check: func(t *testing.T, res Result, _ artifactData) {
 				if !strings.Contains(res.Detail, "not generic") {
@@ -153,7 +179,7 @@ func TestCheckDouble(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path, data := writeArtifact(t, tt.artifact, "double.go")
-			res, err := Check(context.Background(), spec, path, Options{Deadline: tt.deadline})
+			res, err := Check(context.Background(), spec, path, Options{Deadline: tt.deadline, WorkDir: t.TempDir()})
 			if err != nil {
 				t.Fatalf("Check: %v", err)
 			}
@@ -265,5 +291,48 @@ func TestCheckBadInput(t *testing.T) {
 				t.Fatalf("Check error = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// A Go artifact that behaves only when it sees signs of a harness or
+// credentials gets none: MinimalEnv passes none of the caller's.
+func TestCheckGoEnvironmentHidesTheOracle(t *testing.T) {
+	requireGo(t)
+	t.Setenv("OPENAI_API_KEY", "secret")
+	t.Setenv("ASSAY_ORACLE", "1")
+	t.Setenv("ASSAY_GATEWAY_URL", "http://127.0.0.1:1")
+	path, data := writeArtifact(t, "env_detect", "double.go")
+	res, err := Check(context.Background(), DoubleSpec(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != VerdictFailed {
+		t.Fatalf("Verdict = %q (%s), want failed: the cheat must see no sign of the oracle", res.Verdict, res.Detail)
+	}
+	seen, err := os.ReadFile(data.EnvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strings.Split(string(seen), "\n") {
+		if strings.Contains(name, "ASSAY") || strings.Contains(name, "OPENAI") {
+			t.Errorf("the artifact saw variable %q", name)
+		}
+	}
+}
+
+// Cancellation by the caller is the verdict even when everything else went
+// wrong too: nothing finished, so nothing else is known.
+func TestJudgeCancelledWins(t *testing.T) {
+	t.Parallel()
+	ex := execution{ran: true, reportPath: filepath.Join(t.TempDir(), "missing.json"),
+		run: RunResult{ExitCode: -1, Cancelled: true, CleanupFault: true, Leftover: true, OutputExceeded: true}}
+	var res Result
+	verdict, _ := judge(DoubleSpec(), ex, "aa", "bb", &res)
+	if verdict != VerdictCancelled {
+		t.Fatalf("verdict = %q, want cancelled over cleanup fault and a changed artifact", verdict)
+	}
+	ex = execution{early: VerdictCancelled}
+	if verdict, _ := judge(DoubleSpec(), ex, "aa", "aa", &res); verdict != VerdictCancelled {
+		t.Fatalf("verdict = %q, want cancelled", verdict)
 	}
 }

@@ -44,9 +44,14 @@ func TestGoDriverSource(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
-		{name: "double", spec: DoubleSpec(), want: []string{"Double[int](x)", "Double[float64](x)", "checkInt(&r, -1024, 1, 2049)", "checkFloat64(&r, -1024, 0.25, 8193)"}},
-		{name: "int only", spec: intOnly, want: []string{"Square[int](x)", "checkInt(&r, -5, 1, 11)"}, notWant: []string{"float64](x)", `"math"`}},
-		{name: "float only", spec: floatOnly, want: []string{"Half[float64](x)", "checkFloat64(&r, -1, 0.5, 5)"}, notWant: []string{"[int](x)"}},
+		{name: "double", spec: DoubleSpec(), want: []string{"Double[int](a0)", "Double[float64](a0)", "a0 := -1024 + (rem)*1",
+			"a0 := float64(-1024) + float64(float64(rem)*0.25)", "checkDomain0(&r)", "checkDomain1(&r)", "i < 2049", "i < 8193"},
+			notWant: []string{"|| (got == 0 && want == 0)"}},
+		{name: "int only", spec: intOnly, want: []string{"Square[int](a0)", "a0 := -5 + (rem)*1", "i < 11"}, notWant: []string{"float64](a0)", `"math"`}},
+		{name: "float only", spec: floatOnly, want: []string{"Half[float64](a0)", "a0 := float64(-1) + float64(float64(rem)*0.5)", "i < 5"}, notWant: []string{"[int](a0)"}},
+		{name: "two arguments, signed zeros equal", spec: ClampSpec(), want: []string{"Clamp[int](a0, a1)", "Clamp[float64](a0, a1)",
+			"a1 := 0 + (rem%49)*1", "rem /= 49", "a0 := -64 + (rem)*1", "func refInt(x, limit int) int { return min(max(x, -limit), limit) }",
+			"|| (got == 0 && want == 0)", "tuple(strconv.Itoa(a0), strconv.Itoa(a1))"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

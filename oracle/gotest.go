@@ -13,27 +13,43 @@ import (
 	"time"
 )
 
-// GoTestResult is what the bounded independent test runner saw.
-type GoTestResult struct {
+// TestRunResult is what the bounded independent test runner saw, for
+// [RunGoTest] and [RunPytest] alike.
+type TestRunResult struct {
 	// Verdict is VerdictPassed, VerdictFailed, VerdictTimeout,
-	// VerdictCancelled, VerdictCleanupFault, VerdictNoTests or
-	// VerdictUnavailable. Only VerdictPassed passes.
+	// VerdictCancelled, VerdictCleanupFault, VerdictNoTests,
+	// VerdictUnavailable or (pytest only: exit 0 without its summary line)
+	// VerdictIncompleteReport. Only VerdictPassed passes.
 	Verdict string
-	// Passed, Failed and Skipped count top-level tests (Test names without
-	// "/") by their final test2json action; package and subtest events are
-	// not counted, so a failing subtest counts once, through its parent.
+	// Passed, Failed and Skipped count tests. For go test: top-level tests
+	// (Test names without "/") by their final test2json action; package and
+	// subtest events are not counted, so a failing subtest counts once,
+	// through its parent. For pytest: the "passed", "failed" and "skipped"
+	// figures of its closing summary line.
 	Passed, Failed, Skipped int
-	// ExitCode is the go command's exit status, -1 when it was killed or not
+	// Errors is pytest's "error" figure (errors in fixtures or collection),
+	// not included in Failed; always 0 for go test, whose build and package
+	// failures show as Verdict failed with ExitCode non-zero.
+	Errors int
+	// ExitCode is the command's exit status, -1 when it was killed or not
 	// started.
 	ExitCode int
-	// OutputPath is the file holding the go command's combined output (the
-	// test2json stream plus anything the go command printed as text).
+	// OutputPath is the file holding the command's combined output (for go
+	// test the test2json stream plus anything the go command printed as
+	// text).
 	OutputPath string
-	// Duration is the wall time of the go command.
+	// Interpreter names what ran the tests: the go tool's path, or the
+	// Python interpreter (see [Python.String]) that ran pytest.
+	Interpreter string
+	// Duration is the wall time of the command.
 	Duration time.Duration
 	// Detail says why, in one line.
 	Detail string
 }
+
+// GoTestResult is the result of [RunGoTest]; it is [TestRunResult], under
+// the name the first callers used.
+type GoTestResult = TestRunResult
 
 // testEvent is the part of a test2json event (cmd/test2json, "go doc
 // test2json") the runner reads.
@@ -95,6 +111,7 @@ func RunGoTest(ctx context.Context, dir string, outputPath string, deadline time
 		res.Detail = "go tool not found on PATH"
 		return res, nil
 	}
+	res.Interpreter = goBin
 	run, err := Run(ctx, Command{
 		Path: goBin, Args: []string{"test", "-count=1", "-json", "./..."}, Dir: absDir, Env: env,
 		OutputPath: outputPath, Deadline: deadline,

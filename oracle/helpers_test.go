@@ -20,18 +20,22 @@ type artifactData struct {
 	Source string
 	// PIDFile is where the artifact records a pid.
 	PIDFile string
+	// EnvFile is where the artifact records the environment it saw.
+	EnvFile string
 }
 
-// writeArtifact renders testdata/artifacts/<name>.go.tmpl into a fresh
-// temporary directory as file and returns its path and the data baked in.
+// writeArtifact renders testdata/artifacts/<name><ext>.tmpl, where ext is
+// file's extension (".go", ".py"), into a fresh temporary directory as file
+// and returns its path and the data baked in.
 func writeArtifact(t *testing.T, name, file string) (string, artifactData) {
 	t.Helper()
 	dir := t.TempDir()
 	data := artifactData{
 		Source:  filepath.Join(dir, file),
 		PIDFile: filepath.Join(dir, "pid"),
+		EnvFile: filepath.Join(dir, "env"),
 	}
-	tmpl, err := template.ParseFiles(filepath.Join("testdata", "artifacts", name+".go.tmpl"))
+	tmpl, err := template.ParseFiles(filepath.Join("testdata", "artifacts", name+filepath.Ext(file)+".tmpl"))
 	if err != nil {
 		t.Fatalf("parse artifact template %s: %v", name, err)
 	}

@@ -140,3 +140,77 @@ func TestEvaluateReportRejects(t *testing.T) {
 		})
 	}
 }
+
+// Outputs of the wrong type (reported by a Python driver) are failures
+// whatever their slot holds; a report that hides one is rejected.
+func TestEvaluateReportMistyped(t *testing.T) {
+	t.Parallel()
+	spec := DoubleSpec()
+	rep := honestReport(spec, func(x int64) int64 { return 2 * x }, func(x float64) float64 { return 2 * x })
+	// The int 0 came back as False: its slot holds the placeholder 0, which
+	// would match the reference if the oracle looked at it.
+	rep.Domains[0].Mistyped = []mistypedOutput{{Index: 1024, Type: "bool", Repr: "False"}}
+	rep.Domains[0].Failures, rep.Failures = 1, 1
+	ev, err := evaluateReport(spec, mustJSON(t, rep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Failure{{Type: TypeInt, Input: "0", Expected: "0", Actual: "False", ActualType: "bool"}}
+	if diff := cmp.Diff(want, ev.firstFailures); diff != "" || ev.failures != 1 {
+		t.Fatalf("failures=%d (-want +got):\n%s", ev.failures, diff)
+	}
+
+	hidden := rep
+	hidden.Domains = append([]domainReport(nil), rep.Domains...)
+	hidden.Domains[0].Failures, hidden.Failures = 0, 0
+	if _, err := evaluateReport(spec, mustJSON(t, hidden)); !errors.Is(err, errBadReport) {
+		t.Fatalf("a report hiding its mistyped output: err = %v, want errBadReport", err)
+	}
+
+	disordered := rep
+	disordered.Domains = append([]domainReport(nil), rep.Domains...)
+	disordered.Domains[0].Mistyped = []mistypedOutput{{Index: 5, Type: "bool"}, {Index: 5, Type: "bool"}}
+	if _, err := evaluateReport(spec, mustJSON(t, disordered)); !errors.Is(err, errBadReport) {
+		t.Fatalf("repeated mistyped index: err = %v, want errBadReport", err)
+	}
+}
+
+// The spec's signed-zero rule decides whether -0.0 matches +0.0; every other
+// difference still fails.
+func TestEvaluateReportSignedZeroRule(t *testing.T) {
+	t.Parallel()
+	negZero := math.Copysign(0, -1)
+	clamp := ClampSpec()
+	rep := driverReport{Format: reportFormat, Spec: clamp.Name, Complete: true, FirstFailures: []Failure{}}
+	for _, d := range clamp.Domains {
+		dr := domainReport{Type: d.Type, Size: d.Size(), Checks: d.Size()}
+		for i := 0; i < d.Size(); i++ {
+			if d.Type == TypeInt {
+				a := d.IntArgs(i)
+				dr.Int = append(dr.Int, min(max(a[0], -a[1]), a[1]))
+				continue
+			}
+			a := d.Float64Args(i)
+			got := min(max(a[0], -a[1]), a[1])
+			if got == 0 {
+				got = negZero // every zero result as -0.0
+			}
+			dr.Float64Bits = append(dr.Float64Bits, math.Float64bits(got))
+		}
+		rep.Domains = append(rep.Domains, dr)
+		rep.Checks += dr.Checks
+	}
+	ev, err := evaluateReport(clamp, mustJSON(t, rep))
+	if err != nil || ev.failures != 0 {
+		t.Fatalf("clamp with -0.0 results: failures=%d err=%v; want none under SignedZeroEqual", ev.failures, err)
+	}
+	exact := clamp
+	exact.SignedZero = SignedZeroExact
+	if _, err := evaluateReport(exact, mustJSON(t, rep)); !errors.Is(err, errBadReport) {
+		t.Fatalf("the same report under SignedZeroExact: err = %v, want the driver's zero failure count rejected", err)
+	}
+	if !float64Matches(math.Float64bits(negZero), 0, true) || float64Matches(math.Float64bits(negZero), 0, false) ||
+		float64Matches(math.Float64bits(1), 0, true) {
+		t.Fatal("float64Matches does not follow the rule")
+	}
+}

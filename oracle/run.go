@@ -22,6 +22,10 @@ const (
 	DefaultCleanup = time.Second
 )
 
+// outputPollInterval is how often the runner checks the output file's size
+// against Command.OutputLimit.
+const outputPollInterval = 20 * time.Millisecond
+
 // groupPollInterval is how often the runner re-kills and re-inspects a process
 // group while it waits for the group to disappear.
 const groupPollInterval = 5 * time.Millisecond
@@ -56,11 +60,19 @@ type Command struct {
 	// or been killed, for every process of the group to be gone; zero or
 	// negative means DefaultCleanup (1s).
 	Cleanup time.Duration
+	// OutputLimit bounds the output file, in bytes; zero or negative means
+	// no bound. The runner checks the file's size every outputPollInterval
+	// while the command runs and once after it ends; past the limit the
+	// whole group is killed and RunResult.OutputExceeded is set. A single
+	// write may overshoot the limit before the runner sees it; the limit
+	// protects the disk from a command that writes without end, it is not
+	// a quota.
+	OutputLimit int64
 }
 
-// RunResult is what [Run] observed. Exactly one of normal exit, TimedOut and
-// Cancelled describes how the main process ended; Leftover and CleanupFault
-// describe the rest of its process group.
+// RunResult is what [Run] observed. Exactly one of normal exit, TimedOut,
+// Cancelled and a kill for OutputExceeded describes how the main process
+// ended; Leftover and CleanupFault describe the rest of its process group.
 type RunResult struct {
 	// ExitCode is the main process's exit status, or -1 when it was killed by
 	// a signal, was not started, or could not be reaped within Cleanup.
@@ -79,6 +91,10 @@ type RunResult struct {
 	// CleanupFault reports that processes of the group (or the main process)
 	// were still alive when the Cleanup deadline passed despite SIGKILL.
 	CleanupFault bool
+	// OutputExceeded reports that the output file grew past
+	// Command.OutputLimit, while the command ran (the group was then killed;
+	// ExitCode is -1) or by the time it ended.
+	OutputExceeded bool
 	// Duration is the wall time from start until the main process ended or
 	// was killed.
 	Duration time.Duration
@@ -87,10 +103,10 @@ type RunResult struct {
 // Run starts the command in its own process group (Setpgid, pgid = pid),
 // waits up to Deadline, and kills the whole group (SIGKILL to -pgid, and to
 // the main pid in case it left the group) when the deadline passes or ctx is
-// done. After the main process exits on its own, any process of the group
-// still alive is killed and reported as Leftover. In every case Run then
-// confirms, re-killing, that the group is gone within Cleanup, and sets
-// CleanupFault when it is not.
+// done, or when the output file outgrows OutputLimit. After the main process
+// exits on its own, any process of the group still alive is killed and
+// reported as Leftover. In every case Run then confirms, re-killing, that the
+// group is gone within Cleanup, and sets CleanupFault when it is not.
 //
 // Run returns an error only when the command cannot be started: empty Path or
 // unusable OutputPath (wrapping [ErrInvalidCommand]), an executable not found
@@ -158,14 +174,31 @@ func Run(ctx context.Context, c Command) (RunResult, error) {
 
 	timer := time.NewTimer(deadline)
 	defer timer.Stop()
+	var poll <-chan time.Time
+	if c.OutputLimit > 0 {
+		ticker := time.NewTicker(outputPollInterval)
+		defer ticker.Stop()
+		poll = ticker.C
+	}
 	exited := false
-	select {
-	case <-done:
-		exited = true
-	case <-timer.C:
-		res.TimedOut = true
-	case <-ctx.Done():
-		res.Cancelled = true
+wait:
+	for {
+		select {
+		case <-done:
+			exited = true
+			break wait
+		case <-timer.C:
+			res.TimedOut = true
+			break wait
+		case <-ctx.Done():
+			res.Cancelled = true
+			break wait
+		case <-poll:
+			if outputSize(out) > c.OutputLimit {
+				res.OutputExceeded = true
+				break wait
+			}
+		}
 	}
 	if exited {
 		res.Duration = time.Since(start)
@@ -199,7 +232,20 @@ func Run(ctx context.Context, c Command) (RunResult, error) {
 	if exited && cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	}
+	if c.OutputLimit > 0 && outputSize(out) > c.OutputLimit {
+		res.OutputExceeded = true
+	}
 	return res, nil
+}
+
+// outputSize returns the size of the open output file in bytes, or 0 when
+// it cannot be read (os.DevNull, a special file).
+func outputSize(f *os.File) int64 {
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return 0
+	}
+	return info.Size()
 }
 
 // killGroup sends SIGKILL to every process of the group. ESRCH (the group is

@@ -282,3 +282,41 @@ func TestMinimalEnv(t *testing.T) {
 		}
 	}
 }
+
+// A command that writes without end is killed once its output file passes
+// the limit; one that writes past it and exits is flagged too.
+func TestRunOutputLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		script string
+		killed bool
+	}{
+		{name: "endless writer is killed", script: "yes", killed: true},
+		{name: "writer that exits is flagged", script: "head -c 300000 /dev/zero"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := filepath.Join(t.TempDir(), "out.log")
+			res, err := Run(context.Background(), Command{
+				Path: shell(t), Args: []string{"-c", tt.script}, Env: MinimalEnv(), OutputPath: out,
+				Deadline: time.Minute, OutputLimit: 100000,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.OutputExceeded || res.TimedOut || res.Cancelled {
+				t.Fatalf("Run = %+v, want OutputExceeded", res)
+			}
+			if tt.killed != (res.ExitCode == -1) {
+				t.Fatalf("ExitCode = %d, killed want %v", res.ExitCode, tt.killed)
+			}
+		})
+	}
+	res, err := Run(context.Background(), Command{Path: shell(t), Args: []string{"-c", "echo small"}, Env: MinimalEnv(),
+		OutputPath: filepath.Join(t.TempDir(), "out.log"), OutputLimit: 100000})
+	if err != nil || res.OutputExceeded || res.ExitCode != 0 {
+		t.Fatalf("Run = %+v, %v; want a clean exit under the limit", res, err)
+	}
+}
