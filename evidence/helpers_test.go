@@ -117,3 +117,5 @@ func contains(haystack []string, needle string) bool {
 	}
 	return false
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

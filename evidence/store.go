@@ -75,6 +75,9 @@ type Store struct {
 	hasher   hasher
 	// recovered lists the runs this writer's Open marked interrupted.
 	recovered []string
+	// exporting opens read-only without the SQL lockdown, so the store's own
+	// fixed COPY ... TO statements may write Parquet files (ExportParquet).
+	exporting bool
 }
 
 // Open opens the evidence store at path (e.g. "assay-out/evidence.duckdb"),
@@ -90,9 +93,20 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*Store, error) {
 	return open(ctx, path, opts, false)
 }
 
+// openForExport opens path read-only under the shared lock, with file access
+// for the store's own COPY statements; no user SQL ever runs on it.
+func openForExport(ctx context.Context, path string, opts OpenOptions) (*Store, error) {
+	opts.ReadOnly = true
+	return openWith(ctx, path, opts, false, true)
+}
+
 // open is Open; migrating lets Migrate open a store of an older schema
 // version (as a writer) to upgrade it.
 func open(ctx context.Context, path string, opts OpenOptions, migrating bool) (*Store, error) {
+	return openWith(ctx, path, opts, migrating, false)
+}
+
+func openWith(ctx context.Context, path string, opts OpenOptions, migrating, exporting bool) (*Store, error) {
 	if path == "" {
 		return nil, fieldErr(ErrInvalidArgument, "path", "empty")
 	}
@@ -100,7 +114,7 @@ func open(ctx context.Context, path string, opts OpenOptions, migrating bool) (*
 		return nil, fieldErr(ErrInvalidArgument, "path", "%q contains '?', which DuckDB reads as options", path)
 	}
 	s := &Store{path: path, dir: filepath.Dir(path), readOnly: opts.ReadOnly, command: opts.Command,
-		required: requiredPayloadKeys(), chains: map[string]chainHead{}}
+		required: requiredPayloadKeys(), chains: map[string]chainHead{}, exporting: exporting}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("evidence: open %s read-only: %w", path, err)
@@ -316,7 +330,9 @@ func (s *Store) openDB(ctx context.Context, migrating bool) error {
 	var init func(driver.ExecerContext) error
 	if s.readOnly {
 		dsn += "?access_mode=read_only"
-		init = lockDownConnection
+		if !s.exporting {
+			init = lockDownConnection
+		}
 	}
 	connector, err := duckdb.NewConnector(dsn, init)
 	if err != nil {
@@ -566,4 +582,14 @@ func (s *Store) beginRead() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// statExisting returns path's FileInfo, or an error wrapping fs.ErrNotExist
+// (or the stat error) naming the path.
+func statExisting(path string) (os.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: %s: %w", path, err)
+	}
+	return fi, nil
 }

@@ -35,6 +35,9 @@ type RunVerification struct {
 	// TerminalHash is the stored terminal hash ("" when unfinalized); with
 	// Status "ok" it is what a manifest records.
 	TerminalHash string
+	// Manifest is CheckManifest's outcome ("match", "differs", "missing",
+	// "unlisted"); "" when no manifest was checked.
+	Manifest string `json:",omitempty"`
 }
 
 func severity(status string) int {
@@ -303,6 +306,11 @@ func (s *Store) integrityFindings(ctx context.Context, q queryer, re *runEvidenc
 	if re.chain.firstBad != 0 {
 		out = append(out, finding{VerifyTampered, re.chain.detail})
 	}
+	cps, err := checkpointFindings(ctx, q, re)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, cps...)
 	checked := map[string]error{}
 	for _, l := range re.summary.Artifacts {
 		err, done := checked[l.Digest]
@@ -324,6 +332,34 @@ func (s *Store) integrityFindings(ctx context.Context, q queryer, re *runEvidenc
 		}
 	}
 	return out, nil
+}
+
+// checkpointFindings recomputes each checkpoint's hash from its stored state
+// and checks the event it follows still has the hash recorded with it.
+func checkpointFindings(ctx context.Context, q queryer, re *runEvidence) ([]finding, error) {
+	rows, err := q.QueryContext(ctx, `SELECT c.seq, CAST(c.state AS VARCHAR), c.hash, coalesce(c.event_hash, ''),
+			CASE WHEN c.seq = 0 THEN ? ELSE e.hash END
+		FROM checkpoints c LEFT JOIN events e ON e.run_id = c.run_id AND e.seq = c.seq
+		WHERE c.run_id = ? ORDER BY c.seq`, ZeroHash, re.summary.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: verify checkpoints of run %s: %w", re.summary.RunID, err)
+	}
+	defer rows.Close()
+	var out []finding
+	for rows.Next() {
+		var seq int64
+		var state, hash, eventHash string
+		var current sql.NullString
+		if err := rows.Scan(&seq, &state, &hash, &eventHash, &current); err != nil {
+			return nil, fmt.Errorf("evidence: verify checkpoints of run %s: %w", re.summary.RunID, err)
+		}
+		if h, err := CheckpointHash(re.summary.RunID, seq, eventHash, re.summary.EnvelopeDigest, json.RawMessage(state)); err != nil || h != hash {
+			out = append(out, finding{VerifyTampered, fmt.Sprintf("checkpoint after event %d: hash mismatch", seq)})
+		} else if current.String != eventHash {
+			out = append(out, finding{VerifyTampered, fmt.Sprintf("checkpoint after event %d: the event it follows has changed", seq)})
+		}
+	}
+	return out, rows.Err()
 }
 
 // reconcileProblems names where a run's events, artifacts and usage do not

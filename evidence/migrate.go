@@ -1,0 +1,174 @@
+package evidence
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// migration upgrades a store from schema version From to From+1. Its
+// statements run in one transaction with the schema_version update, so a
+// failed migration leaves the file as it was.
+type migration struct {
+	From int
+	Doc  string
+	// Check refuses a file this migration cannot convert faithfully.
+	Check func(ctx context.Context, q queryer) error
+	Stmts []string
+}
+
+// migrations lists every upgrade step in order; migrations()[i].From == i+1.
+func migrations() []migration {
+	return []migration{{
+		From: 1,
+		Doc: "v1 -> v2: writer sessions and event-free status changes (crash recovery), per-call usage with the " +
+			"suspect_zero state, usage verdict duplication and per-source states, checkpoints linked to an event " +
+			"hash, terminal hash versions (v1-finalized runs keep terminal_version 1)",
+		Check: func(ctx context.Context, q queryer) error {
+			var n int
+			if err := q.QueryRowContext(ctx, `SELECT count(*) FROM checkpoints`).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				// v1 had no API writing checkpoints, so rows there were put by
+				// something else and their hashes follow no known definition.
+				return fmt.Errorf("%d checkpoint rows that schema v1 never wrote; refusing to carry them over", n)
+			}
+			return nil
+		},
+		Stmts: []string{
+			writersDDL,
+			runStatusChangesDDL,
+			`ALTER TABLE runs ADD COLUMN writer_id BIGINT`,
+			`ALTER TABLE runs ADD COLUMN terminal_version INTEGER`,
+			`UPDATE runs SET terminal_version = 1 WHERE status = 'finalized'`,
+			usageDDL("usage_v2"),
+			`INSERT INTO usage_v2 SELECT run_id, ordinal, member_id, session_id, source, state, requests, prompt_tokens,
+				completion_tokens, total_tokens, cached_tokens, reasoning_tokens, recorded_at FROM usage`,
+			`DROP TABLE usage`,
+			`ALTER TABLE usage_v2 RENAME TO usage`,
+			usageCallsDDL,
+			`CREATE TABLE usage_verdicts_v2 (
+				run_id      VARCHAR NOT NULL,
+				ordinal     BIGINT NOT NULL,
+				member_id   VARCHAR NOT NULL,
+				session_id  VARCHAR NOT NULL,
+				verdict     VARCHAR NOT NULL CHECK (verdict IN ('conserved', 'mismatch', 'unknown')),
+				deltas      JSON NOT NULL,
+				detail      VARCHAR NOT NULL,
+				recorded_at TIMESTAMP NOT NULL,
+				duplicated  BOOLEAN NOT NULL DEFAULT false,
+				multiple    BIGINT,
+				sources     JSON,
+				PRIMARY KEY (run_id, ordinal)
+			)`,
+			`INSERT INTO usage_verdicts_v2 (run_id, ordinal, member_id, session_id, verdict, deltas, detail, recorded_at)
+				SELECT run_id, ordinal, member_id, session_id, verdict, deltas, detail, recorded_at FROM usage_verdicts`,
+			`DROP TABLE usage_verdicts`,
+			`ALTER TABLE usage_verdicts_v2 RENAME TO usage_verdicts`,
+			`DROP TABLE checkpoints`,
+			`CREATE TABLE checkpoints (
+				run_id     VARCHAR NOT NULL,
+				seq        BIGINT NOT NULL,
+				state      JSON NOT NULL,
+				hash       VARCHAR NOT NULL,
+				created_at TIMESTAMP NOT NULL,
+				event_hash VARCHAR,
+				PRIMARY KEY (run_id, seq)
+			)`,
+		},
+	}}
+}
+
+// MigrateResult is what Migrate did.
+type MigrateResult struct {
+	Path string
+	From int // schema version found
+	To   int // schema version now (SchemaVersion)
+	// Steps documents each migration applied; empty when the store was current.
+	Steps []string
+	// Verification is Verify over every run after migrating: migration never
+	// changes what a run's hashes cover, so a run that verified before still does.
+	Verification []RunVerification
+	// Interrupted lists runs left open by earlier writers and recorded as
+	// interrupted when the migrated store was opened for writing.
+	Interrupted []string
+}
+
+// Migrate upgrades the store at path to SchemaVersion in place, holding the
+// writer lock (opts.Wait and opts.Command as for Open; opts.ReadOnly is
+// ignored). All steps and the schema_version update run in one transaction.
+// A store already at SchemaVersion is left unchanged. Opening a store never
+// migrates it: Open refuses older versions with *SchemaVersionError.
+//
+// Errors: those of Open (ErrLocked, ErrNotStore, fs.ErrNotExist...);
+// *SchemaVersionError for a newer store; an error naming the step that
+// failed or refused (the file is then unchanged).
+func Migrate(ctx context.Context, path string, opts OpenOptions) (MigrateResult, error) {
+	opts.ReadOnly = false
+	if _, err := statExisting(path); err != nil {
+		return MigrateResult{}, err
+	}
+	s, err := open(ctx, path, opts, true)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	defer s.Close()
+	res := MigrateResult{Path: path, To: SchemaVersion}
+	if res.From, err = s.checkSchema(ctx); err != nil {
+		return MigrateResult{}, err
+	}
+	if res.From < SchemaVersion {
+		s.mu.Lock()
+		err = s.applyMigrations(ctx, res.From, &res)
+		s.mu.Unlock()
+		if err != nil {
+			return MigrateResult{}, err
+		}
+		s.mu.Lock()
+		err = s.startWriter(ctx)
+		s.mu.Unlock()
+		if err != nil {
+			return MigrateResult{}, err
+		}
+	}
+	res.Interrupted = s.Recovered()
+	if res.Verification, err = s.Verify(ctx); err != nil {
+		return MigrateResult{}, err
+	}
+	return res, nil
+}
+
+func (s *Store) applyMigrations(ctx context.Context, from int, res *MigrateResult) error {
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("evidence: migrate %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	for _, m := range migrations() {
+		if m.From < from {
+			continue
+		}
+		if err := m.Check(ctx, tx); err != nil {
+			return fmt.Errorf("evidence: migrate %s from schema %d: %w", s.path, m.From, err)
+		}
+		for _, st := range m.Stmts {
+			if _, err := tx.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("evidence: migrate %s from schema %d: %w", s.path, m.From, err)
+			}
+		}
+		res.Steps = append(res.Steps, m.Doc)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'schema_version'`, strconv.Itoa(SchemaVersion)); err != nil {
+		return fmt.Errorf("evidence: migrate %s: %w", s.path, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)`,
+		fmt.Sprintf("migrated_from_%d", from), time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("evidence: migrate %s: %w", s.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("evidence: migrate %s: %w", s.path, err)
+	}
+	return nil
+}
