@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// Verdicts of [Check] and [RunGoTest]. Only VerdictPassed passes.
+// Verdicts of [Check], [RunGoTest] and [RunPytest]. Only VerdictPassed
+// passes.
 const (
 	// VerdictPassed: every demanded check ran, matched the reference, and the
 	// run was clean (exit 0, no leftover processes, no file changed).
@@ -30,7 +31,8 @@ const (
 	VerdictCrashed = "crashed"
 	// VerdictIncompleteReport: the driver exited 0 but its report is
 	// missing, partial, short of the demanded checks, or disagrees with the
-	// oracle's own evaluation of the outputs it carries.
+	// oracle's own evaluation of the outputs it carries; for RunPytest,
+	// pytest exited 0 without its summary line.
 	VerdictIncompleteReport = "incomplete_report"
 	// VerdictArtifactModified: the artifact (original or copy) or a generated
 	// file hashed differently after the run.
@@ -45,7 +47,8 @@ const (
 	// usable python3 on PATH, no temporary directory); nothing is known about
 	// the artifact, and it is not a pass.
 	VerdictUnavailable = "unavailable"
-	// VerdictNoTests: RunGoTest ran and zero tests passed or failed.
+	// VerdictNoTests: RunGoTest or RunPytest ran and no test passed (none
+	// collected, or only skipped ones): nothing was verified.
 	VerdictNoTests = "no_tests"
 )
 

@@ -91,7 +91,7 @@ func runOracleSpecs(ctx context.Context, opts *OracleSpecsOptions) error {
 	var rows []specRow
 	for _, s := range oracle.Specs() {
 		row := specRow{Name: s.Name, Doc: s.Doc, Targets: s.Targets, Params: s.ParamNames(), Checks: s.Expected(),
-			Reference: map[string]string{oracle.LanguageGo: s.Reference.GoExpr, oracle.LanguagePython: s.Reference.PyExpr},
+			Reference:  map[string]string{oracle.LanguageGo: s.Reference.GoExpr, oracle.LanguagePython: s.Reference.PyExpr},
 			SignedZero: s.SignedZero}
 		if row.SignedZero == "" {
 			row.SignedZero = oracle.SignedZeroExact
