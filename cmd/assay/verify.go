@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,10 +13,13 @@ import (
 
 // VerifyOptions are the parsed flags of `assay verify`.
 type VerifyOptions struct {
-	IO     IOStreams
-	Store  storeFlags
-	Format string
-	Runs   []string
+	IO       IOStreams
+	Store    storeFlags
+	Format   string
+	Runs     []string
+	Wait     time.Duration
+	Manifest string
+	Write    bool
 }
 
 // NewCmdVerify builds `assay verify [RUN...]`.
@@ -27,11 +31,20 @@ func NewCmdVerify(io IOStreams, runF func(context.Context, *VerifyOptions) error
 		Long: `Recompute, for each run (all runs when none are named), the hash chain of its events, the sequence
 continuity, the event count, the terminal hash and the artifact digests, from the bytes stored in the
 evidence store. Each run is reported ok, tampered (with the first bad sequence number),
-missing_payload, corrupt_payload or unfinalized.
+missing_payload, corrupt_payload or unfinalized (an interrupted run is unfinalized; its recorded
+events must still verify).
+
+The hashes are unkeyed: someone who rewrites the whole database consistently is out of their reach.
+Keep a manifest elsewhere for that: --manifest FILE --write records the run ids and terminal hashes of
+every finalized run that verifies (refused when any run is tampered or has a missing or corrupt
+payload); --manifest FILE checks the store against it, and a run whose terminal hash differs from the
+manifest's, or that the manifest lists but the store lacks, is reported tampered.
 
 Exit status: 0 when every run verifies, 1 when any does not, 2 on bad input.`,
 		Example: `  assay verify
-  assay verify --format json run-20261130t101500-0a1b2c3d4e5f`,
+  assay verify --format json run-20261130t101500-0a1b2c3d4e5f
+  assay verify --manifest /backup/evidence-manifest.json --write
+  assay verify --manifest /backup/evidence-manifest.json --wait 1m`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Runs = args
 			if runF != nil {
@@ -42,6 +55,9 @@ Exit status: 0 when every run verifies, 1 when any does not, 2 on bad input.`,
 	}
 	opts.Store.register(cmd)
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table or json")
+	cmd.Flags().DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
+	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "check the store against this manifest of run ids and terminal hashes")
+	cmd.Flags().BoolVar(&opts.Write, "write", false, "with --manifest: write the manifest instead of checking it")
 	return cmd
 }
 
@@ -49,7 +65,18 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 	if err := checkFormat(opts.Format, "table", "json"); err != nil {
 		return err
 	}
-	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Command: "assay verify"})
+	if opts.Write && opts.Manifest == "" {
+		return badInput(fmt.Errorf("--write needs --manifest FILE"))
+	}
+	var manifest evidence.Manifest
+	if opts.Manifest != "" && !opts.Write {
+		m, err := evidence.ReadManifest(opts.Manifest)
+		if err != nil {
+			return badInput(err)
+		}
+		manifest = m
+	}
+	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay verify"})
 	if err != nil {
 		return badInput(err)
 	}
@@ -58,22 +85,23 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 	if err != nil {
 		return badInput(err)
 	}
-	if opts.Format == "json" {
-		if err := writeJSON(opts.IO.Out, results); err != nil {
-			return err
-		}
-	} else {
-		t := table{header: []string{"RUN", "STATUS", "FIRST BAD SEQ", "DETAIL"}}
-		for _, r := range results {
-			seq := "-"
-			if r.FirstBadSeq > 0 {
-				seq = fmt.Sprint(r.FirstBadSeq)
+	if opts.Manifest != "" {
+		if opts.Write {
+			m, err := evidence.BuildManifest(opts.Store.path(), results)
+			if err != nil {
+				printVerification(opts, results)
+				return failed("%v; manifest %s not written", err, opts.Manifest)
 			}
-			t.rows = append(t.rows, []string{r.RunID, r.Status, seq, r.Detail})
+			if err := evidence.WriteManifest(opts.Manifest, m); err != nil {
+				return badInput(err)
+			}
+			fmt.Fprintf(opts.IO.ErrOut, "wrote manifest %s: %d finalized runs\n", opts.Manifest, len(m.Runs))
+		} else {
+			results = evidence.CheckManifest(manifest, results, len(opts.Runs) == 0)
 		}
-		if err := t.writeText(opts.IO.Out); err != nil {
-			return err
-		}
+	}
+	if err := printVerification(opts, results); err != nil {
+		return err
 	}
 	var bad []string
 	for _, r := range results {
@@ -92,4 +120,27 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		return failed("%d of %d runs do not verify: %s", len(bad), len(results), strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+func printVerification(opts *VerifyOptions, results []evidence.RunVerification) error {
+	if opts.Format == "json" {
+		return writeJSON(opts.IO.Out, results)
+	}
+	header := []string{"RUN", "STATUS", "FIRST BAD SEQ", "DETAIL"}
+	if opts.Manifest != "" && !opts.Write {
+		header = []string{"RUN", "STATUS", "FIRST BAD SEQ", "MANIFEST", "DETAIL"}
+	}
+	t := table{header: header}
+	for _, r := range results {
+		seq := "-"
+		if r.FirstBadSeq > 0 {
+			seq = fmt.Sprint(r.FirstBadSeq)
+		}
+		row := []string{r.RunID, r.Status, seq, r.Detail}
+		if len(header) == 5 {
+			row = []string{r.RunID, r.Status, seq, r.Manifest, r.Detail}
+		}
+		t.rows = append(t.rows, row)
+	}
+	return t.writeText(opts.IO.Out)
 }

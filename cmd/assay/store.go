@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/evidence"
+)
+
+// StoreMigrateOptions are the parsed flags of `assay store migrate`.
+type StoreMigrateOptions struct {
+	IO     IOStreams
+	Store  storeFlags
+	Format string
+	Wait   time.Duration
+}
+
+// NewCmdStore builds `assay store` and its subcommand `migrate`.
+func NewCmdStore(io IOStreams, runF func(context.Context, *StoreMigrateOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Maintain the evidence store",
+		Args:  noArgs,
+		RunE:  func(c *cobra.Command, args []string) error { return badInput(fmt.Errorf("assay store needs a subcommand: migrate")) },
+	}
+	opts := &StoreMigrateOptions{IO: io}
+	migrate := &cobra.Command{
+		Use:   "migrate",
+		Short: "Upgrade an evidence store written by an older assay to the current schema",
+		Long: `Upgrade the evidence store in place to the schema version this assay writes, holding the writer
+lock. Every step runs in one transaction: a failed migration leaves the file as it was. Reading a store
+never migrates it; other commands refuse an older store and point here. Runs finalized under an older
+schema keep the terminal hash definition they were finalized with, so they verify as before; every run
+is verified after migrating and the result printed. A store newer than this assay is refused.
+
+Exit status: 0 migrated (or already current) and every run verifies or is unfinalized; 1 when a run
+does not verify; 2 on bad input (no such file, not a store, newer schema, lock held).`,
+		Example: `  assay store migrate --out assay-out
+  assay store migrate --store old/evidence.duckdb --wait 30s --format json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runStoreMigrate(c.Context(), opts)
+		},
+	}
+	opts.Store.register(migrate)
+	migrate.Flags().StringVar(&opts.Format, "format", "table", "output format: table or json")
+	migrate.Flags().DurationVar(&opts.Wait, "wait", 0, "wait up to this long for another process holding the store (e.g. 30s)")
+	cmd.AddCommand(migrate)
+	return cmd
+}
+
+func runStoreMigrate(ctx context.Context, opts *StoreMigrateOptions) error {
+	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+		return err
+	}
+	res, err := evidence.Migrate(ctx, opts.Store.path(), evidence.OpenOptions{Wait: opts.Wait, Command: "assay store migrate"})
+	if err != nil {
+		return badInput(err)
+	}
+	if opts.Format == "json" {
+		if err := writeJSON(opts.IO.Out, res); err != nil {
+			return err
+		}
+	} else {
+		if res.From == res.To {
+			fmt.Fprintf(opts.IO.Out, "%s is already at schema version %d\n", res.Path, res.To)
+		} else {
+			fmt.Fprintf(opts.IO.Out, "migrated %s from schema version %d to %d\n", res.Path, res.From, res.To)
+			for _, s := range res.Steps {
+				fmt.Fprintf(opts.IO.Out, "  %s\n", s)
+			}
+		}
+		for _, r := range res.Interrupted {
+			fmt.Fprintf(opts.IO.Out, "run %s was left open by an earlier writer: recorded as interrupted\n", r)
+		}
+		t := table{header: []string{"RUN", "STATUS", "DETAIL"}}
+		for _, v := range res.Verification {
+			t.rows = append(t.rows, []string{v.RunID, v.Status, v.Detail})
+		}
+		if err := t.writeText(opts.IO.Out); err != nil {
+			return err
+		}
+	}
+	for _, v := range res.Verification {
+		if v.Status != evidence.VerifyOK && v.Status != evidence.VerifyUnfinalized {
+			return failed("migrated, but run %s does not verify: %s", v.RunID, v.Status)
+		}
+	}
+	return nil
+}
