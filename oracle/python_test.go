@@ -115,6 +115,15 @@ func TestCheckPython(t *testing.T) {
 			},
 		},
 		{
+			name: "-0.0 where +0.0 is due fails under the exact signed-zero rule", artifact: "negative_zero", verdict: VerdictFailed,
+			check: func(t *testing.T, res Result, _ artifactData) {
+				want := []Failure{{Type: TypeFloat64, Input: "0", Expected: "0", Actual: "-0"}}
+				if diff := cmp.Diff(want, res.FirstFailures); diff != "" || res.Failures != 1 {
+					t.Errorf("Failures=%d FirstFailures (-want +got):\n%s", res.Failures, diff)
+				}
+			},
+		},
+		{
 			name: "an int outside int64 is a failure, not a decode error", artifact: "bigint", verdict: VerdictFailed,
 			check: func(t *testing.T, res Result, _ artifactData) {
 				want := []Failure{{Type: TypeInt, Input: "5", Expected: "10", Actual: "1180591620717411303424", ActualType: "int (outside int64)"}}
