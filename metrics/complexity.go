@@ -1,0 +1,366 @@
+package metrics
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"slices"
+)
+
+const (
+	mccabe1976   = "T. J. McCabe, \"A Complexity Measure\", IEEE Transactions on Software Engineering SE-2(4), 1976"
+	campbell2017 = "G. Ann Campbell, \"Cognitive Complexity: A new way of measuring understandability\", SonarSource white paper, 2017 (version 1.2, 2018)"
+)
+
+// funcComplexity holds the complexity of one function or closure's syntax.
+type funcComplexity struct {
+	cyclomatic       int // the body without nested func literals
+	cyclomaticFolded int // the body with nested func literals (gocyclo)
+	cognitive        int // Campbell, nested func literals folded with nesting, recursion not included
+}
+
+// sourceSet is the parsed source of every indexed file, keyed by path, and
+// the complexity of every function and closure found at a node's position.
+type sourceSet struct {
+	// byNode is the complexity of each func, method and closure node.
+	byNode map[string]funcComplexity
+	// missing says why a node has no complexity.
+	missing map[string]string
+}
+
+// sources parses the indexed files once, the first time a complexity
+// metric asks.
+func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
+	if in.sources != nil {
+		return in.sources, nil
+	}
+	s := &sourceSet{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
+	type pos struct{ line, col int }
+	byPath := map[string]map[pos][]string{}
+	sums := map[string]string{}
+	for _, n := range in.Nodes {
+		if n.Kind != "func" && n.Kind != "method" && n.Kind != "closure" {
+			continue
+		}
+		f, ok := in.Files[n.FileID]
+		if !ok || n.StartLine == 0 {
+			continue // dependencies and synthesized functions have no source here
+		}
+		if byPath[f.Path] == nil {
+			byPath[f.Path] = map[pos][]string{}
+		}
+		k := pos{n.StartLine, n.StartCol}
+		byPath[f.Path][k] = append(byPath[f.Path][k], n.ID)
+		sums[f.Path] = f.SHA256
+	}
+	paths := make([]string, 0, len(byPath))
+	for p := range byPath {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, path := range paths {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("metrics: parse sources: %w", err)
+		}
+		want := byPath[path]
+		fail := func(reason string) {
+			for _, ids := range want {
+				for _, id := range ids {
+					s.missing[id] = reason
+				}
+			}
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fail(fmt.Sprintf("source unreadable: %v", err))
+			continue
+		}
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != sums[path] {
+			fail("the source file changed since the snapshot (SHA-256 differs); re-index")
+			continue
+		}
+		fset := token.NewFileSet()
+		file, err := parser.ParseFile(fset, path, data, parser.SkipObjectResolution)
+		if file == nil {
+			fail(fmt.Sprintf("source unparsable: %v", err))
+			continue
+		}
+		found := map[pos]bool{}
+		record := func(n ast.Node, c funcComplexity) {
+			p := fset.PositionFor(n.Pos(), false)
+			k := pos{p.Line, p.Column}
+			for _, id := range want[k] {
+				s.byNode[id] = c
+			}
+			found[k] = true
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if n.Body != nil {
+					record(n, complexityOf(n.Body))
+				}
+			case *ast.FuncLit:
+				record(n, complexityOf(n.Body))
+			}
+			return true
+		})
+		for k, ids := range want {
+			if !found[k] {
+				for _, id := range ids {
+					s.missing[id] = fmt.Sprintf("no function body at %s:%d:%d (a declaration without body, or positions from //line directives)", path, k.line, k.col)
+				}
+			}
+		}
+	}
+	in.sources = s
+	return s, nil
+}
+
+// complexityOf measures one body.
+func complexityOf(body *ast.BlockStmt) funcComplexity {
+	c := funcComplexity{cyclomatic: 1 + decisions(body, false), cyclomaticFolded: 1 + decisions(body, true)}
+	cg := &cognitiveCounter{counted: map[ast.Expr]bool{}}
+	cg.walk(body, 0)
+	c.cognitive = cg.total
+	return c
+}
+
+// decisions counts McCabe's decision points the way gocyclo does: if,
+// for, range, each non-default case of a switch or select, and each && or
+// ||. With folded false, nested func literals are not entered.
+func decisions(n ast.Node, folded bool) int {
+	count := 0
+	ast.Inspect(n, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			return folded
+		case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt:
+			count++
+		case *ast.CaseClause:
+			if n.List != nil {
+				count++
+			}
+		case *ast.CommClause:
+			if n.Comm != nil {
+				count++
+			}
+		case *ast.BinaryExpr:
+			if n.Op == token.LAND || n.Op == token.LOR {
+				count++
+			}
+		}
+		return true
+	})
+	return count
+}
+
+// cognitiveCounter applies Campbell's rules (structural increments with
+// nesting, hybrid else/else-if increments, one increment per run of like
+// boolean operators, labeled jumps); recursion is added by the metric from
+// the call graph.
+type cognitiveCounter struct {
+	total   int
+	counted map[ast.Expr]bool
+}
+
+func (c *cognitiveCounter) walk(n ast.Node, nesting int) {
+	if n == nil {
+		return
+	}
+	ast.Inspect(n, func(x ast.Node) bool {
+		switch x := x.(type) {
+		case *ast.IfStmt:
+			c.total += 1 + nesting
+			c.ifRest(x, nesting)
+			return false
+		case *ast.SwitchStmt:
+			c.total += 1 + nesting
+			c.walkAll(nesting, x.Init, x.Tag)
+			c.walk(x.Body, nesting+1)
+			return false
+		case *ast.TypeSwitchStmt:
+			c.total += 1 + nesting
+			c.walkAll(nesting, x.Init, x.Assign)
+			c.walk(x.Body, nesting+1)
+			return false
+		case *ast.SelectStmt:
+			c.total += 1 + nesting
+			c.walk(x.Body, nesting+1)
+			return false
+		case *ast.ForStmt:
+			c.total += 1 + nesting
+			c.walkAll(nesting, x.Init, x.Cond, x.Post)
+			c.walk(x.Body, nesting+1)
+			return false
+		case *ast.RangeStmt:
+			c.total += 1 + nesting
+			c.walkAll(nesting, x.Key, x.Value, x.X)
+			c.walk(x.Body, nesting+1)
+			return false
+		case *ast.FuncLit:
+			c.walk(x.Type, nesting)
+			c.walk(x.Body, nesting+1)
+			return false
+		case *ast.BranchStmt:
+			if x.Label != nil {
+				c.total++
+			}
+		case *ast.BinaryExpr:
+			if (x.Op == token.LAND || x.Op == token.LOR) && !c.counted[x] {
+				var ops []token.Token
+				c.logicalOps(x, &ops)
+				var last token.Token
+				for _, op := range ops {
+					if op != last {
+						c.total++
+						last = op
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
+func (c *cognitiveCounter) walkAll(nesting int, nodes ...ast.Node) {
+	for _, n := range nodes {
+		if n != nil {
+			c.walk(n, nesting)
+		}
+	}
+}
+
+// ifRest scores what follows an if's own increment: its init and condition
+// at the if's nesting, its body one deeper, and an else-if chain or else
+// block, each of which scores one (no nesting increment) with its body one
+// deeper than the first if.
+func (c *cognitiveCounter) ifRest(x *ast.IfStmt, nesting int) {
+	c.walkAll(nesting, x.Init, x.Cond)
+	c.walk(x.Body, nesting+1)
+	switch e := x.Else.(type) {
+	case *ast.IfStmt:
+		c.total++
+		c.ifRest(e, nesting)
+	case *ast.BlockStmt:
+		c.total++
+		c.walk(e, nesting+1)
+	}
+}
+
+// logicalOps flattens the && and || operators of a boolean expression in
+// source order, through parentheses and other binary operators, marking
+// every binary expression visited as counted.
+func (c *cognitiveCounter) logicalOps(e ast.Expr, ops *[]token.Token) {
+	switch e := e.(type) {
+	case *ast.ParenExpr:
+		c.logicalOps(e.X, ops)
+	case *ast.BinaryExpr:
+		c.counted[e] = true
+		c.logicalOps(e.X, ops)
+		if e.Op == token.LAND || e.Op == token.LOR {
+			*ops = append(*ops, e.Op)
+		}
+		c.logicalOps(e.Y, ops)
+	}
+}
+
+// complexitySubjects lists the nodes a complexity metric measures: declared
+// functions and methods, and closures when withClosures.
+func (in *Input) complexitySubjects(withClosures bool) []string {
+	var ids []string
+	for _, f := range in.Funcs {
+		ids = append(ids, f.ID)
+	}
+	if withClosures {
+		ids = append(ids, in.Closures...)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id string, c funcComplexity) float64) *Descriptor {
+	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
+		src, err := in.sourcesOnce(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []Value
+		for _, id := range in.complexitySubjects(withClosures) {
+			c, ok := src.byNode[id]
+			if !ok {
+				reason := src.missing[id]
+				if reason == "" {
+					reason = "no source position recorded for this function"
+				}
+				out = append(out, d.unavailable(in, id, reason))
+				continue
+			}
+			v := d.measured(in, id, value(in, id, c))
+			if n := in.Nodes[id]; n != nil {
+				if p := in.Packages[n.PackageID]; p != nil && !p.OK {
+					v.Reason = "the package has load errors; the syntax was measured as written"
+				}
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	return d
+}
+
+func cyclomatic() *Descriptor {
+	return complexityMetric(&Descriptor{
+		Name: "cyclomatic", Title: "Cyclomatic complexity", Kind: Measured, Scope: ScopeFunc,
+		Method: Method{ID: "mccabe-ast", Version: 1}, Source: mccabe1976,
+		Doc: "1 + the number of decision points of the function's own body: if, for, range, each non-default case " +
+			"of a switch or type switch, each non-default clause of a select, each && and ||. A closure is measured " +
+			"on its own and is not part of its enclosing function's value (see cyclomatic_folded).",
+		Choices: []string{"Decision points are counted as gocyclo counts them, so the folded value is comparable.",
+			"Functions declared without a body (assembly) have no value."},
+		Limits: []string{"Measured on syntax: a decision hidden in a called function or a table does not count."},
+	}, true, func(_ *Input, _ string, c funcComplexity) float64 { return float64(c.cyclomatic) })
+}
+
+func cyclomaticFolded() *Descriptor {
+	return complexityMetric(&Descriptor{
+		Name: "cyclomatic_folded", Title: "Cyclomatic complexity, closures folded", Kind: Measured, Scope: ScopeFunc,
+		Method: Method{ID: "mccabe-ast-folded", Version: 1}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
+		Doc: "Cyclomatic complexity of a declared function or method with the decision points of every closure " +
+			"inside it added, which is what gocyclo reports. Cross-checked against gocyclo (docs/metrics-crosscheck.md).",
+		Choices: []string{"Only declared functions and methods have a folded value; closures at package level (var f = func() {...}) are not measured."},
+		Limits:  []string{"gocyclo reads every file of a directory, including files excluded by build tags, and honours //gocyclo:ignore; assay measures the files of the build context and ignores no function."},
+	}, false, func(_ *Input, _ string, c funcComplexity) float64 { return float64(c.cyclomaticFolded) })
+}
+
+func cognitive() *Descriptor {
+	d := &Descriptor{
+		Name: "cognitive", Title: "Cognitive complexity", Kind: Measured, Scope: ScopeFunc,
+		Method: Method{ID: "campbell-ast-callgraph", Version: 1}, Source: campbell2017,
+		Doc: "Campbell's cognitive complexity: +1 for each if, else if, else, switch, select, for and range, plus " +
+			"the nesting level for if, switch, select and loops; nesting grows inside those and inside closures; " +
+			"+1 per run of like boolean operators (a && b && c || d scores 2); +1 for goto and labeled break or " +
+			"continue; +1 for a function that takes part in a recursion cycle, direct or mutual (methods included), " +
+			"found as a strongly connected component of the static call graph. A closure is also measured on its own " +
+			"(from nesting 0, without the recursion increment).",
+		Choices: []string{
+			"Recursion comes from the indexer's static call graph (go/types resolution), so mutual recursion between methods counts; calls through interfaces or func values are dynamic and do not make a cycle.",
+			"A switch scores once for the whole switch, not per case (Campbell).",
+			"Closures inside a function add to its value with one more level of nesting, as gocognit does.",
+		},
+		Limits: []string{"gocognit -exact-recursion counts recursion within one package from its own resolution; assay's cycles are the same in every case compared so far (docs/metrics-crosscheck.md)."},
+	}
+	return complexityMetric(d, true, func(in *Input, id string, c funcComplexity) float64 {
+		v := c.cognitive
+		if in.recursive()[id] {
+			v++
+		}
+		return float64(v)
+	})
+}

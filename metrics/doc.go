@@ -1,0 +1,41 @@
+// Package metrics computes design metrics over the graph database the
+// indexer writes, and states for every value how it was obtained.
+//
+// # Provenance
+//
+// Each metric is a Descriptor in one Registry: name, definition, kind,
+// method id and version, scope, published source, the choices this
+// implementation makes where the source leaves room, and known limits
+// (`assay metrics explain METRIC` prints them). Each Value carries the
+// metric, its kind — Measured, Proxy (an approximation, e.g. sampled
+// betweenness) or Unavailable (NULL with a reason, never 0) —, the method,
+// the scope and subject, the snapshot id, the build context (GOOS, GOARCH,
+// CGO_ENABLED, tags: they decide which files exist), the subject's origin
+// (production, test, generated, example) and package variant, and a
+// coverage: the fraction (0..1) of the value's inputs that loaded without
+// errors (the package itself for package-local values, every base package
+// for afferent coupling, the whole snapshot for betweenness).
+//
+// # Metrics
+//
+//	package  ca, ce, instability, abstractness, distance (Martin 1994),
+//	         betweenness_imports (Brandes 2001)
+//	type     lcom4 (Hitz & Montazeri 1995)
+//	func     cyclomatic, cyclomatic_folded (McCabe 1976), cognitive
+//	         (Campbell 2017), fan_in, fan_out, dynamic_calls, call_scc_size,
+//	         betweenness_calls (Brandes 2001)
+//
+// Complexity metrics re-parse each indexed source file (syntax only) and
+// check its SHA-256 against the snapshot: a file changed since the index
+// makes its functions' values unavailable rather than wrong.
+//
+// # Storage
+//
+// Enrich is the hook indexer.Options.Enrich takes: the values are written
+// into the graph database (tables metric_descriptors and metric_values, see
+// Write) in the indexer's transaction, before its integrity check and
+// SHA-256. Read returns them.
+//
+// Compute, Load and Read are safe for concurrent use on distinct inputs;
+// an Input is read-only once loaded.
+package metrics

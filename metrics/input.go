@@ -1,0 +1,280 @@
+package metrics
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Queryer is what metrics reads the graph database through: a *sql.DB, or
+// the *sql.Tx the indexer writes in (see Enrich).
+type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Options tunes Compute. The zero value computes every metric exactly.
+type Options struct {
+	// BetweennessSources, when > 0 and smaller than a graph's node count,
+	// makes betweenness a Proxy estimated from that many source nodes
+	// chosen deterministically (evenly spaced in id order) and scaled by
+	// n/k (Brandes & Pich 2007); 0 means exact, all sources.
+	BetweennessSources int
+	// IncludeSynthetic keeps cgo-synthesized functions in the call graph
+	// used for centrality; by default they are excluded.
+	IncludeSynthetic bool
+}
+
+// SnapshotInfo is the part of the snapshot row metrics records.
+type SnapshotInfo struct {
+	ID       string
+	Coverage float64
+}
+
+// Input is the graph database loaded for Compute: read once, shared by
+// every descriptor, never modified by them.
+type Input struct {
+	Snapshot     SnapshotInfo
+	BuildContext string
+	Options      Options
+
+	// Packages are the indexed packages, by node id.
+	Packages map[string]*Package
+	// PackageIDs are the keys of Packages, sorted.
+	PackageIDs []string
+	// Nodes are every node's kind, origin and location, by id.
+	Nodes map[string]*Node
+	// Types are the named types declared by indexed packages, sorted by id.
+	Types []*Type
+	// Funcs are the functions and methods declared by indexed packages,
+	// sorted by id.
+	Funcs []*Func
+	// Closures are the closure node ids, sorted.
+	Closures []string
+	// Edges holds every edge by kind, each list sorted by (src, dst).
+	Edges map[string][]Edge
+	// Files are the indexed source files, by node id.
+	Files map[string]*File
+
+	sources *sourceSet
+	// dynamic counts dynamic call sites per declared function.
+	dynamic map[string]int
+	calls   *callFacts
+}
+
+// Package is one indexed package (one variant).
+type Package struct {
+	ID, ImportPath, Variant string
+	// OK is false when the package had load errors or is ill-typed.
+	OK bool
+}
+
+// Node is one node's kind, origin and where it is.
+type Node struct {
+	ID, Kind, Origin, PackageID, FileID string
+	StartLine, StartCol                 int
+}
+
+// Type is a named type declared at package level.
+type Type struct {
+	ID, PackageID, Name, TypeKind string
+	Resolved                      bool
+	// Fields are the node ids of the struct type's fields.
+	Fields []string
+	// Methods are the node ids of the methods declared with this receiver
+	// type in the same package variant.
+	Methods []string
+}
+
+// Func is a declared function or method.
+type Func struct {
+	ID, PackageID, Name string
+	IsMethod, Resolved  bool
+	ReceiverTypeID      string
+}
+
+// Edge is one relation.
+type Edge struct{ Src, Dst string }
+
+// File is an indexed source file.
+type File struct {
+	ID, Path, SHA256 string
+}
+
+func (in *Input) origin(id string) string {
+	if n, ok := in.Nodes[id]; ok {
+		return n.Origin
+	}
+	return ""
+}
+
+func (in *Input) variant(id string) string {
+	n, ok := in.Nodes[id]
+	if !ok {
+		return ""
+	}
+	if p, ok := in.Packages[n.PackageID]; ok {
+		return p.Variant
+	}
+	if p, ok := in.Packages[id]; ok {
+		return p.Variant
+	}
+	return ""
+}
+
+// Load reads the graph database through q. Errors are wrapped SQLite
+// errors; a database without a snapshot row is an error.
+func Load(ctx context.Context, q Queryer, opts Options) (*Input, error) {
+	in := &Input{
+		Options:  opts,
+		Packages: map[string]*Package{},
+		Nodes:    map[string]*Node{},
+		Edges:    map[string][]Edge{},
+		Files:    map[string]*File{},
+	}
+	var goos, goarch, cgo, tags string
+	err := q.QueryRowContext(ctx, `SELECT id, coverage, goos, goarch, cgo_enabled, build_tags FROM snapshots`).
+		Scan(&in.Snapshot.ID, &in.Snapshot.Coverage, &goos, &goarch, &cgo, &tags)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: read snapshot: %w", err)
+	}
+	var tagList []string
+	if err := json.Unmarshal([]byte(tags), &tagList); err != nil {
+		return nil, fmt.Errorf("metrics: decode build tags %q: %w", tags, err)
+	}
+	in.BuildContext = fmt.Sprintf("GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s", goos, goarch, cgo, strings.Join(tagList, ","))
+
+	if err := scanRows(ctx, q, `SELECT id, import_path, variant, error_count = 0 AND ill_typed = 0 FROM packages ORDER BY id`,
+		func(rows *sql.Rows) error {
+			p := &Package{}
+			if err := rows.Scan(&p.ID, &p.ImportPath, &p.Variant, &p.OK); err != nil {
+				return err
+			}
+			in.Packages[p.ID] = p
+			in.PackageIDs = append(in.PackageIDs, p.ID)
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	if err := scanRows(ctx, q, `SELECT id, kind, origin, coalesce(package_id, ''), coalesce(file_id, ''),
+			coalesce(start_line, 0), coalesce(start_col, 0) FROM nodes ORDER BY id`,
+		func(rows *sql.Rows) error {
+			n := &Node{}
+			if err := rows.Scan(&n.ID, &n.Kind, &n.Origin, &n.PackageID, &n.FileID, &n.StartLine, &n.StartCol); err != nil {
+				return err
+			}
+			in.Nodes[n.ID] = n
+			if n.Kind == "closure" {
+				in.Closures = append(in.Closures, n.ID)
+			}
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	types := map[string]*Type{}
+	if err := scanRows(ctx, q, `SELECT id, package_id, name, type_kind, resolved FROM types ORDER BY id`,
+		func(rows *sql.Rows) error {
+			t := &Type{}
+			if err := rows.Scan(&t.ID, &t.PackageID, &t.Name, &t.TypeKind, &t.Resolved); err != nil {
+				return err
+			}
+			in.Types = append(in.Types, t)
+			types[t.ID] = t
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	if err := scanRows(ctx, q, `SELECT type_id, id FROM members WHERE kind = 'field' ORDER BY type_id, id`,
+		func(rows *sql.Rows) error {
+			var tid, id string
+			if err := rows.Scan(&tid, &id); err != nil {
+				return err
+			}
+			if t := types[tid]; t != nil {
+				t.Fields = append(t.Fields, id)
+			}
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	if err := scanRows(ctx, q, `SELECT id, package_id, name, is_method, resolved, coalesce(receiver_type_id, '') FROM funcs ORDER BY id`,
+		func(rows *sql.Rows) error {
+			f := &Func{}
+			if err := rows.Scan(&f.ID, &f.PackageID, &f.Name, &f.IsMethod, &f.Resolved, &f.ReceiverTypeID); err != nil {
+				return err
+			}
+			in.Funcs = append(in.Funcs, f)
+			if t := types[f.ReceiverTypeID]; t != nil {
+				t.Methods = append(t.Methods, f.ID)
+			}
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	if err := scanRows(ctx, q, `SELECT kind, src, dst FROM edges ORDER BY kind, src, dst`,
+		func(rows *sql.Rows) error {
+			var kind string
+			var e Edge
+			if err := rows.Scan(&kind, &e.Src, &e.Dst); err != nil {
+				return err
+			}
+			in.Edges[kind] = append(in.Edges[kind], e)
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	if err := scanRows(ctx, q, `SELECT id, path, coalesce(sha256, '') FROM files WHERE indexed = 1 AND synthesized = 0 ORDER BY id`,
+		func(rows *sql.Rows) error {
+			f := &File{}
+			if err := rows.Scan(&f.ID, &f.Path, &f.SHA256); err != nil {
+				return err
+			}
+			in.Files[f.ID] = f
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	if err := scanRows(ctx, q, `SELECT src, count(*) FROM dynamic_calls GROUP BY src ORDER BY src`,
+		func(rows *sql.Rows) error {
+			var src string
+			var n int
+			if err := rows.Scan(&src, &n); err != nil {
+				return err
+			}
+			if in.dynamic == nil {
+				in.dynamic = map[string]int{}
+			}
+			in.dynamic[src] = n
+			return nil
+		}); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+func scanRows(ctx context.Context, q Queryer, query string, scan func(*sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("metrics: query %q: %w", firstWords(query), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("metrics: scan %q: %w", firstWords(query), err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("metrics: read %q: %w", firstWords(query), err)
+	}
+	return nil
+}
+
+func firstWords(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 60 {
+		return q[:60] + "..."
+	}
+	return q
+}

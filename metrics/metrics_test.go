@@ -1,0 +1,258 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/metrics"
+)
+
+// indexFixture indexes testdata/fixture with metrics and returns the
+// database path and the values by "metric subject".
+func indexFixture(t *testing.T, opts metrics.Options) (indexer.Snapshot, map[string]metrics.Value) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "graph.db")
+	snap, err := indexer.Index(context.Background(), indexer.Options{
+		Dir: "testdata/fixture", Tests: true, DBPath: db, Enrich: metrics.Enrich(opts), EnrichID: metrics.RegistryID(),
+	})
+	if err != nil {
+		t.Fatalf("Index: %v", err)
+	}
+	vals, err := metrics.Read(context.Background(), db, metrics.Filter{})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	byKey := map[string]metrics.Value{}
+	for _, v := range vals {
+		byKey[v.Metric+" "+v.Subject] = v
+	}
+	return snap, byKey
+}
+
+// want is an expected value: a number, or unavailable (nil).
+type want struct {
+	metric, subject string
+	value           *float64
+	reason          string // substring of the reason, when one is expected
+}
+
+func num(v float64) *float64 { return &v }
+
+func check(t *testing.T, got map[string]metrics.Value, cases []want) {
+	t.Helper()
+	for _, w := range cases {
+		v, ok := got[w.metric+" "+w.subject]
+		if !ok {
+			t.Errorf("%s of %s: no value", w.metric, w.subject)
+			continue
+		}
+		switch {
+		case w.value == nil:
+			if v.Kind != metrics.Unavailable || v.Value != nil {
+				t.Errorf("%s of %s = %v (%s), want unavailable", w.metric, w.subject, fmtVal(v), v.Kind)
+			}
+		case v.Value == nil:
+			t.Errorf("%s of %s unavailable (%s), want %v", w.metric, w.subject, v.Reason, *w.value)
+		case fmt.Sprintf("%.6f", *v.Value) != fmt.Sprintf("%.6f", *w.value):
+			t.Errorf("%s of %s = %v, want %v", w.metric, w.subject, *v.Value, *w.value)
+		}
+		if w.reason != "" && !contains(v.Reason, w.reason) {
+			t.Errorf("%s of %s: reason %q, want it to mention %q", w.metric, w.subject, v.Reason, w.reason)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func fmtVal(v metrics.Value) string {
+	if v.Value == nil {
+		return "NULL"
+	}
+	return fmt.Sprint(*v.Value)
+}
+
+const mx = "example.com/mx"
+
+func TestPackageMetrics(t *testing.T) {
+	t.Parallel()
+	_, got := indexFixture(t, metrics.Options{})
+	p := func(name string) string { return "pkg:" + mx + "/" + name }
+	check(t, got, []want{
+		{"ca", p("abs"), num(2), ""}, {"ce", p("abs"), num(0), ""}, {"instability", p("abs"), num(0), ""},
+		{"abstractness", p("abs"), num(1), ""}, {"distance", p("abs"), num(0), ""},
+		{"ca", p("impl"), num(1), ""}, {"ce", p("impl"), num(2), ""}, {"instability", p("impl"), num(2.0 / 3), ""},
+		{"abstractness", p("impl"), num(0), ""}, {"distance", p("impl"), num(1.0 / 3), ""},
+		{"ca", p("app"), num(0), ""}, {"ce", p("app"), num(2), ""}, {"instability", p("app"), num(1), ""},
+		{"abstractness", p("app"), nil, "no named types"}, {"distance", p("app"), nil, "A is unavailable"},
+		{"ca", p("lonely"), num(0), ""}, {"ce", p("lonely"), num(0), ""},
+		{"instability", p("lonely"), nil, "Ca + Ce = 0"}, {"abstractness", p("lonely"), num(0.5), ""},
+		{"distance", p("lonely"), nil, "I is unavailable"},
+		// Import graph abs <- impl <- app, abs <- app: no package lies
+		// between two others on a shortest path except impl? app->abs is
+		// direct, so impl is on no shortest path either.
+		{"betweenness_imports", p("impl"), num(0), ""},
+	})
+	for key, v := range got {
+		if v.Scope == metrics.ScopePackage && v.Variant != "base" {
+			t.Errorf("package metric %s on variant %s; only base variants are measured", key, v.Variant)
+		}
+	}
+}
+
+func TestLCOM4(t *testing.T) {
+	t.Parallel()
+	_, got := indexFixture(t, metrics.Options{})
+	ty := func(name string) string { return "type:" + mx + "/lcom." + name }
+	check(t, got, []want{
+		{"lcom4", ty("Cohesive"), num(1), ""},
+		{"lcom4", ty("Split"), num(3), ""},
+		{"lcom4", ty("Inner"), num(1), ""},
+		{"lcom4", ty("Outer"), num(2), ""},
+		{"lcom4", ty("MethodValue"), num(1), ""},
+		{"lcom4", ty("Closure"), num(2), ""},
+		{"lcom4", ty("Stack"), num(1), ""},
+		{"lcom4", ty("Stateless"), num(2), "no_state"},
+		{"lcom4", ty("Data"), nil, "no methods"},
+		{"lcom4", ty("Other"), num(2), ""},
+		{"lcom4", ty("Mixed"), num(2), ""},
+		{"lcom4", "type:" + mx + "/lcom [" + mx + "/lcom.test].Mixed", num(1), ""},
+	})
+	if v := got["lcom4 "+ty("Cohesive")]; v.Reason != "" || v.Detail != "methods=3 fields=3" {
+		t.Errorf("Cohesive: reason %q detail %q", v.Reason, v.Detail)
+	}
+	if a, b := got["lcom4 "+ty("Cohesive")].Detail, got["lcom4 "+ty("Split")].Detail; a != b {
+		t.Errorf("Cohesive and Split should have the same numbers of methods and fields: %q vs %q", a, b)
+	}
+}
+
+func TestComplexity(t *testing.T) {
+	t.Parallel()
+	_, got := indexFixture(t, metrics.Options{})
+	f := func(name string) string { return "func:" + mx + "/cx." + name }
+	m := func(name string) string { return "method:" + mx + "/cx.Tree." + name }
+	check(t, got, []want{
+		{"cognitive", f("SumOfPrimes"), num(7), ""}, {"cyclomatic", f("SumOfPrimes"), num(4), ""},
+		{"cognitive", f("GetWords"), num(1), ""}, {"cyclomatic", f("GetWords"), num(4), ""},
+		{"cognitive", f("Logic"), num(7), ""}, {"cyclomatic", f("Logic"), num(8), ""},
+		{"cognitive", f("WithClosure"), num(3), ""}, {"cyclomatic", f("WithClosure"), num(2), ""},
+		{"cyclomatic_folded", f("WithClosure"), num(3), ""},
+		{"cognitive", f("WithClosure$1"), num(1), ""}, {"cyclomatic", f("WithClosure$1"), num(2), ""},
+		{"cognitive", f("Fact"), num(2), ""}, {"cyclomatic", f("Fact"), num(2), ""},
+		{"cognitive", m("Walk"), num(2), ""}, {"cognitive", m("visit"), num(2), ""},
+		{"call_scc_size", m("Walk"), num(2), ""}, {"call_scc_size", f("Fact"), num(1), ""},
+		{"cognitive", f("Select"), num(7), ""}, {"cyclomatic", f("Select"), num(4), ""},
+	})
+	if _, ok := got["cyclomatic_folded "+f("WithClosure$1")]; ok {
+		t.Errorf("closures have no folded value")
+	}
+}
+
+func TestCallGraphMetrics(t *testing.T) {
+	t.Parallel()
+	_, got := indexFixture(t, metrics.Options{})
+	run := "func:" + mx + "/app.Run"
+	read := "method:" + mx + "/impl.File.Read"
+	check(t, got, []want{
+		{"fan_out", run, num(0), ""}, // r.Read() is dynamic
+		{"dynamic_calls", run, num(1), ""},
+		{"fan_out", read, num(1), ""}, // fmt.Sprint
+		{"fan_in", "func:" + mx + "/cx.Fact", num(1), ""},
+		{"fan_in", "method:" + mx + "/cx.Tree.Walk", num(1), ""},
+	})
+	v := got["betweenness_calls "+"method:"+mx+"/cx.Tree.Walk"]
+	if v.Kind != metrics.Measured || !contains(v.Detail, "exact") || !contains(v.Detail, "static call graph") {
+		t.Errorf("betweenness provenance: kind %s detail %q", v.Kind, v.Detail)
+	}
+	// Sampling turns betweenness into a proxy that says so.
+	_, sampled := indexFixture(t, metrics.Options{BetweennessSources: 2})
+	s := sampled["betweenness_calls "+"method:"+mx+"/cx.Tree.Walk"]
+	if s.Kind != metrics.Proxy || !contains(s.Detail, "sampled: 2 of") {
+		t.Errorf("sampled betweenness: kind %s detail %q", s.Kind, s.Detail)
+	}
+}
+
+// TestProvenance: every value carries method, snapshot, build context and
+// coverage; unavailable values are NULL with a reason, never 0.
+func TestProvenance(t *testing.T) {
+	t.Parallel()
+	snap, got := indexFixture(t, metrics.Options{})
+	if len(got) == 0 {
+		t.Fatal("no values")
+	}
+	for key, v := range got {
+		if v.SnapshotID != snap.ID || v.Method == "" || v.BuildContext == "" || v.Origin == "" {
+			t.Errorf("%s: missing provenance %+v", key, v)
+		}
+		if (v.Kind == metrics.Unavailable) != (v.Value == nil) || (v.Kind == metrics.Unavailable && v.Reason == "") {
+			t.Errorf("%s: kind %s with value %s reason %q", key, v.Kind, fmtVal(v), v.Reason)
+		}
+		if v.Coverage < 0 || v.Coverage > 1 {
+			t.Errorf("%s: coverage %v", key, v.Coverage)
+		}
+		d, ok := metrics.Lookup(v.Metric)
+		if !ok || d.Method.String() != v.Method || d.Scope != v.Scope {
+			t.Errorf("%s: not described by the registry (%v)", key, ok)
+		}
+	}
+}
+
+func TestReadRefusals(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "graph.db")
+	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: "testdata/fixture", DBPath: db}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metrics.Read(context.Background(), db, metrics.Filter{}); !errors.Is(err, metrics.ErrNoMetrics) {
+		t.Errorf("Read of a database without metrics: %v, want ErrNoMetrics", err)
+	}
+	snap, _ := indexFixture(t, metrics.Options{})
+	if _, err := metrics.Read(context.Background(), snap.DBPath, metrics.Filter{SnapshotID: "0123"}); !errors.Is(err, metrics.ErrSnapshotMismatch) {
+		t.Errorf("Read with another snapshot id: %v, want ErrSnapshotMismatch", err)
+	}
+	vals, err := metrics.Read(context.Background(), snap.DBPath, metrics.Filter{SnapshotID: snap.ID[:12], Scope: metrics.ScopeType, Metrics: []string{"lcom4"}})
+	if err != nil || len(vals) == 0 {
+		t.Fatalf("Read by snapshot prefix and scope: %d values, %v", len(vals), err)
+	}
+	for _, v := range vals {
+		if v.Metric != "lcom4" {
+			t.Errorf("filter leaked %s", v.Metric)
+		}
+	}
+}
+
+// TestRegistry: names are unique, every descriptor is complete.
+func TestRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	for _, d := range metrics.Registry() {
+		if seen[d.Name] {
+			t.Errorf("duplicate metric %s", d.Name)
+		}
+		seen[d.Name] = true
+		if d.Title == "" || d.Doc == "" || d.Source == "" || d.Method.ID == "" || d.Method.Version == 0 || d.Compute == nil {
+			t.Errorf("%s: incomplete descriptor", d.Name)
+		}
+		if d.Kind != metrics.Measured && d.Kind != metrics.Proxy {
+			t.Errorf("%s: kind %s", d.Name, d.Kind)
+		}
+	}
+	if diff := cmp.Diff([]string{"lcom4"}, metrics.Names(metrics.ScopeType)); diff != "" {
+		t.Errorf("type-scope metrics (-want +got):\n%s", diff)
+	}
+}
