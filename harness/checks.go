@@ -264,30 +264,22 @@ var routing = Check{
 
 var usageConservation = Check{
 	Name: "usage",
-	Doc: "per member, token usage is conserved across the wire (gateway records), the store (what the runtime's client " +
-		"accumulated) and the gateway's usage endpoint; usage a source did not report is unknown, never zero",
+	Doc: "per member session, token usage is conserved across the wire (gateway records), the store (the runtime's " +
+		"provider_exchange events) and the gateway's usage endpoint, summed over calls keyed by assay's own call ids; " +
+		"usage a source did not report is unknown, never zero",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		var rows []evidence.UsageRow
-		for _, m := range s.result.Members {
-			rows = append(rows, storeUsageRow(m))
-			wire, err := s.gateway.Records(ctx, m.SessionID, false)
-			if err != nil {
-				return statusUnknown, "gateway records unavailable: " + err.Error(), nil
-			}
-			rows = append(rows, wireUsageRow(m.MemberID, m.SessionID, wire))
-			gw, err := fetchGatewayUsage(ctx, s.gateway.URL(), m.SessionID)
-			if err != nil {
-				return statusUnknown, "gateway usage endpoint: " + err.Error(), nil
-			}
-			rows = append(rows, evidence.UsageRow{MemberID: m.MemberID, SessionID: m.SessionID, Source: "gateway",
-				State: gw.State, Requests: gw.Requests, PromptTokens: gw.PromptTokens, CompletionTokens: gw.CompletionTokens,
-				TotalTokens: gw.TotalTokens, CachedTokens: gw.CachedTokens, ReasoningTokens: gw.ReasoningTokens})
+		calls, rows, err := collectUsage(ctx, s)
+		if err != nil {
+			return statusUnknown, err.Error(), nil
+		}
+		if err := s.store.RecordUsageCalls(ctx, s.runID, calls...); err != nil {
+			return statusFailed, "record usage calls: " + err.Error(), nil
 		}
 		if err := s.store.RecordUsage(ctx, s.runID, rows...); err != nil {
 			return statusFailed, "record usage: " + err.Error(), nil
 		}
-		verdicts := evidence.ReconcileUsage(rows)
+		verdicts := evidence.ReconcileUsageCalls(calls, rows)
 		if err := s.store.RecordUsageVerdicts(ctx, s.runID, verdicts); err != nil {
 			return statusFailed, "record usage verdicts: " + err.Error(), nil
 		}
@@ -311,66 +303,6 @@ var usageConservation = Check{
 		}
 		return status, strings.Join(parts, "; "), verdicts
 	},
-}
-
-// storeUsageRow is the runtime's own accumulation for a member: the "store" source.
-func storeUsageRow(m runtime.MemberResult) evidence.UsageRow {
-	row := evidence.UsageRow{MemberID: m.MemberID, SessionID: m.SessionID, Source: "store", Requests: m.Usage.Requests}
-	switch {
-	case m.Usage.Requests == 0 || m.Usage.Unknown == m.Usage.Requests:
-		row.State = "unknown"
-	case m.Usage.Unknown > 0:
-		row.State = "partial"
-	default:
-		row.State = "reported"
-		row.PromptTokens, row.CompletionTokens, row.TotalTokens = ptr(m.Usage.PromptTokens), ptr(m.Usage.CompletionTokens), ptr(m.Usage.TotalTokens)
-	}
-	return row
-}
-
-// wireUsageRow sums the gateway's per-request records for one session: the "wire" source. Counts
-// stay NULL unless every request reported usage.
-func wireUsageRow(memberID, sessionID string, records []gateway.Record) evidence.UsageRow {
-	row := evidence.UsageRow{MemberID: memberID, SessionID: sessionID, Source: "wire", Requests: len(records)}
-	reported := 0
-	var prompt, completion, total int64
-	cached, reasoning := int64(0), int64(0)
-	allCached, allReasoning := true, true
-	for _, r := range records {
-		if r.UsageState != "reported" || r.PromptTokens == nil || r.CompletionTokens == nil || r.TotalTokens == nil {
-			continue
-		}
-		reported++
-		prompt += *r.PromptTokens
-		completion += *r.CompletionTokens
-		total += *r.TotalTokens
-		if r.CachedTokens != nil {
-			cached += *r.CachedTokens
-		} else {
-			allCached = false
-		}
-		if r.ReasoningTokens != nil {
-			reasoning += *r.ReasoningTokens
-		} else {
-			allReasoning = false
-		}
-	}
-	switch {
-	case reported == 0:
-		row.State = "unknown"
-	case reported < len(records):
-		row.State = "partial"
-	default:
-		row.State = "reported"
-		row.PromptTokens, row.CompletionTokens, row.TotalTokens = ptr(prompt), ptr(completion), ptr(total)
-		if allCached {
-			row.CachedTokens = ptr(cached)
-		}
-		if allReasoning {
-			row.ReasoningTokens = ptr(reasoning)
-		}
-	}
-	return row
 }
 
 func ptr(v int64) *int64 { return &v }

@@ -103,9 +103,11 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 			t.Errorf("stored verdict %v, want accepted", row["verdict"])
 		}
 	}
-	// Usage rows exist for three sources per member with known counts.
-	u := runCLI(t, "sql", "--out", out, "--format", "csv", "SELECT source, count(*) AS n, count(total_tokens) AS known FROM usage GROUP BY source ORDER BY source")
-	if u.code != 0 || !strings.Contains(u.stdout, "gateway,4,4") || !strings.Contains(u.stdout, "store,4,4") || !strings.Contains(u.stdout, "wire,4,4") {
+	// Usage is reconciled for every member session with known totals from all three sources.
+	u := runCLI(t, "sql", "--out", out, "--format", "csv", `SELECT count(*) AS n, count(sources->>'$.wire.total_tokens') AS wire,
+		count(sources->>'$.store.total_tokens') AS store, count(sources->>'$.gateway.total_tokens') AS gateway,
+		count(*) FILTER (WHERE verdict = 'conserved') AS conserved FROM usage_verdicts`)
+	if u.code != 0 || !strings.Contains(u.stdout, "4,4,4,4,4") {
 		t.Fatalf("usage rows per source: exit %d %q %q", u.code, u.stdout, u.stderr)
 	}
 
@@ -147,8 +149,9 @@ func TestMatrixRunWithoutUsageIsNotAccepted(t *testing.T) {
 		}
 	}
 	// exec-2's usage is NULL (unknown) in the store and wire sources, never 0.
-	q := runCLI(t, "sql", "--out", out, "--format", "csv",
-		"SELECT source, state, total_tokens IS NULL AS is_null FROM usage WHERE member_id = 'exec-2' ORDER BY source")
+	q := runCLI(t, "sql", "--out", out, "--format", "csv", `SELECT s.source, sources->>('$.' || s.source || '.state') AS state,
+		sources->>('$.' || s.source || '.total_tokens') IS NULL AS is_null
+		FROM usage_verdicts, (VALUES ('gateway'), ('store'), ('wire')) s(source) WHERE member_id = 'exec-2' ORDER BY 1`)
 	if q.code != 0 {
 		t.Fatalf("sql: %s", q.stderr)
 	}
