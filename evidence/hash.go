@@ -34,6 +34,9 @@ func canonical(v any) ([]byte, error) {
 // canonicalObject validates that raw is one JSON object and returns its
 // RFC 8785 canonical form. The reason string names what is wrong.
 func canonicalObject(raw []byte) ([]byte, string) {
+	if isCanonicalObject(raw) {
+		return raw, ""
+	}
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 {
 		return nil, "missing"

@@ -125,3 +125,32 @@ func TestTerminalHashV1IsUnchanged(t *testing.T) {
 		t.Fatal("v2 terminal hash ignores what v2 adds")
 	}
 }
+
+func TestCanonicalFastPath(t *testing.T) {
+	for in, want := range map[string]bool{
+		`{}`: true, `{"a":1,"b":[true,false,null,"x"],"c":{"d":-12}}`: true, `{"s":"\u001f\n\"\\é"}`: true,
+		`{"b":1,"a":2}`: false, `{"a":1,"a":1}`: false, `{ "a":1}`: false, `{"a":1.5}`: false, `{"a":1e3}`: false,
+		`{"a":-0}`: false, `{"a":01}`: false, `{"a":"\u00e9"}`: false, `{"a":"\/"}`: false, `{"a":"\u000a"}`: false,
+		`{"a":"\u001F"}`: false, `{"é":1}`: false, `{"a":9007199254740992}`: false, `{"a":9007199254740991}`: true, `[1]`: false,
+		`{"a":1}x`: false, `{"a":"` + "\xff" + `"}`: false,
+	} {
+		if got := isCanonicalObject([]byte(in)); got != want {
+			t.Errorf("isCanonicalObject(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func FuzzCanonicalFastPath(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":[true,null]}`, `{"s":"\u0001é"}`, `{"b":1,"a":2}`, `{"a":1.0}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !isCanonicalObject(b) {
+			return
+		}
+		out, err := jcs.Transform(b)
+		if err != nil || string(out) != string(b) {
+			t.Fatalf("fast path accepted %q but jcs gives %q, %v", b, out, err)
+		}
+	})
+}

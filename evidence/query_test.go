@@ -2,9 +2,9 @@ package evidence
 
 import (
 	"context"
-	"fmt"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"

@@ -60,13 +60,13 @@ type RunSummary struct {
 	CorrectsRunID  string // the run this one corrects; "" when none
 	Status         string // StatusOpen | StatusFinalized | StatusInterrupted
 	Envelope       Envelope
-	EnvelopeDigest string     // Envelope.Digest() as bound at OpenRun
-	CreatedAt      time.Time  // UTC, microsecond precision
-	FinalizedAt    *time.Time // nil until finalized
-	EventCount     int64      // events in the trace (counted live for unfinalized runs)
-	TerminalHash   string     // "" until finalized
-	Verdict        *Verdict   // nil until finalized
-	Checks         []Check    // ordered by name
+	EnvelopeDigest string      // Envelope.Digest() as bound at OpenRun
+	CreatedAt      time.Time   // UTC, microsecond precision
+	FinalizedAt    *time.Time  // nil until finalized
+	EventCount     int64       // events in the trace (counted live for unfinalized runs)
+	TerminalHash   string      // "" until finalized
+	Verdict        *Verdict    // nil until finalized
+	Checks         []Check     // ordered by name
 	Usage          []UsageRow  // in recording order
 	UsageCalls     []UsageCall // observations, ordered by source, call id, observation
 	UsageVerdicts  []UsageVerdict

@@ -123,10 +123,10 @@ func (re *runEvidence) terminalRecord(v Verdict, version int) TerminalRecord {
 
 // chainResult is what a pass over a run's stored events found.
 type chainResult struct {
-	count    int64  // events stored
-	lastHash string // stored hash of the event with the highest seq
-	firstBad int64  // first seq whose hash, link, parent, payload or sequence does not verify; 0 = none
-	detail   string // what failed at firstBad
+	count    int64              // events stored
+	lastHash string             // stored hash of the event with the highest seq
+	firstBad int64              // first seq whose hash, link, parent, payload or sequence does not verify; 0 = none
+	detail   string             // what failed at firstBad
 	refs     map[string][]int64 // artifact digest -> seqs of events whose payload references it (*_artifact keys)
 }
 

@@ -24,7 +24,9 @@ func NewCmdStore(io IOStreams, runF func(context.Context, *StoreMigrateOptions) 
 		Use:   "store",
 		Short: "Maintain the evidence store",
 		Args:  noArgs,
-		RunE:  func(c *cobra.Command, args []string) error { return badInput(fmt.Errorf("assay store needs a subcommand: migrate")) },
+		RunE: func(c *cobra.Command, args []string) error {
+			return badInput(fmt.Errorf("assay store needs a subcommand: migrate"))
+		},
 	}
 	opts := &StoreMigrateOptions{IO: io}
 	migrate := &cobra.Command{

@@ -142,7 +142,7 @@ func TestExportParquet(t *testing.T) {
 	defer db.Close()
 	var n int
 	var last string
-	if err := db.QueryRow(`SELECT count(*), max(hash) FILTER (WHERE seq = 5 AND run_id = 'run-b') FROM read_parquet('` + filepath.Join(out, "events.parquet") + `')`).Scan(&n, &last); err != nil || n != 10 || len(last) != 64 {
+	if err := db.QueryRow(`SELECT count(*), max(hash) FILTER (WHERE seq = 5 AND run_id = 'run-b') FROM read_parquet('`+filepath.Join(out, "events.parquet")+`')`).Scan(&n, &last); err != nil || n != 10 || len(last) != 64 {
 		t.Fatalf("reading events.parquet: %d %q %v", n, last, err)
 	}
 	// One run only.
