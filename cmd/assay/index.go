@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/metrics"
 )
 
 // IndexOptions are the parsed flags of `assay index`.
@@ -21,6 +23,13 @@ type IndexOptions struct {
 	Tests    bool
 	Patterns []string
 	Format   string
+	Tags     []string
+	GOOS     string
+	GOARCH   string
+	Reuse    bool
+	Metrics  bool
+	// BetweennessSources samples betweenness sources (0: exact).
+	BetweennessSources int
 }
 
 // NewCmdIndex builds `assay index [PATH]`.
@@ -30,11 +39,26 @@ func NewCmdIndex(io IOStreams, runF func(context.Context, *IndexOptions) error) 
 		Use:   "index [PATH]",
 		Short: "Index a Go module into a SQLite code graph",
 		Long: `Load the Go packages under PATH (default ".") with golang.org/x/tools/go/packages, test packages
-included unless --tests=false, and write packages, files, named types, functions and methods, and
-import edges into a SQLite graph database (default <out>/graph.db) with a snapshot row (VCS revision
-where there is one, Go and tool versions, counts, coverage). Prints the counts and the database
-file's SHA-256. Packages that fail to load are recorded with their errors, never dropped.`,
+included unless --tests=false, and write the code graph into a SQLite graph database (default
+<out>/graph.db): modules, packages (each test variant its own node), files, named types, fields,
+interface methods, functions, methods and closures, with edges contains, imports, calls (static,
+resolved by go/types), calls_dynamic (through interfaces and func values, never claimed resolved),
+references, implements, embeds, field_access, receiver_method and instantiates. Then compute every
+metric (see 'assay metrics explain') into the same database, and print the counts and the database
+file's SHA-256.
+
+The build context (--tags, --goos, --goarch, and CGO_ENABLED from the environment) decides which files
+exist; it is recorded in the snapshot and with every metric value. In a go.work workspace, "./..."
+indexes every module of the workspace.
+
+Packages that fail to load are indexed as far as their syntax allows, their errors recorded in
+load_errors, coverage lowered, and a warning printed; the exit status is still 0. When no package
+matches, nothing is written and the exit status is 2.
+
+A re-run on an unchanged tree (same build context, options, VCS state and file contents) reuses the
+database without loading anything; --reuse=false forces a full index.`,
 		Example: `  assay index
+  assay index --tags integration --goos windows ./...
   assay index --format json $(go env GOMODCACHE)/github.com/spf13/cobra@v1.10.2`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -58,6 +82,12 @@ file's SHA-256. Packages that fail to load are recorded with their errors, never
 	cmd.Flags().BoolVar(&opts.Tests, "tests", true, "include test packages")
 	cmd.Flags().StringSliceVar(&opts.Patterns, "pattern", []string{"./..."}, "package patterns, relative to PATH")
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table or json")
+	cmd.Flags().StringSliceVar(&opts.Tags, "tags", nil, "build tags (comma-separated or repeated)")
+	cmd.Flags().StringVar(&opts.GOOS, "goos", "", "target operating system (default: the go command's GOOS)")
+	cmd.Flags().StringVar(&opts.GOARCH, "goarch", "", "target architecture (default: the go command's GOARCH)")
+	cmd.Flags().BoolVar(&opts.Reuse, "reuse", true, "reuse the database when nothing that decides it changed")
+	cmd.Flags().BoolVar(&opts.Metrics, "metrics", true, "compute metrics into the database")
+	cmd.Flags().IntVar(&opts.BetweennessSources, "betweenness-sources", 0, "estimate betweenness from this many sources (a proxy; 0 = exact)")
 	return cmd
 }
 
@@ -86,23 +116,37 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	if err != nil {
 		return badInput(err)
 	}
-	snap, err := indexer.Index(ctx, indexer.Options{Dir: opts.Dir, Patterns: opts.Patterns, Tests: opts.Tests, DBPath: abs, ToolVersion: version})
+	if opts.BetweennessSources < 0 {
+		return badInput(fmt.Errorf("--betweenness-sources %d is negative", opts.BetweennessSources))
+	}
+	iopts := indexer.Options{Dir: opts.Dir, Patterns: opts.Patterns, Tests: opts.Tests, DBPath: abs, ToolVersion: version,
+		Tags: opts.Tags, GOOS: opts.GOOS, GOARCH: opts.GOARCH, Reuse: opts.Reuse}
+	if opts.Metrics {
+		mopts := metrics.Options{BetweennessSources: opts.BetweennessSources}
+		iopts.Enrich = metrics.Enrich(mopts)
+		iopts.EnrichID = fmt.Sprintf("%s sources=%d", metrics.RegistryID(), opts.BetweennessSources)
+	}
+	snap, err := indexer.Index(ctx, iopts)
 	if err != nil {
-		if errors.Is(err, indexer.ErrNoPackages) {
+		if errors.Is(err, indexer.ErrNoPackages) || errors.Is(err, indexer.ErrInvalidOptions) {
 			return badInput(err)
 		}
 		return badInput(fmt.Errorf("index %s: %w", opts.Dir, err))
 	}
-	if snap.Counts.LoadErrors > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %d packages had load errors; they are recorded in load_errors and lower coverage\n", snap.Counts.LoadErrors)
+	if snap.Counts.PackagesWithErrors > 0 || snap.Counts.UnmatchedPatterns > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %d packages had load errors and %d patterns matched nothing (%d errors recorded in load_errors); coverage %.3f\n",
+			snap.Counts.PackagesWithErrors, snap.Counts.UnmatchedPatterns, snap.Counts.LoadErrors, snap.Coverage)
+	}
+	if snap.Reused {
+		fmt.Fprintf(opts.IO.ErrOut, "assay: nothing changed since the last index; reused %s\n", snap.DBPath)
 	}
 	if opts.Format == "json" {
 		return writeJSON(opts.IO.Out, snap)
 	}
 	c := snap.Counts
-	t := table{header: []string{"PACKAGES", "FILES", "TYPES", "FUNCS", "METHODS", "IMPORTS", "LOAD ERRORS"},
+	t := table{header: []string{"PACKAGES", "FILES", "TYPES", "FUNCS", "METHODS", "NODES", "EDGES", "LOAD ERRORS", "COVERAGE"},
 		rows: [][]string{{fmt.Sprint(c.Packages), fmt.Sprint(c.Files), fmt.Sprint(c.Types), fmt.Sprint(c.Funcs),
-			fmt.Sprint(c.Methods), fmt.Sprint(c.Imports), fmt.Sprint(c.LoadErrors)}}}
+			fmt.Sprint(c.Methods), fmt.Sprint(c.Nodes), fmt.Sprint(c.Edges), fmt.Sprint(c.LoadErrors), fmt.Sprintf("%.3f", snap.Coverage)}}}
 	if err := t.writeText(opts.IO.Out); err != nil {
 		return err
 	}
@@ -112,6 +156,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	} else if snap.VCSDirty {
 		rev += " (dirty)"
 	}
-	fmt.Fprintf(opts.IO.Out, "\nsnapshot: %s\nrevision: %s\ndatabase: %s\nsha256:   %s\n", snap.ID, rev, snap.DBPath, snap.DBSHA256)
+	fmt.Fprintf(opts.IO.Out, "\nsnapshot: %s\nrevision: %s\nbuild:    GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s\ndatabase: %s\nsha256:   %s\n",
+		snap.ID, rev, snap.GOOS, snap.GOARCH, snap.CGOEnabled, strings.Join(snap.Tags, ","), snap.DBPath, snap.DBSHA256)
 	return nil
 }

@@ -103,7 +103,8 @@ Start with:  assay matrix run      (on the embedded reference provider)`,
 		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
-		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil))
+		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
+		NewCmdMetrics(io, nil), NewCmdGraph(io, nil))
 	return root
 }
 

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/indexer"
+)
+
+// GraphOptions are the parsed flags and arguments of `assay graph QUERY`.
+type GraphOptions struct {
+	IO     IOStreams
+	Graph  graphFlags
+	Format string
+	// Query is callers, callees, path or symbols.
+	Query string
+	Args  []string
+}
+
+// NewCmdGraph builds `assay graph callers|callees|path|symbols`.
+func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "graph",
+		Short: "Query the code graph: callers, callees, import paths, symbols in a file",
+		Long: `Query the graph database 'assay index' wrote (default assay-out/graph.db).
+
+A SYMBOL is a node id (func:example.com/m/p.F, method:example.com/m/p.T.M, imethod:..., type:...), or the
+same without its prefix (example.com/m/p.T.M), or a unique suffix of one (p.T.M, T.M). A short form
+names base variants only; give the full id for a test variant (func:p [p.test].F).
+
+Calls through interfaces and func values appear as calls_dynamic to the interface method or field they
+go through, or as dynamic call sites without a target: never as a resolved callee.`,
+		Example: `  assay graph callers github.com/spf13/cobra.Command.Execute
+  assay graph callees --format dot cobra.Command.ExecuteC | dot -Tsvg > callees.svg
+  assay graph path github.com/spf13/cobra/doc github.com/spf13/pflag
+  assay graph symbols command.go`,
+	}
+	for _, q := range []struct {
+		use, short string
+		args       int
+	}{
+		{"callers SYMBOL", "Functions that call SYMBOL (static and dynamic edges)", 1},
+		{"callees SYMBOL", "Functions SYMBOL calls, and its dynamic call sites", 1},
+		{"path FROM TO", "A shortest import path from package FROM to package TO (exit 1 when there is none)", 2},
+		{"symbols FILE", "Declarations in FILE (absolute, module-relative, or a unique base name)", 1},
+	} {
+		opts := &GraphOptions{IO: io, Query: strings.Fields(q.use)[0]}
+		nargs := q.args
+		sub := &cobra.Command{
+			Use:   q.use,
+			Short: q.short,
+			Args: func(c *cobra.Command, args []string) error {
+				if len(args) != nargs {
+					return badInput(fmt.Errorf("%s takes %d argument(s), got %d", c.CommandPath(), nargs, len(args)))
+				}
+				return nil
+			},
+			RunE: func(c *cobra.Command, args []string) error {
+				opts.Args = args
+				if runF != nil {
+					return runF(c.Context(), opts)
+				}
+				return runGraph(c.Context(), opts)
+			},
+		}
+		opts.Graph.register(sub)
+		sub.Flags().StringVar(&opts.Format, "format", "table", "output format: table, json or dot")
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}
+
+func runGraph(ctx context.Context, opts *GraphOptions) error {
+	if err := checkFormat(opts.Format, "table", "json", "dot"); err != nil {
+		return err
+	}
+	db, err := indexer.OpenDatabase(ctx, opts.Graph.path())
+	if err != nil {
+		return badInput(err)
+	}
+	defer db.Close()
+	switch opts.Query {
+	case "callers", "callees":
+		return graphCalls(ctx, db, opts)
+	case "path":
+		return graphPath(ctx, db, opts)
+	case "symbols":
+		return graphSymbols(ctx, db, opts)
+	}
+	return badInput(fmt.Errorf("unknown graph query %q", opts.Query))
+}
+
+// queryError maps a query's refusal to bad input.
+func queryError(err error) error {
+	var amb *indexer.AmbiguousSymbolError
+	if errors.Is(err, indexer.ErrSymbolNotFound) || errors.As(err, &amb) {
+		return badInput(err)
+	}
+	return err
+}
+
+func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
+	id, err := indexer.ResolveSymbol(ctx, db, opts.Args[0])
+	if err != nil {
+		return queryError(err)
+	}
+	var rels []indexer.Relation
+	var dyn []indexer.DynamicCall
+	if opts.Query == "callers" {
+		rels, err = indexer.Callers(ctx, db, id)
+	} else {
+		rels, dyn, err = indexer.Callees(ctx, db, id)
+	}
+	if err != nil {
+		return err
+	}
+	switch opts.Format {
+	case "json":
+		out := struct {
+			Symbol       string                `json:"symbol"`
+			Edges        []indexer.Relation    `json:"edges"`
+			DynamicSites []indexer.DynamicCall `json:"dynamic_sites,omitempty"`
+		}{id, nonNilSlice(rels), dyn}
+		return writeJSON(opts.IO.Out, out)
+	case "dot":
+		var edges [][3]string
+		for _, r := range rels {
+			edges = append(edges, [3]string{r.Src.ID, r.Dst.ID, r.Kind})
+		}
+		for i, d := range dyn {
+			edges = append(edges, [3]string{d.Src.ID, fmt.Sprintf("dynamic site %d: %s (%s)", i+1, d.Expr, d.Mode), "dynamic_site"})
+		}
+		return writeDot(opts.IO.Out, opts.Query, edges)
+	}
+	t := table{header: []string{"KIND", "CALLER", "CALLEE", "VARIANT", "AT"}}
+	for _, r := range rels {
+		at := r.Src
+		t.rows = append(t.rows, []string{r.Kind, r.Src.ID, r.Dst.ID, r.Variant, position(at)})
+	}
+	for _, d := range dyn {
+		t.rows = append(t.rows, []string{"dynamic_site", d.Src.ID, d.Expr + " (" + d.Mode + ", target unknown)", "", d.Src.File + ":" + strconv.Itoa(d.Line)})
+	}
+	if len(t.rows) == 0 {
+		fmt.Fprintf(opts.IO.Out, "no %s of %s in the graph\n", opts.Query, id)
+		return nil
+	}
+	return t.writeText(opts.IO.Out)
+}
+
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func position(n indexer.NodeInfo) string {
+	if n.File == "" {
+		return ""
+	}
+	if n.Line == 0 {
+		return n.File
+	}
+	return n.File + ":" + strconv.Itoa(n.Line)
+}
+
+func graphPath(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
+	path, err := indexer.ImportPath(ctx, db, opts.Args[0], opts.Args[1])
+	if errors.Is(err, indexer.ErrNoImportPath) {
+		return failed("%v", err)
+	}
+	if err != nil {
+		return queryError(err)
+	}
+	switch opts.Format {
+	case "json":
+		return writeJSON(opts.IO.Out, struct {
+			Path []string `json:"path"`
+		}{path})
+	case "dot":
+		var edges [][3]string
+		for i := 1; i < len(path); i++ {
+			edges = append(edges, [3]string{path[i-1], path[i], "imports"})
+		}
+		return writeDot(opts.IO.Out, "import_path", edges)
+	}
+	t := table{header: []string{"STEP", "PACKAGE"}}
+	for i, p := range path {
+		t.rows = append(t.rows, []string{strconv.Itoa(i), p})
+	}
+	return t.writeText(opts.IO.Out)
+}
+
+func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
+	syms, err := indexer.FileSymbols(ctx, db, opts.Args[0])
+	if err != nil {
+		return queryError(err)
+	}
+	switch opts.Format {
+	case "json":
+		return writeJSON(opts.IO.Out, syms)
+	case "dot":
+		var edges [][3]string
+		for _, s := range syms {
+			edges = append(edges, [3]string{s.File, s.ID, "declares"})
+		}
+		return writeDot(opts.IO.Out, "symbols", edges)
+	}
+	t := table{header: []string{"LINE", "KIND", "ID", "ORIGIN"}}
+	for _, s := range syms {
+		t.rows = append(t.rows, []string{strconv.Itoa(s.Line), s.Kind, s.ID, s.Origin})
+	}
+	return t.writeText(opts.IO.Out)
+}
+
+// writeDot writes a Graphviz digraph; each edge is (from, to, label).
+func writeDot(w io.Writer, name string, edges [][3]string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "digraph %s {\n  rankdir=LR;\n  node [shape=box];\n", strconv.Quote(name))
+	for _, e := range edges {
+		fmt.Fprintf(&b, "  %s -> %s [label=%s];\n", strconv.Quote(e[0]), strconv.Quote(e[1]), strconv.Quote(e[2]))
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}

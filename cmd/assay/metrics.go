@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/metrics"
+)
+
+// MetricsOptions are the parsed flags of `assay metrics`.
+type MetricsOptions struct {
+	IO       IOStreams
+	Graph    graphFlags
+	Snapshot string
+	Scope    string
+	Sort     string
+	Top      int
+	Format   string
+	Variant  string
+}
+
+// graphFlags are the flags of commands that read the graph database.
+type graphFlags struct {
+	out string
+	db  string
+}
+
+func (f *graphFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.out, "out", "assay-out", "output directory holding graph.db")
+	c.Flags().StringVar(&f.db, "db", "", "graph database file (overrides --out)")
+}
+
+func (f *graphFlags) path() string {
+	if f.db != "" {
+		return f.db
+	}
+	return filepath.Join(f.out, "graph.db")
+}
+
+// NewCmdMetrics builds `assay metrics` and `assay metrics explain METRIC`.
+func NewCmdMetrics(io IOStreams, runF func(context.Context, *MetricsOptions) error) *cobra.Command {
+	opts := &MetricsOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "metrics",
+		Short: "Show design metrics of an indexed Go codebase, with how each was computed",
+		Long: `Show the metric values 'assay index' computed into the graph database, one row per subject of the
+chosen scope (package, type or func) and one column per metric of that scope.
+
+Every value has a kind: measured, proxy (an approximation, marked "~", e.g. sampled betweenness) or
+unavailable (printed "unavailable", never 0; --format json or csv gives the reason). Values also
+carry the method and its version, the snapshot, the build context and a coverage (--format json or
+csv). Only base package variants are shown unless --variant all: a test variant's values (a type with
+methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's. Rows
+are grouped by origin (production first, then test, example, generated, synthesized) so
+that generated code is reported apart. 'assay metrics explain METRIC' prints a metric's definition,
+method, source, choices and known limits.
+
+Metrics by scope:
+  package  ` + strings.Join(metrics.Names(metrics.ScopePackage), ", ") + `
+  type     ` + strings.Join(metrics.Names(metrics.ScopeType), ", ") + `
+  func     ` + strings.Join(metrics.Names(metrics.ScopeFunc), ", "),
+		Example: `  assay metrics
+  assay metrics --scope func --sort cognitive --top 20
+  assay metrics --scope type --sort lcom4 --format json
+  assay metrics explain lcom4`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runMetrics(c.Context(), opts)
+		},
+	}
+	opts.Graph.register(cmd)
+	cmd.Flags().StringVar(&opts.Snapshot, "snapshot", "", "require this snapshot id (or a prefix of it)")
+	cmd.Flags().StringVar(&opts.Scope, "scope", "package", "scope: package, type or func")
+	cmd.Flags().StringVar(&opts.Sort, "sort", "", "sort rows by this metric, largest first (unavailable last)")
+	cmd.Flags().IntVar(&opts.Top, "top", 0, "show only the first N rows of each origin (0: all)")
+	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table, json or csv")
+	cmd.Flags().StringVar(&opts.Variant, "variant", "base", "package variants to show: base, or all (test variants and external test packages too)")
+	cmd.AddCommand(newCmdMetricsExplain(io))
+	return cmd
+}
+
+func newCmdMetricsExplain(io IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain METRIC",
+		Short: "Print a metric's definition, method, source, choices and known limits",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return badInput(fmt.Errorf("assay metrics explain takes exactly one METRIC, got %d (metrics: %s)", len(args), strings.Join(metrics.Names(""), ", ")))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			d, ok := metrics.Lookup(args[0])
+			if !ok {
+				return badInput(fmt.Errorf("unknown metric %q (metrics: %s)", args[0], strings.Join(metrics.Names(""), ", ")))
+			}
+			return writeExplain(io.Out, d)
+		},
+	}
+}
+
+func writeExplain(w io.Writer, d *metrics.Descriptor) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s)\n\n", d.Title, d.Name)
+	fmt.Fprintf(&b, "scope:   %s\nkind:    %s\nmethod:  %s\nsource:  %s\n\n", d.Scope, d.Kind, d.Method, d.Source)
+	fmt.Fprintf(&b, "Definition\n  %s\n", d.Doc)
+	for _, sec := range []struct {
+		title string
+		items []string
+	}{{"Choices", d.Choices}, {"Known limits", d.Limits}} {
+		if len(sec.items) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s\n", sec.title)
+		for _, it := range sec.items {
+			fmt.Fprintf(&b, "  - %s\n", it)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// originRank orders origins in output: production first, generated apart.
+func originRank(o string) int {
+	switch o {
+	case "production":
+		return 0
+	case "test":
+		return 1
+	case "example":
+		return 2
+	case "generated":
+		return 3
+	case "synthesized":
+		return 4
+	}
+	return 5
+}
+
+// metricsRow is one subject with its values of the scope's metrics.
+type metricsRow struct {
+	Subject string                   `json:"subject"`
+	Origin  string                   `json:"origin"`
+	Variant string                   `json:"variant"`
+	Values  map[string]metrics.Value `json:"values"`
+}
+
+func runMetrics(ctx context.Context, opts *MetricsOptions) error {
+	if err := checkFormat(opts.Format, "table", "json", "csv"); err != nil {
+		return err
+	}
+	scope := metrics.Scope(opts.Scope)
+	if !slices.Contains(metrics.Scopes, scope) {
+		return badInput(fmt.Errorf("--scope %q is not one of package, type, func", opts.Scope))
+	}
+	names := metrics.Names(scope)
+	if opts.Sort != "" && !slices.Contains(names, opts.Sort) {
+		return badInput(fmt.Errorf("--sort %q is not a %s metric (%s)", opts.Sort, scope, strings.Join(names, ", ")))
+	}
+	if opts.Variant != "base" && opts.Variant != "all" {
+		return badInput(fmt.Errorf("--variant %q is not base or all", opts.Variant))
+	}
+	if opts.Top < 0 {
+		return badInput(fmt.Errorf("--top %d is negative", opts.Top))
+	}
+	vals, err := metrics.Read(ctx, opts.Graph.path(), metrics.Filter{SnapshotID: opts.Snapshot, Scope: scope})
+	if err != nil {
+		var sv *indexer.SchemaVersionError
+		if errors.As(err, &sv) || errors.Is(err, metrics.ErrNoMetrics) || errors.Is(err, metrics.ErrSnapshotMismatch) {
+			return badInput(err)
+		}
+		return badInput(fmt.Errorf("read metrics: %w", err))
+	}
+	if opts.Variant == "base" {
+		vals = slices.DeleteFunc(vals, func(v metrics.Value) bool { return v.Variant != "base" })
+	}
+	rows := pivot(vals)
+	sortRows(rows, opts.Sort)
+	rows = topPerOrigin(rows, opts.Top)
+
+	switch opts.Format {
+	case "json":
+		if rows == nil {
+			rows = []*metricsRow{}
+		}
+		return writeJSON(opts.IO.Out, rows)
+	case "csv":
+		t := table{header: []string{"metric", "subject", "scope", "value", "kind", "method", "reason", "detail", "coverage", "snapshot_id", "build_context", "origin", "variant"}}
+		for _, r := range rows {
+			for _, name := range names {
+				v, ok := r.Values[name]
+				if !ok {
+					continue
+				}
+				val := ""
+				if v.Value != nil {
+					val = strconv.FormatFloat(*v.Value, 'g', -1, 64)
+				}
+				t.rows = append(t.rows, []string{v.Metric, v.Subject, string(v.Scope), val, string(v.Kind), v.Method, v.Reason, v.Detail,
+					strconv.FormatFloat(v.Coverage, 'g', -1, 64), v.SnapshotID, v.BuildContext, v.Origin, v.Variant})
+			}
+		}
+		return t.writeCSV(opts.IO.Out)
+	}
+	t := table{header: append([]string{"SUBJECT", "ORIGIN"}, upper(names)...)}
+	for _, r := range rows {
+		cells := []string{r.Subject, r.Origin}
+		for _, name := range names {
+			cells = append(cells, cell(r.Values[name]))
+		}
+		t.rows = append(t.rows, cells)
+	}
+	if err := t.writeText(opts.IO.Out); err != nil {
+		return err
+	}
+	if len(vals) > 0 {
+		fmt.Fprintf(opts.IO.Out, "\nsnapshot %s, %s; ~ marks a proxy, - a metric that does not apply\n", vals[0].SnapshotID, vals[0].BuildContext)
+	}
+	return nil
+}
+
+func upper(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = strings.ToUpper(x)
+	}
+	return out
+}
+
+// cell renders a value for the table: unavailable is spelled out, never 0.
+func cell(v metrics.Value) string {
+	switch {
+	case v.Metric == "":
+		return "-"
+	case v.Kind == metrics.Unavailable || v.Value == nil:
+		return "unavailable"
+	}
+	s := formatNumber(*v.Value)
+	if v.Kind == metrics.Proxy {
+		s = "~" + s
+	}
+	return s
+}
+
+func formatNumber(x float64) string {
+	if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 4, 64)
+}
+
+func pivot(vals []metrics.Value) []*metricsRow {
+	by := map[string]*metricsRow{}
+	var rows []*metricsRow
+	for _, v := range vals {
+		r, ok := by[v.Subject]
+		if !ok {
+			r = &metricsRow{Subject: v.Subject, Origin: v.Origin, Variant: v.Variant, Values: map[string]metrics.Value{}}
+			by[v.Subject] = r
+			rows = append(rows, r)
+		}
+		r.Values[v.Metric] = v
+	}
+	return rows
+}
+
+// sortRows orders by origin, then by the sort metric descending (values
+// before unavailable ones), then by subject.
+func sortRows(rows []*metricsRow, metric string) {
+	slices.SortStableFunc(rows, func(a, b *metricsRow) int {
+		if d := originRank(a.Origin) - originRank(b.Origin); d != 0 {
+			return d
+		}
+		if metric != "" {
+			va, vb := a.Values[metric].Value, b.Values[metric].Value
+			switch {
+			case va != nil && vb == nil:
+				return -1
+			case va == nil && vb != nil:
+				return 1
+			case va != nil && vb != nil && *va != *vb:
+				if *va > *vb {
+					return -1
+				}
+				return 1
+			}
+		}
+		return strings.Compare(a.Subject, b.Subject)
+	})
+}
+
+func topPerOrigin(rows []*metricsRow, n int) []*metricsRow {
+	if n == 0 {
+		return rows
+	}
+	count := map[string]int{}
+	var out []*metricsRow
+	for _, r := range rows {
+		if count[r.Origin] < n {
+			count[r.Origin]++
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/csv"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// indexFixture runs `assay index` on the metrics fixture into a fresh
+// output directory and returns it.
+func indexFixture(t *testing.T, extra ...string) string {
+	t.Helper()
+	out := t.TempDir()
+	r := runCLI(t, append([]string{"index", "--out", out, "../../metrics/testdata/fixture"}, extra...)...)
+	if r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	return out
+}
+
+func TestMetricsTableJSONAndCSV(t *testing.T) {
+	out := indexFixture(t)
+	r := runCLI(t, "metrics", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("metrics exit %d: %s", r.code, r.stderr)
+	}
+	for _, s := range []string{"SUBJECT", "CA", "INSTABILITY", "ABSTRACTNESS", "pkg:example.com/mx/app", "unavailable", "GOOS="} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("package table lacks %q:\n%s", s, r.stdout)
+		}
+	}
+
+	j := runCLI(t, "metrics", "--out", out, "--scope", "type", "--sort", "lcom4", "--top", "1", "--format", "json")
+	if j.code != 0 {
+		t.Fatalf("metrics json exit %d: %s", j.code, j.stderr)
+	}
+	var rows []struct {
+		Subject string
+		Origin  string
+		Values  map[string]struct {
+			Value    *float64
+			Kind     string
+			Method   string
+			Coverage float64
+		}
+	}
+	if err := json.Unmarshal([]byte(j.stdout), &rows); err != nil {
+		t.Fatalf("%v: %s", err, j.stdout)
+	}
+	if len(rows) != 1 || rows[0].Subject != "type:example.com/mx/lcom.Split" {
+		t.Fatalf("top lcom4 row = %+v, want Split (LCOM4 3)", rows)
+	}
+	all := runCLI(t, "metrics", "--out", out, "--scope", "type", "--variant", "all")
+	if !strings.Contains(all.stdout, "type:example.com/mx/lcom [example.com/mx/lcom.test].Mixed") {
+		t.Errorf("--variant all does not show the test variant's Mixed:\n%s", all.stdout)
+	}
+	if strings.Contains(r.stdout, ".test]") {
+		t.Errorf("default output shows test variants:\n%s", r.stdout)
+	}
+	if v := rows[0].Values["lcom4"]; v.Value == nil || *v.Value != 3 || v.Kind != "measured" || !strings.HasPrefix(v.Method, "lcom4-") {
+		t.Errorf("Split lcom4 = %+v", v)
+	}
+
+	c := runCLI(t, "metrics", "--out", out, "--scope", "package", "--format", "csv")
+	recs, err := csv.NewReader(strings.NewReader(c.stdout)).ReadAll()
+	if c.code != 0 || err != nil || len(recs) < 2 {
+		t.Fatalf("csv: exit %d, %v, %q", c.code, err, c.stdout)
+	}
+	sawUnavailable := false
+	for _, rec := range recs[1:] {
+		if rec[4] == "unavailable" {
+			sawUnavailable = true
+			if rec[3] != "" || rec[6] == "" {
+				t.Errorf("unavailable row with value %q reason %q", rec[3], rec[6])
+			}
+		}
+	}
+	if !sawUnavailable {
+		t.Errorf("no unavailable row in the package csv")
+	}
+}
+
+func TestMetricsExplain(t *testing.T) {
+	r := runCLI(t, "metrics", "explain", "lcom4")
+	if r.code != 0 {
+		t.Fatalf("explain exit %d: %s", r.code, r.stderr)
+	}
+	for _, s := range []string{"Hitz", "Montazeri", "method:", "Choices", "embedded field", "method value", "closure", "generic", "no_state", "Known limits"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("explain lcom4 lacks %q", s)
+		}
+	}
+	bad := runCLI(t, "metrics", "explain", "cohesion")
+	if bad.code != 2 {
+		t.Fatalf("unknown metric: exit %d", bad.code)
+	}
+	oneLine(t, bad, "unknown metric")
+}
+
+func TestMetricsBadInput(t *testing.T) {
+	out := indexFixture(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown scope", []string{"metrics", "--out", out, "--scope", "module"}, "--scope"},
+		{"sort by a metric of another scope", []string{"metrics", "--out", out, "--sort", "lcom4"}, "--sort"},
+		{"negative top", []string{"metrics", "--out", out, "--top", "-1"}, "--top"},
+		{"other snapshot", []string{"metrics", "--out", out, "--snapshot", "ffff"}, "snapshot"},
+		{"no database", []string{"metrics", "--out", t.TempDir()}, "graph database"},
+		{"bad format", []string{"metrics", "--out", out, "--format", "xml"}, "--format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, tc.args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2: %s", r.code, r.stderr)
+			}
+			oneLine(t, r, tc.want)
+		})
+	}
+	noMetrics := indexFixture(t, "--metrics=false")
+	r := runCLI(t, "metrics", "--out", noMetrics)
+	if r.code != 2 {
+		t.Fatalf("database without metrics: exit %d", r.code)
+	}
+	oneLine(t, r, "no metric values")
+
+	// A database from a newer schema is refused, naming both versions.
+	db, err := sql.Open("sqlite3", filepath.Join(out, "graph.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA user_version = 42"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	r = runCLI(t, "metrics", "--out", out)
+	if r.code != 2 {
+		t.Fatalf("newer schema: exit %d", r.code)
+	}
+	oneLine(t, r, "schema version 42, newer than the version")
+}
+
+func TestIndexReuseWarningsAndNoPackages(t *testing.T) {
+	out := indexFixture(t)
+	again := runCLI(t, "index", "--out", out, "../../metrics/testdata/fixture")
+	if again.code != 0 || !strings.Contains(again.stderr, "reused") {
+		t.Fatalf("unchanged re-run: exit %d, stderr %q", again.code, again.stderr)
+	}
+	broken := runCLI(t, "index", "--out", t.TempDir(), "../../indexer/testdata/broken")
+	if broken.code != 0 || !strings.Contains(broken.stderr, "warning") || !strings.Contains(broken.stderr, "load errors") {
+		t.Fatalf("broken module: exit %d, stderr %q", broken.code, broken.stderr)
+	}
+	none := runCLI(t, "index", "--out", t.TempDir(), t.TempDir())
+	if none.code != 2 {
+		t.Fatalf("no packages: exit %d", none.code)
+	}
+	oneLine(t, none, "no Go package")
+	tags := runCLI(t, "index", "--out", t.TempDir(), "--tags", "a b", "../../metrics/testdata/fixture")
+	if tags.code != 2 {
+		t.Fatalf("bad tag: exit %d", tags.code)
+	}
+	oneLine(t, tags, "build tag")
+}

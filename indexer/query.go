@@ -1,0 +1,273 @@
+package indexer
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ErrSymbolNotFound is returned (wrapped, naming the symbol) when no node
+// matches a symbol.
+var ErrSymbolNotFound = errors.New("indexer: no such symbol in the graph")
+
+// ErrNoImportPath is returned (wrapped, naming both packages) when no chain
+// of imports leads from one package to the other.
+var ErrNoImportPath = errors.New("indexer: no import path")
+
+// AmbiguousSymbolError lists the nodes a symbol matches when it matches more
+// than one.
+type AmbiguousSymbolError struct {
+	Symbol     string
+	Candidates []string
+}
+
+func (e *AmbiguousSymbolError) Error() string {
+	shown := e.Candidates
+	if len(shown) > 8 {
+		shown = shown[:8]
+	}
+	return fmt.Sprintf("symbol %q matches %d nodes (%s%s); give a full node id", e.Symbol, len(e.Candidates),
+		strings.Join(shown, ", "), map[bool]string{true: ", ...", false: ""}[len(e.Candidates) > 8])
+}
+
+// NodeInfo is a node as graph queries show it.
+type NodeInfo struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Origin string `json:"origin"`
+	// File is the file's path relative to its module root (absolute when
+	// outside it); "" for nodes without a file.
+	File string `json:"file,omitempty"`
+	// Line is the 1-based physical start line; 0 when unknown.
+	Line int `json:"line,omitempty"`
+}
+
+// Relation is one edge with its endpoints described.
+type Relation struct {
+	Src     NodeInfo `json:"src"`
+	Dst     NodeInfo `json:"dst"`
+	Kind    string   `json:"kind"`
+	Variant string   `json:"variant"`
+}
+
+// DynamicCall is a dynamic call site without a known target.
+type DynamicCall struct {
+	Src       NodeInfo `json:"src"`
+	Mode      string   `json:"mode"`
+	Expr      string   `json:"expr"`
+	Signature string   `json:"signature,omitempty"`
+	Line      int      `json:"line"`
+}
+
+// ResolveSymbol finds the node a user's symbol names: an exact node id;
+// else "import/path.Name", "import/path.Type.Method", "import/path.Iface.Method"
+// or an import path (base variants, tried as func:, method:, imethod:,
+// type:, pkg:); else a unique node whose id ends with "/"+symbol or
+// "."+symbol among functions, methods, types and packages of base variants.
+// Errors: ErrSymbolNotFound (wrapped); *AmbiguousSymbolError.
+func ResolveSymbol(ctx context.Context, db *sql.DB, symbol string) (string, error) {
+	for _, id := range []string{symbol, "func:" + symbol, "method:" + symbol, "imethod:" + symbol, "type:" + symbol, "pkg:" + symbol} {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM nodes WHERE id = ?", id).Scan(&n); err != nil {
+			return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
+		}
+		if n == 1 {
+			return id, nil
+		}
+	}
+	rows, err := db.QueryContext(ctx, `SELECT id FROM nodes WHERE kind IN ('func', 'method', 'interface_method', 'type', 'package')
+		AND instr(id, ' [') = 0 AND (id LIKE '%/' || ? OR id LIKE '%.' || ?) ORDER BY id`, symbol, symbol)
+	if err != nil {
+		return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
+	}
+	switch len(ids) {
+	case 0:
+		return "", fmt.Errorf("%w: %q", ErrSymbolNotFound, symbol)
+	case 1:
+		return ids[0], nil
+	}
+	return "", &AmbiguousSymbolError{Symbol: symbol, Candidates: ids}
+}
+
+const nodeInfoCols = `n.id, n.kind, coalesce(n.name, ''), n.origin, coalesce(f.rel_path, f.path, ''), coalesce(n.start_line, 0)`
+
+func scanNodeInfo(dst *NodeInfo) []any {
+	return []any{&dst.ID, &dst.Kind, &dst.Name, &dst.Origin, &dst.File, &dst.Line}
+}
+
+// Callers returns the static and dynamic call edges into id (calls,
+// calls_dynamic), sorted by caller.
+func Callers(ctx context.Context, db *sql.DB, id string) ([]Relation, error) {
+	return relations(ctx, db, id, "dst", "src")
+}
+
+// Callees returns the call edges out of id (calls, calls_dynamic) sorted by
+// callee, and the dynamic call sites in id whose target is unknown.
+func Callees(ctx context.Context, db *sql.DB, id string) ([]Relation, []DynamicCall, error) {
+	rels, err := relations(ctx, db, id, "src", "dst")
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+`, d.mode, d.expr, coalesce(d.signature, ''), d.line
+		FROM dynamic_calls d JOIN nodes n ON n.id = d.src LEFT JOIN files f ON f.id = n.file_id
+		WHERE d.src = ? AND d.target IS NULL ORDER BY d.seq`, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("indexer: callees of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var dyn []DynamicCall
+	for rows.Next() {
+		var d DynamicCall
+		if err := rows.Scan(append(scanNodeInfo(&d.Src), &d.Mode, &d.Expr, &d.Signature, &d.Line)...); err != nil {
+			return nil, nil, fmt.Errorf("indexer: callees of %s: %w", id, err)
+		}
+		dyn = append(dyn, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("indexer: callees of %s: %w", id, err)
+	}
+	return rels, dyn, nil
+}
+
+func relations(ctx context.Context, db *sql.DB, id, self, other string) ([]Relation, error) {
+	q := fmt.Sprintf(`SELECT e.kind, e.variant, %s, %s
+		FROM edges e
+		JOIN nodes n ON n.id = e.src LEFT JOIN files f ON f.id = n.file_id
+		JOIN nodes n2 ON n2.id = e.dst LEFT JOIN files f2 ON f2.id = n2.file_id
+		WHERE e.%s = ? AND e.kind IN ('calls', 'calls_dynamic') ORDER BY e.%s, e.kind`,
+		nodeInfoCols, strings.NewReplacer("n.", "n2.", "f.", "f2.").Replace(nodeInfoCols), self, other)
+	rows, err := db.QueryContext(ctx, q, id)
+	if err != nil {
+		return nil, fmt.Errorf("indexer: relations of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Relation
+	for rows.Next() {
+		var r Relation
+		if err := rows.Scan(append(append([]any{&r.Kind, &r.Variant}, scanNodeInfo(&r.Src)...), scanNodeInfo(&r.Dst)...)...); err != nil {
+			return nil, fmt.Errorf("indexer: relations of %s: %w", id, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("indexer: relations of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// ImportPath returns a shortest chain of package node ids from the package
+// from to the package to, following imports edges. from and to are import
+// paths or package node ids; an import path names the base variant.
+// Errors: ErrSymbolNotFound (wrapped) for an unknown package;
+// ErrNoImportPath (wrapped) when to is not reachable from from.
+func ImportPath(ctx context.Context, db *sql.DB, from, to string) ([]string, error) {
+	src, err := packageNode(ctx, db, from)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := packageNode(ctx, db, to)
+	if err != nil {
+		return nil, err
+	}
+	adj := map[string][]string{}
+	rows, err := db.QueryContext(ctx, "SELECT src, dst FROM edges WHERE kind = 'imports' ORDER BY src, dst")
+	if err != nil {
+		return nil, fmt.Errorf("indexer: import graph: %w", err)
+	}
+	for rows.Next() {
+		var s, d string
+		if err := rows.Scan(&s, &d); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("indexer: import graph: %w", err)
+		}
+		adj[s] = append(adj[s], d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("indexer: import graph: %w", err)
+	}
+	prev := map[string]string{src: ""}
+	queue := []string{src}
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		if v == dst {
+			var path []string
+			for ; v != ""; v = prev[v] {
+				path = append(path, v)
+			}
+			slices.Reverse(path)
+			return path, nil
+		}
+		for _, w := range adj[v] {
+			if _, seen := prev[w]; !seen {
+				prev[w] = v
+				queue = append(queue, w)
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w from %s to %s", ErrNoImportPath, src, dst)
+}
+
+func packageNode(ctx context.Context, db *sql.DB, name string) (string, error) {
+	for _, id := range []string{name, "pkg:" + name} {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM nodes WHERE id = ? AND kind = 'package'", id).Scan(&n); err != nil {
+			return "", fmt.Errorf("indexer: resolve package %q: %w", name, err)
+		}
+		if n == 1 {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("%w: package %q", ErrSymbolNotFound, name)
+}
+
+// FileSymbols returns the declarations (types, functions, methods, fields,
+// interface methods, closures) of the files matching file, in every
+// package variant that compiles them, sorted by variant then position.
+// file is an absolute path, a path relative to the module root (files.rel_path),
+// or a base name when that is unique. Errors: ErrSymbolNotFound (wrapped)
+// when no indexed file matches.
+func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]NodeInfo, error) {
+	abs, _ := filepath.Abs(file)
+	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+` FROM nodes n JOIN files f ON f.id = n.file_id
+		WHERE n.kind NOT IN ('file', 'package', 'module')
+		AND (f.path = ? OR f.path = ? OR f.rel_path = ? OR (f.name = ? AND (SELECT count(DISTINCT path) FROM files WHERE name = ?) = 1))
+		ORDER BY n.package_id, n.start_line, n.start_col, n.id`, file, abs, filepath.ToSlash(file), file, file)
+	if err != nil {
+		return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
+	}
+	defer rows.Close()
+	var out []NodeInfo
+	for rows.Next() {
+		var n NodeInfo
+		if err := rows.Scan(scanNodeInfo(&n)...); err != nil {
+			return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no indexed file %q with declarations", ErrSymbolNotFound, file)
+	}
+	return out, nil
+}
