@@ -108,7 +108,7 @@ func BenchmarkEvidence(b *testing.B) {
 		}
 		resetPeakRSS()
 		start = time.Now()
-		const batch = 10_000
+		batch := benchBatch()
 		evs := make([]Event, 0, batch)
 		for i := 1; i <= n; i++ {
 			evs = append(evs, benchEvent(i))
@@ -155,4 +155,12 @@ func BenchmarkEvidence(b *testing.B) {
 			n, floor.Round(time.Millisecond), perSec(floor), chain.Round(time.Millisecond), perSec(chain), chain.Seconds()/floor.Seconds(),
 			verify.Round(time.Millisecond), perSec(verify), floorRSS>>20, chainRSS>>20, verifyRSS>>20)
 	}
+}
+
+// benchBatch is the AppendEvents batch size: ASSAY_BENCH_BATCH, default 10,000.
+func benchBatch() int {
+	if n, err := strconv.Atoi(os.Getenv("ASSAY_BENCH_BATCH")); err == nil && n > 0 {
+		return n
+	}
+	return 10_000
 }
