@@ -84,6 +84,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			}
 			rawExec(t, f.path, fmt.Sprintf(`UPDATE events SET payload = '%s', hash = '%s' WHERE run_id = 'run-tamper' AND seq = 3`, e.Payload, h))
 		}, VerifyTampered, 4, "event 4: prev_hash does not link"},
+		{"payload re-encoded in an equivalent non-canonical form", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE events SET payload = '{"tool": "write_file", "step": 2}' WHERE run_id = 'run-tamper' AND seq = 2`)
+		}, VerifyTampered, 2, "not in the canonical form the store writes"},
 		{"terminal hash changed", VerdictAccepted, func(t *testing.T, f fixture) {
 			rawExec(t, f.path, `UPDATE runs SET terminal_hash = '`+strings.Repeat("a", 64)+`'`)
 		}, VerifyTampered, 0, "terminal hash mismatch"},

@@ -348,6 +348,8 @@ func TestReconcileUsageCalls(t *testing.T) {
 		{"zero prompt on a request with messages", both("s/0", "s", 0, 2, 2), []UsageRow{gw("s", 0, 2, 2)}, "s", UsageVerdictUnknown, 0, "suspect_zero", UsageSuspectZero},
 		{"a call without usage", cat(both("s/0", "s", 10, 2, 12), []UsageCall{call("s/1", SourceWire, "s", 2, nil, nil, nil), call("s/1", SourceStore, "s", 2, nil, nil, nil)}),
 			[]UsageRow{gw("s", 10, 2, 12)}, "s", UsageVerdictUnknown, 0, "source wire is partial", UsagePartial},
+		{"one zero-prompt call among others", cat(both("s/0", "s", 10, 2, 12), both("s/1", "s", 0, 3, 3)), []UsageRow{gw("s", 10, 5, 15)}, "s",
+			UsageVerdictUnknown, 0, "source wire is suspect_zero", UsageSuspectZero},
 		{"gateway missing", both("s/0", "s", 10, 2, 12), nil, "s", UsageVerdictUnknown, 0, "source gateway missing", UsageReported},
 		{"metadata-only chunk neither zeroes nor replaces", cat(both("s/0", "s", 10, 2, 12), []UsageCall{{CallID: "s/0", Source: SourceWire, SessionID: "s"}}),
 			[]UsageRow{gw("s", 10, 2, 12)}, "s", UsageConserved, 0, "", UsageReported},

@@ -18,6 +18,12 @@ import (
 // a large (file-backed) artifact. It returns the store path.
 func storeWithRuns(t *testing.T, dir string, runs ...string) string {
 	t.Helper()
+	return storeWithEvents(t, dir, 5, runs...)
+}
+
+// storeWithEvents is storeWithRuns with events events per run.
+func storeWithEvents(t *testing.T, dir string, events int, runs ...string) string {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "evidence.duckdb")
 	s, err := evidence.Open(ctx, path, evidence.OpenOptions{Command: "test"})
@@ -30,7 +36,7 @@ func storeWithRuns(t *testing.T, dir string, runs ...string) string {
 		if err := s.OpenRun(ctx, run, env, ""); err != nil {
 			t.Fatal(err)
 		}
-		for i := 1; i <= 5; i++ {
+		for i := 1; i <= events; i++ {
 			if _, err := s.AppendEvent(ctx, run, evidence.Event{Type: "step", Time: time.Unix(int64(i), 0).UTC(),
 				Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
 				t.Fatal(err)

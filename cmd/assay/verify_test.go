@@ -85,7 +85,7 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 	// Replace the whole database with another that verifies on its own:
 	// same run ids, different (consistent) content.
 	other := t.TempDir()
-	forged := storeWithRuns(t, other, "run-a")
+	forged := storeWithEvents(t, other, 6, "run-a")
 	if r := runCLI(t, "verify", "--store", forged); r.code != 0 {
 		t.Fatalf("the forged store verifies on its own: %d", r.code)
 	}
@@ -95,6 +95,9 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, `"Manifest": "missing"`) {
 		t.Errorf("run-b missing from the replaced store not reported: %s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, `"Manifest": "differs"`) || !strings.Contains(r.stdout, "differs from the manifest") {
+		t.Errorf("run-a's different terminal hash not reported: %s", r.stdout)
 	}
 	// A tampered store gets no manifest.
 	rawSQL(t, path, `UPDATE events SET payload = '{"n":7}' WHERE run_id = 'run-a' AND seq = 1`)
