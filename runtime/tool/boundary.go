@@ -56,6 +56,9 @@ type Call struct {
 	Tool string
 	// Arguments is the JSON arguments text exactly as proposed.
 	Arguments string
+	// Payload is the arguments as JSON bytes, for typed API callers; used when Arguments is empty.
+	// Invoke copies it before anything else, so the caller changing the bytes later changes nothing.
+	Payload json.RawMessage
 	// Root is the member's directory; every path argument is resolved inside it.
 	Root string
 	// Allowed is the member's allowed tool names; a tool not in it is refused.
@@ -345,6 +348,10 @@ func identityOf(c Call) string {
 func (b *Boundary) Invoke(ctx context.Context, c Call) (Outcome, error) {
 	// Rule 1: snapshot before any await; nothing the caller still holds changes what executes.
 	c.Allowed = slices.Clone(c.Allowed)
+	if c.Arguments == "" && c.Payload != nil {
+		c.Arguments = string(c.Payload) // a copy: strings are immutable
+	}
+	c.Payload = nil
 	key := c.Key()
 	identity := identityOf(c)
 
@@ -591,6 +598,9 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 		d.Disclose = ap.Disclose
 	}
 
+	b.mu.Lock()
+	rec.prep, rec.decision = final, d
+	b.mu.Unlock()
 	out := b.outcomeFor(c, final)
 	if d.Effect == policy.Ask && b.mode == Observe {
 		out.PolicyNotEnforced = string(policy.Ask)
@@ -660,7 +670,21 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 	if out.State != StateSucceeded {
 		ev.Kind = effect.Raise
 	}
-	if _, err := b.ledger.Apply(key, ev); err != nil && !errors.Is(err, effect.ErrLate) {
+	if st, err := b.ledger.Apply(key, ev); errors.Is(err, effect.ErrLate) {
+		// An observation or reconciliation settled the effect while the invocation was awaiting:
+		// the late response is evidence, not the outcome (rule 7).
+		late := out.State
+		if out.Error != "" {
+			late += ": " + out.Error
+		}
+		out = b.current(rec)
+		out.Note = b.redactor.String("late invocation response ignored (" + late + ")")
+		out.Attempts = max(out.Attempts, 1)
+		if string(st) != out.State {
+			out.State = string(st)
+		}
+		return b.finish(ctx, rec, out)
+	} else if err != nil {
 		return out, fmt.Errorf("effect %s: %w", key, err)
 	}
 	if out.State == StateSucceeded {
@@ -687,7 +711,17 @@ func (b *Boundary) run(ctx context.Context, c Call, p prepared) (string, error) 
 		return "", fmt.Errorf("member directory %s: %w", c.Root, err)
 	}
 	defer root.Close()
-	return p.tool.Run(ctx, root, p.canonical)
+	return p.tool.Run(context.WithValue(ctx, idempotencyKeyCtx{}, c.Key()), root, p.canonical)
+}
+
+type idempotencyKeyCtx struct{}
+
+// IdempotencyKey returns the idempotency key of the call a tool's Run is executing,
+// "{run_id}:{member_id}:{call_id}", or "" outside a dispatch. A tool that sends an effect to a
+// backend sends this key with it, so the backend's receipt can be found by reconciliation.
+func IdempotencyKey(ctx context.Context) string {
+	k, _ := ctx.Value(idempotencyKeyCtx{}).(string)
+	return k
 }
 
 var errSimulated = errors.New("simulated")

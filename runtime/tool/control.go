@@ -69,8 +69,17 @@ func (b *Boundary) Confirm(ctx context.Context, cf Confirmation) (Outcome, error
 	if err != nil {
 		return Outcome{}, err
 	}
+	// ctl serialises the answer's state change; the dispatch itself runs after it is released, so
+	// a second answer sees the transaction pending or running and is refused, never queued.
 	rec.ctl.Lock()
-	defer rec.ctl.Unlock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			rec.ctl.Unlock()
+		}
+	}
+	defer unlock()
 	if err := b.awaiting(cf.TxID); err != nil {
 		return Outcome{}, err
 	}
@@ -103,6 +112,7 @@ func (b *Boundary) Confirm(ctx context.Context, cf Confirmation) (Outcome, error
 		b.approvals.Revoke(cf.TxID)
 		return Outcome{}, fmt.Errorf("%w: %w", ErrNotAwaitingApproval, err)
 	}
+	unlock()
 	// Rule 14: the current policy decides again; a changed policy scope no longer matches the grant.
 	d2 := b.decide(ctx, c, p)
 	if d2.Effect == policy.Deny {
@@ -262,11 +272,16 @@ func (b *Boundary) recordResolution(ctx context.Context, rec *callRecord, before
 	if r.State == before {
 		return out, nil
 	}
+	if out.IdempotencyKey == "" {
+		b.mu.Lock()
+		out = b.outcomeFor(rec.call, rec.prep)
+		b.mu.Unlock()
+	}
+	out.Error = ""
 	out.State, out.Source, out.Note, out.Receipt = string(r.State), source, b.redactor.String(note), r.Receipt
 	out.ReconciliationRequired = r.State == effect.Unknown
 	out.Retryable = false
 	if r.State == effect.Succeeded {
-		out.Error = ""
 		if out.Result == "" {
 			out.Result = "effect confirmed by " + source
 		}
