@@ -28,9 +28,15 @@
 // sys.path. An int input must give exactly an int within int64 (not a bool),
 // a float input exactly a float; other outputs are failures. The driver
 // shares a process with the artifact, so its report is not trusted: it
-// carries every output and the oracle recomputes every comparison. (An
-// artifact that forges a report carrying the correct outputs has computed
-// them; the oracle cannot tell that from returning them.)
+// carries every output and the oracle recomputes every comparison. That
+// alone cannot catch an artifact whose function is wrong but whose init code
+// writes a report of correct outputs and exits: so before anything runs, the
+// artifact's source is checked against the spec's import allowance
+// ([Spec.Imports], "math" for the built-in specs; in Python also the builtins
+// and dunder attributes that reach the interpreter without an import), and
+// anything outside it is [VerdictForbiddenImport]. A pure numeric function
+// needs nothing else; [Spec.AnyImport] lifts the restriction only to test the
+// run-time defenses.
 //
 // [FindPython] chooses the interpreter deliberately: the first python3 in
 // PATH order that runs, is 3.8 or later and, for pytest, imports pytest; it

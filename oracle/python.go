@@ -303,6 +303,14 @@ func executePython(ctx context.Context, spec Spec, artifact []byte, root string,
 		ex.guarded[f.path] = sha256Hex(f.data)
 	}
 
+	bad, verdict, detail := pythonImportViolations(ctx, spec, py, env, artifactPath, root, opts)
+	switch {
+	case verdict != "":
+		return fail(verdict, detail)
+	case len(bad) > 0:
+		return fail(VerdictForbiddenImport, forbiddenDetail(spec, bad))
+	}
+
 	reportDir, err := os.MkdirTemp(root, "report-*")
 	if err != nil {
 		return fail(VerdictUnavailable, fmt.Sprintf("create report directory: %v", err))

@@ -47,6 +47,9 @@ func pythonSpec(t *testing.T, name string) Spec {
 func TestCheckPython(t *testing.T) {
 	py := requirePython(t)
 	spec := pythonSpec(t, "double")
+	// These artifacts import os, subprocess and friends to attack the run-time defenses, which the
+	// built-in import restriction never lets them reach (TestImportRestriction covers that).
+	spec.AnyImport = true
 	tests := []struct {
 		name     string
 		artifact string
@@ -274,7 +277,9 @@ func TestCheckPythonEnvironmentHidesTheOracle(t *testing.T) {
 	t.Setenv("ASSAY_GATEWAY_URL", "http://127.0.0.1:1")
 	t.Setenv("PYTHONPATH", t.TempDir())
 	path, data := writeArtifact(t, "python/env_detect", "double.py")
-	res, err := Check(context.Background(), pythonSpec(t, "double"), path, Options{Python: py})
+	spec := pythonSpec(t, "double")
+	spec.AnyImport = true // the cheat imports os; this test is about what it would see
+	res, err := Check(context.Background(), spec, path, Options{Python: py})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +373,7 @@ func TestCheckPythonCancelled(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := Check(ctx, pythonSpec(t, "double"), path, Options{Python: py, Deadline: 5 * time.Minute})
+		res, err := Check(ctx, unrestricted(pythonSpec(t, "double")), path, Options{Python: py, Deadline: 5 * time.Minute})
 		done <- outcome{res, err}
 	}()
 	pid := readPID(t, data.PIDFile, time.Minute)

@@ -354,6 +354,14 @@ type Spec struct {
 	// SignedZero is SignedZeroExact (the default when empty) or
 	// SignedZeroEqual.
 	SignedZero string
+	// Imports are the import paths (Go) or module names (Python) the
+	// artifact may use; nil means DefaultImports ("math"). Anything else is
+	// refused before the artifact runs, with VerdictForbiddenImport.
+	Imports []string
+	// AnyImport lifts the import restriction. The built-in specs never set
+	// it; it exists to exercise the oracle's run-time defenses (deadline,
+	// process group, hashes, report checks) with artifacts that import.
+	AnyImport bool
 }
 
 // ParamNames returns Params, or ["x"] when it is empty. The slice is fresh.
