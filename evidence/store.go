@@ -366,6 +366,16 @@ func (s *Store) openDB(ctx context.Context, migrating bool) error {
 	if version != SchemaVersion && !(migrating && version < SchemaVersion) {
 		return fail(&SchemaVersionError{Path: s.path, Found: version, Supported: SchemaVersion})
 	}
+	if !s.readOnly {
+		// DuckDB checkpoints the WAL into the database file once it passes
+		// checkpoint_threshold (16 MiB by default), rewriting the events
+		// primary-key index each time; with batched appends that made the cost
+		// per event grow with the trace. Commits stay durable in the WAL;
+		// checkpoints happen at this size and on Close.
+		if _, err := conn.ExecContext(ctx, `SET checkpoint_threshold = '256MiB'`); err != nil {
+			return fail(fmt.Errorf("evidence: configure %s: %w", s.path, err))
+		}
+	}
 	if !s.readOnly && version == SchemaVersion {
 		if err := s.startWriter(ctx); err != nil {
 			return fail(err)
