@@ -248,6 +248,8 @@ type builder struct {
 	enc *objectpath.Encoder
 	// extTypes are the dependency types given nodes, for implements.
 	extTypes []typeObj
+	// declared holds the ids of the indexed declarations' nodes.
+	declared map[string]bool
 }
 
 // buildGraph turns the load result into database rows. It reads every
@@ -262,6 +264,7 @@ func buildGraph(ctx context.Context, res *loadResult) (*graph, error) {
 		declIDs:  map[declKey]string{},
 		rootOf:   map[*types.Package]*packages.Package{},
 		extIDs:   map[string]bool{},
+		declared: map[string]bool{},
 	}
 	for _, p := range res.roots {
 		b.indexed[p.ID] = true
@@ -759,6 +762,7 @@ func (d *declExtractor) nodeWithOrigin(id, kind, name string, sp *span, origin s
 		}
 	}
 	d.g.declNodes = append(d.g.declNodes, row)
+	d.b.declared[id] = true
 	d.g.edges = append(d.g.edges, edgeRow{src: d.fileID, dst: id, kind: "contains", variant: d.variant})
 }
 

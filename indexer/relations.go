@@ -186,6 +186,13 @@ func (b *builder) objNode(obj types.Object) string {
 	default:
 		return ""
 	}
+	if b.declared[id] {
+		// The same declaration, loaded from export data by a package that
+		// imports the non-test build of an indexed package: its node is the
+		// indexed one (the base variant's id is the package path's).
+		b.objIDs[obj] = id
+		return id
+	}
 	if !b.depNodes[pkgNode] && !b.indexed[pkg.Path()] {
 		b.depNodes[pkgNode] = true
 		b.g.packageNodes = append(b.g.packageNodes, nodeRow{id: pkgNode, kind: "package", origin: "dependency"})
