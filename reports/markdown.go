@@ -25,6 +25,8 @@ type MatrixReport struct {
 	Runs []evidence.RunSummary
 	// StorePath is the evidence store the runs were read from.
 	StorePath string
+	// CasesDir is where each case's working directories are, "" to omit.
+	CasesDir string
 }
 
 // Markdown writes the matrix report as GitHub-flavoured Markdown.
@@ -43,12 +45,18 @@ func Markdown(w io.Writer, r MatrixReport) error {
 			accepted++
 		}
 	}
-	fmt.Fprintf(&b, "- cases: %d, accepted: %d\n\n", len(r.Runs), accepted)
+	fmt.Fprintf(&b, "- cases: %d, accepted: %d\n", len(r.Runs), accepted)
+	if r.CasesDir != "" {
+		fmt.Fprintf(&b, "- each case's working directories: `%s/<run>/`\n", r.CasesDir)
+	}
+	b.WriteString("\nThis report covers the runs of one `assay matrix run`; the evidence store keeps every run " +
+		"(`assay sql \"SELECT * FROM runs\"`).\n\n")
 
-	b.WriteString("| run | formation | profile | language | status | verdict | events | terminal hash |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| run | started (UTC) | formation | profile | language | status | verdict | events | terminal hash |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | **%s** | %d | `%s` |\n", run.RunID, run.Envelope.Formation,
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | **%s** | %d | `%s` |\n", run.RunID,
+			run.CreatedAt.UTC().Format("2006-01-02 15:04:05"), run.Envelope.Formation,
 			run.Envelope.TaskProfile, run.Envelope.Language, run.Status, verdictOf(run), run.EventCount, short(run.TerminalHash))
 	}
 	for _, run := range r.Runs {
@@ -78,9 +86,27 @@ func Markdown(w io.Writer, r MatrixReport) error {
 			}
 		}
 	}
+	b.WriteString(glossary)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// glossary explains the report's terms to a reader who has not read the code (DESIGN.md vocabulary).
+const glossary = `
+## Terms
+
+- **verdict**: ` + "`accepted`" + ` only when every required check passed; ` + "`rejected`" + ` names the checks that did not;
+  ` + "`non_certifiable`" + ` when the run's mode or evidence cannot certify anything.
+- **envelope**: what the run was bound to before it executed — tenant, mode (` + "`live`" + `, ` + "`dry_run`" + `,
+  ` + "`observe`" + `), the manifest digest (SHA-256 of the case definition: members, tasks, deliverables, checks,
+  model) and the environment fingerprint (SHA-256 of Go version, OS, architecture and assay version).
+- **events / terminal hash**: each run's events are hash-chained (SHA-256 over RFC 8785 canonical JSON);
+  the terminal hash seals the chain, artifacts, checks and verdict. ` + "`assay verify`" + ` recomputes both.
+- **usage sources**: ` + "`wire`" + ` is what the observing gateway parsed from each raw response, ` + "`store`" + ` what the
+  runtime's own client accumulated, ` + "`gateway`" + ` what the gateway's usage endpoint reports. ` + "`conserved`" + `
+  means all three reported and agree; ` + "`unknown`" + ` means some source had no figure — never counted as 0.
+- **required**: a required check must pass for the case to be accepted.
+`
 
 // WriteFileAtomic writes data to path through a temporary file in the same directory and a rename,
 // so a reader never sees a half-written report.

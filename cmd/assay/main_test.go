@@ -353,3 +353,47 @@ func fileDigest(t *testing.T, path string) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
+
+func TestUnknownSubcommandIsBadInput(t *testing.T) {
+	for _, args := range [][]string{{"matrix", "bogus"}, {"matrix", "runn"}, {"bogus"}} {
+		r := runCLI(t, args...)
+		if r.code != 2 {
+			t.Fatalf("%v: exit %d, want 2 (stdout %q)", args, r.code, r.stdout)
+		}
+		oneLine(t, r, "unknown command")
+	}
+	if r := runCLI(t, "matrix"); r.code != 0 || !strings.Contains(r.stdout, "run") {
+		t.Fatalf("a command group without a subcommand shows its help: exit %d %q", r.code, r.stdout)
+	}
+}
+
+func TestSQLJSONKeepsTypesAndColumnOrder(t *testing.T) {
+	ctx := context.Background()
+	out := t.TempDir()
+	s, err := evidence.Open(ctx, filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	r := runCLI(t, "sql", "--out", out, "--format", "json",
+		`SELECT 2 AS z, 1.50::DECIMAL(10,2) AS d, 'nan'::DOUBLE AS n, NULL AS nul, 'NULL' AS s, [1, 2] AS l, {'k': 'v'} AS st`)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := `[
+  {"z": 2, "d": 1.5, "n": "NaN", "nul": null, "s": "NULL", "l": [1,2], "st": {"k":"v"}}
+]
+`
+	if r.stdout != want {
+		t.Fatalf("json:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	tbl := runCLI(t, "sql", "--out", out, "SELECT [1, 2] AS l, NULL AS nul")
+	if tbl.code != 0 || !strings.Contains(tbl.stdout, "[1,2]") || !strings.Contains(tbl.stdout, "NULL") {
+		t.Fatalf("table: %d %q %q", tbl.code, tbl.stdout, tbl.stderr)
+	}
+	missing := runCLI(t, "sql", "--out", filepath.Join(out, "nowhere"), "SELECT 1")
+	if missing.code != 2 {
+		t.Fatalf("missing store: exit %d", missing.code)
+	}
+	oneLine(t, missing, "run `assay matrix run` first")
+}

@@ -62,8 +62,8 @@ func TestOracleCheckVerdictsAndExitCodes(t *testing.T) {
 		{name: "correct python passes", file: "double.py", body: "def double(x):\n    return x + x\n", code: 0, verdict: "passed", failures: intPtr(0)},
 		{name: "bool for zero fails", file: "double.py", body: "def double(x):\n    return False if x == 0 else 2 * x\n",
 			code: 1, verdict: "failed", failures: intPtr(2), stderr: "got False of type bool"},
-		{name: "exit without a report leaves failures unknown", file: "double.py", body: "import sys\n\ndef double(x):\n    sys.exit(0)\n",
-			code: 1, verdict: "incomplete_report", stderr: "without writing a report"},
+		{name: "an artifact importing sys is refused before it runs, failures unknown", file: "double.py", body: "import sys\n\ndef double(x):\n    sys.exit(0)\n",
+			code: 1, verdict: "forbidden_import", stderr: "outside the spec's allowance"},
 		{name: "another spec on a file the user points at", file: "whatever.py", spec: "clamp",
 			body: "def clamp(x, limit):\n    return min(max(x, -limit), limit)\n", code: 0, verdict: "passed", failures: intPtr(0)},
 	}

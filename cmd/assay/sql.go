@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/duckdb/duckdb-go/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
@@ -56,6 +64,9 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 		return err
 	}
 	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Command: "assay sql"})
+	if errors.Is(err, fs.ErrNotExist) {
+		return badInput(fmt.Errorf("no evidence store at %s: run `assay matrix run` first, or name one with --out or --store", opts.Store.path()))
+	}
 	if err != nil {
 		return badInput(err)
 	}
@@ -65,15 +76,7 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 		return badInput(fmt.Errorf("query refused or failed: %w", err))
 	}
 	if opts.Format == "json" {
-		out := make([]map[string]any, 0, len(res.Rows))
-		for _, row := range res.Rows {
-			m := map[string]any{}
-			for i, c := range res.Columns {
-				m[c] = jsonValue(row[i])
-			}
-			out = append(out, m)
-		}
-		return writeJSON(opts.IO.Out, out)
+		return writeRowsJSON(opts.IO.Out, res.Columns, res.Rows)
 	}
 	t := table{header: res.Columns}
 	for _, row := range res.Rows {
@@ -89,11 +92,15 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 	return t.writeText(opts.IO.Out)
 }
 
-// textValue renders a scanned SQL value; NULL prints as NULL, never as 0 or "".
+// textValue renders a scanned SQL value for table and CSV output. NULL prints as NULL, never as 0
+// or ""; nested values (lists, structs, maps, JSON) print as JSON so their parts stay delimited.
+// A string whose text is "NULL" is indistinguishable from NULL here: --format json keeps them apart.
 func textValue(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "NULL"
+	case string:
+		return x
 	case []byte:
 		if utf8.Valid(x) {
 			return string(x)
@@ -101,12 +108,22 @@ func textValue(v any) string {
 		return "\\x" + hex.EncodeToString(x)
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
+	case duckdb.Decimal:
+		return x.String()
+	case []any, map[string]any, duckdb.Map:
+		b, err := json.Marshal(jsonValue(x))
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
 	default:
 		return fmt.Sprint(x)
 	}
 }
 
-// jsonValue makes a scanned SQL value JSON-encodable; NULL stays null.
+// jsonValue makes a scanned SQL value JSON-encodable without losing what it is: NULL stays null,
+// DECIMAL stays an exact number, NaN and infinities become strings (JSON has no such numbers),
+// bytes that are not UTF-8 become hex, nested lists, structs and maps recurse.
 func jsonValue(v any) any {
 	switch x := v.(type) {
 	case []byte:
@@ -116,7 +133,68 @@ func jsonValue(v any) any {
 		return hex.EncodeToString(x)
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return strconv.FormatFloat(x, 'g', -1, 64)
+		}
+		return x
+	case float32:
+		return jsonValue(float64(x))
+	case duckdb.Decimal:
+		return json.Number(x.String())
+	case duckdb.Interval:
+		return map[string]any{"months": x.Months, "days": x.Days, "micros": x.Micros}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonValue(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = jsonValue(e)
+		}
+		return out
+	case duckdb.Map:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[fmt.Sprint(k)] = jsonValue(e)
+		}
+		return out
 	default:
 		return x
 	}
+}
+
+// writeRowsJSON writes rows as a JSON array of objects whose keys keep the SELECT's column order.
+func writeRowsJSON(w io.Writer, columns []string, rows [][]any) error {
+	var b bytes.Buffer
+	b.WriteString("[")
+	for i, row := range rows {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  {")
+		for j, c := range columns {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			k, _ := json.Marshal(c)
+			v, err := json.Marshal(jsonValue(row[j]))
+			if err != nil {
+				return fmt.Errorf("column %s: %w", c, err)
+			}
+			b.Write(k)
+			b.WriteString(": ")
+			b.Write(v)
+		}
+		b.WriteString("}")
+	}
+	if len(rows) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("]\n")
+	_, err := w.Write(b.Bytes())
+	return err
 }
