@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,7 +63,10 @@ func TestBuiltinSchemasCompileAndDeclareAccess(t *testing.T) {
 	}
 	// A call of a tool whose schema does not compile is refused, never run.
 	var ran atomic.Bool
-	bad.Run = func(ctx context.Context, root *os.Root, args json.RawMessage) (string, error) { ran.Store(true); return "", nil }
+	bad.Run = func(ctx context.Context, root *os.Root, args json.RawMessage) (string, error) {
+		ran.Store(true)
+		return "", nil
+	}
 	b := NewBoundary(map[string]Tool{"bad": bad}, &memJournal{})
 	c := builtinCall(t.TempDir(), "c1", "bad", `{}`)
 	c.Allowed = []string{"bad"}
