@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -268,6 +269,7 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			res.Output = msg.Content
 			if cerr := checkReply(*contract, msg.Content); cerr != nil {
 				if errors.Is(cerr, ErrMalformedReply) {
+					res.ContractViolation = contract.Line.Contract
 					_ = e.Emit(ctx, "warning", m.ID, session, map[string]string{"warning": cerr.Error(),
 						"contract": contract.Line.Contract, "reply": truncate(msg.Content, 2048)})
 				}
@@ -296,6 +298,9 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 				return fail(fmt.Errorf("tool budget of %d calls exhausted", budget))
 			}
 			res.ToolCalls++
+			if !slices.Contains(res.ToolsUsed, tc.Function.Name) {
+				res.ToolsUsed = append(res.ToolsUsed, tc.Function.Name)
+			}
 			out, err := e.boundary.Invoke(ctx, tool.Call{RunID: team.RunID, MemberID: m.ID, SessionID: session,
 				CallID: fmt.Sprintf("r%d-%s", seq, tc.ID), Tool: tc.Function.Name, Arguments: tc.Function.Arguments,
 				Root: m.Dir, Allowed: m.AllowedTools})

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/assay-audit/assay/runtime/provider"
@@ -118,11 +119,16 @@ type MemberResult struct {
 	Output string `json:"output"`
 	// Error says why the member failed, "" on success.
 	Error string `json:"error,omitempty"`
+	// ContractViolation names the contract (runtime.Contract* name) whose reply broke it when the
+	// member failed on a malformed structured reply; "" otherwise.
+	ContractViolation string `json:"contract_violation,omitempty"`
 	// Usage is what this member's provider responses reported, accumulated by the runtime's client
 	// (the "store" usage source). Responses without usage make it unknown, never zero.
 	Usage provider.UsageTotal `json:"usage"`
 	// ToolCalls counts calls that went through the boundary (refused ones included).
 	ToolCalls int `json:"tool_calls"`
+	// ToolsUsed names the tools the member called, each once, in first-call order.
+	ToolsUsed []string `json:"tools_used,omitempty"`
 	// Turns is how many times the member was invoked (attempts, iterations, speaking turns); every
 	// invocation's usage, tool calls and duration are accumulated here.
 	Turns int `json:"turns"`
@@ -158,9 +164,14 @@ func (r *MemberResult) Accumulate(next MemberResult) {
 	}
 	r.Usage.Merge(next.Usage)
 	r.ToolCalls += next.ToolCalls
+	for _, t := range next.ToolsUsed {
+		if !slices.Contains(r.ToolsUsed, t) {
+			r.ToolsUsed = append(r.ToolsUsed, t)
+		}
+	}
 	r.Turns += next.Turns
 	r.Duration += next.Duration
-	r.Success, r.Output, r.Error = next.Success, next.Output, next.Error
+	r.Success, r.Output, r.Error, r.ContractViolation = next.Success, next.Output, next.Error, next.ContractViolation
 	for k, v := range next.Metadata {
 		if r.Metadata == nil {
 			r.Metadata = map[string]string{}

@@ -55,9 +55,44 @@ func (s *memSink) memberEvents(member string) []string {
 	return out
 }
 
+// ofType returns the events of one type, in order.
+func (s *memSink) ofType(typ string) []runtime.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []runtime.Event
+	for _, e := range s.events {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// count returns how many events there are.
+func (s *memSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
+// payload decodes an event payload into a map.
+func payload(t *testing.T, ev runtime.Event) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(ev.Payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func setup(t *testing.T, faults ...reference.Fault) (*runtime.Engine, *memSink, *reference.Running) {
 	t.Helper()
-	ref, err := reference.Start(context.Background(), reference.Config{Faults: faults})
+	return setupWith(t, reference.Config{Faults: faults})
+}
+
+func setupWith(t *testing.T, cfg reference.Config) (*runtime.Engine, *memSink, *reference.Running) {
+	t.Helper()
+	ref, err := reference.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

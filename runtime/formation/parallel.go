@@ -3,8 +3,10 @@ package formation
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 
 	"github.com/assay-audit/assay/runtime"
 )
@@ -12,41 +14,153 @@ import (
 var parallel = Formation{
 	Name: "parallel",
 	Doc: "All members run concurrently with independent contexts and must be given disjoint working " +
-		"directories. Per-member outcomes stay in member results; when any member fails the final " +
-		"output carries a deterministic failed-member summary ordered by member id; with every member " +
-		"successful the output is the members' outputs in configuration order.",
-	Durable: false,
-	Run: func(ctx context.Context, e *runtime.Engine, team runtime.Team) (runtime.TeamResult, error) {
-		dirs := map[string]string{}
-		for _, m := range team.Members {
-			if other, ok := dirs[m.Dir]; ok {
-				return runtime.TeamResult{}, fmt.Errorf("parallel: members %q and %q share working directory %s; give each member its own (shared paths race)", other, m.ID, m.Dir)
+		"directories (or isolated git worktrees). Per-member outcomes stay in member results; when any " +
+		"member fails the final output carries a deterministic failed-member summary ordered by member " +
+		"id; with every member successful the output is the members' outputs in configuration order. " +
+		"parallel_member_retries (0..3) retries only failed idempotent members, accumulating attempts, " +
+		"tool calls and durations. Capacity admission and ensemble modes (vote, judge, synthesizer) apply.",
+	Durable: true,
+	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+		if opts.Ensemble.Mode != "" {
+			if _, _, err := ensembleRoles(team, opts.Ensemble.Mode); err != nil {
+				return err
 			}
-			dirs[m.Dir] = m.ID
+		} else {
+			for _, m := range team.Members {
+				if m.FormationRole != "" && m.FormationRole != RoleCandidate {
+					return fmt.Errorf("%w: parallel: member %q has formation role %q; parallel members have none (use an ensemble mode for judges and synthesizers)",
+						ErrInvalidConfig, m.ID, m.FormationRole)
+				}
+			}
 		}
-		results := make([]runtime.MemberResult, len(team.Members))
-		var wg sync.WaitGroup
-		for i, m := range team.Members {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[i] = e.RunMember(ctx, team, m, nil)
-			}()
+		if opts.Isolation.Enabled {
+			return nil // every member gets its own worktree
 		}
-		wg.Wait()
-		res := runtime.TeamResult{Success: true, Members: results}
+		return disjointWriters("parallel", team.Members)
+	},
+	Run: func(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Options) (runtime.TeamResult, error) {
+		candidates := team.Members
+		var aggregator *runtime.MemberSpec
+		if opts.Ensemble.Mode != "" {
+			var err error
+			if candidates, aggregator, err = ensembleRoles(team, opts.Ensemble.Mode); err != nil {
+				return runtime.TeamResult{}, err
+			}
+		}
+		var worktrees map[string]string
+		if opts.Isolation.Enabled {
+			var err error
+			worktrees, err = allocateWorktrees(ctx, e, team, candidates, opts.Isolation)
+			if err != nil {
+				return runtime.TeamResult{}, err
+			}
+			// The caller's member slice is not touched: this run's members get the worktrees.
+			team.Members = slices.Clone(team.Members)
+			for i := range team.Members {
+				if p, ok := worktrees[team.Members[i].ID]; ok {
+					team.Members[i].Dir = p
+				}
+			}
+			candidates = slices.Clone(candidates)
+			for i := range candidates {
+				candidates[i].Dir = worktrees[candidates[i].ID]
+			}
+			if opts.Isolation.Cleanup {
+				defer removeWorktrees(e, opts.Isolation.Repo, worktrees)
+			}
+		}
+		rs := newResults(team)
+		invoke := func(m runtime.MemberSpec) runtime.MemberResult {
+			c := completion(team, m, opts)
+			if opts.Ensemble.Mode != "" {
+				ec := ensembleContract(team.Formation, m, 0, answerLimit(opts))
+				c = &ec
+			}
+			return e.RunTurn(ctx, team, m, runtime.Turn{Contract: c})
+		}
+		for _, r := range opts.admission.run(ctx, e, team, candidates, invoke) {
+			rs.add(r)
+		}
+		for attempt := 1; attempt <= opts.Parallel.MemberRetries; attempt++ {
+			var retry []runtime.MemberSpec
+			for _, m := range candidates {
+				r, _ := rs.get(m.ID)
+				if r.Success {
+					continue
+				}
+				if !m.Idempotent {
+					if attempt == 1 {
+						_ = e.Emit(ctx, "warning", m.ID, team.SessionID(m), map[string]string{
+							"warning": "member " + m.ID + " failed and is not retried: its task is not declared idempotent"})
+					}
+					continue
+				}
+				retry = append(retry, m)
+			}
+			if len(retry) == 0 {
+				break
+			}
+			for _, r := range opts.admission.run(ctx, e, team, retry, invoke) {
+				rs.add(r)
+			}
+		}
+		for _, m := range candidates {
+			r, _ := rs.get(m.ID)
+			rs.setMeta(m.ID, "attempts", fmt.Sprint(r.Turns))
+			if p, ok := worktrees[m.ID]; ok {
+				rs.setMeta(m.ID, "worktree", p)
+			}
+		}
+		if opts.Ensemble.Mode != "" {
+			ok, output, meta := aggregate(ctx, e, team, opts, rs, candidates, aggregator)
+			return done(rs, ok, output, meta), nil
+		}
 		var outputs []string
-		for _, r := range results {
+		for _, r := range rs.list() {
 			if r.Success {
 				outputs = append(outputs, r.Output)
-			} else {
-				res.Success = false
 			}
 		}
-		res.FinalOutput = strings.Join(outputs, "\n")
-		if s := failedSummary(results); s != "" {
-			res.FinalOutput += "\n" + s
-		}
-		return res, nil
+		return done(rs, true, strings.Join(outputs, "\n"), nil), nil
 	},
+}
+
+// allocateWorktrees creates one detached git worktree per member at the repository's HEAD. The
+// first failure stops the run; worktrees already created are kept (and named in the error) for
+// inspection.
+func allocateWorktrees(ctx context.Context, e *runtime.Engine, team runtime.Team, members []runtime.MemberSpec, iso IsolationOptions) (map[string]string, error) {
+	base := iso.Dir
+	if base == "" {
+		base = strings.TrimRight(iso.Repo, string(filepath.Separator)) + ".worktrees"
+	}
+	out := map[string]string{}
+	for _, m := range members {
+		path, err := filepath.Abs(filepath.Join(base, team.RunID+"-"+m.ID))
+		if err != nil {
+			return out, fmt.Errorf("worktree for %s: %w", m.ID, err)
+		}
+		cmd := exec.CommandContext(ctx, "git", "-C", iso.Repo, "worktree", "add", "--detach", path, "HEAD")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			var kept []string
+			for id, p := range out {
+				kept = append(kept, id+"="+p)
+			}
+			return out, fmt.Errorf("allocate worktree for member %s at %s: %v: %s (kept for inspection: %s)",
+				m.ID, path, err, strings.TrimSpace(string(msg)), strings.Join(kept, ", "))
+		}
+		out[m.ID] = path
+		if err := e.Emit(ctx, "worktree_allocated", m.ID, team.SessionID(m), map[string]string{"path": path, "repo": iso.Repo}); err != nil {
+			return out, fmt.Errorf("record worktree_allocated: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// removeWorktrees removes the worktrees (cleanup asked for); failures are warnings.
+func removeWorktrees(e *runtime.Engine, repo string, worktrees map[string]string) {
+	for id, p := range worktrees {
+		if msg, err := exec.Command("git", "-C", repo, "worktree", "remove", "--force", p).CombinedOutput(); err != nil {
+			_ = e.Emit(context.Background(), "warning", id, "", map[string]string{"warning": fmt.Sprintf("remove worktree %s: %v: %s", p, err, strings.TrimSpace(string(msg)))})
+		}
+	}
 }
