@@ -1,12 +1,16 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Binding is everything an approval is bound to (SAFETY.md rule 5). Two bindings are the same
@@ -232,4 +236,116 @@ func (a *Approvals) checkLocked(b Binding) (*Approval, error) {
 		return nil, fmt.Errorf("call %s: %w: %s changed since approval", key, ErrApprovalMismatch, f)
 	}
 	return ap, nil
+}
+
+// ApprovalFile is an approval file: grants written ahead of time (by `assay approve` or by hand) for
+// runs that cannot stop to ask, such as unattended matrix runs. YAML or JSON; unknown keys are
+// errors.
+//
+//	version: 1
+//	approvals:
+//	  - member_id: exec-1
+//	    call_id: r0-call_1
+//	    tool: shell
+//	    payload_sha256: 3b1f…
+//	    schema_sha256: 9c0d…
+//	    access: execute
+//	    policy_scope: "policy:5e2a…;policy.yaml/commands"
+//	    approver: alice
+//	    expires_at: 2026-12-01T12:00:00Z
+type ApprovalFile struct {
+	Version   int            `yaml:"version" json:"version"`
+	Approvals []FileApproval `yaml:"approvals" json:"approvals"`
+}
+
+// FileApproval is one grant of an approval file. Every field of the binding is required except
+// RunID and SessionID: an entry without them is for the run the file is given to, in the member's
+// own session, and binds everything else exactly. It is single use within that run.
+type FileApproval struct {
+	RunID         string    `yaml:"run_id,omitempty" json:"run_id,omitempty"`
+	SessionID     string    `yaml:"session_id,omitempty" json:"session_id,omitempty"`
+	MemberID      string    `yaml:"member_id" json:"member_id"`
+	CallID        string    `yaml:"call_id" json:"call_id"`
+	Tool          string    `yaml:"tool" json:"tool"`
+	PayloadSHA256 string    `yaml:"payload_sha256" json:"payload_sha256"`
+	SchemaSHA256  string    `yaml:"schema_sha256" json:"schema_sha256"`
+	Access        string    `yaml:"access" json:"access"`
+	PolicyScope   string    `yaml:"policy_scope" json:"policy_scope"`
+	Revision      int       `yaml:"revision,omitempty" json:"revision,omitempty"`
+	Approver      string    `yaml:"approver" json:"approver"`
+	ExpiresAt     time.Time `yaml:"expires_at" json:"expires_at"`
+	Disclose      bool      `yaml:"disclose,omitempty" json:"disclose,omitempty"`
+}
+
+// ErrInvalidApprovalFile is returned (wrapped, naming the entry and field) for an approval file
+// that cannot be used.
+var ErrInvalidApprovalFile = errors.New("invalid approval file")
+
+// ParseApprovalFile parses and validates an approval file's bytes.
+func ParseApprovalFile(data []byte) (*ApprovalFile, error) {
+	var f ApprovalFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidApprovalFile, err)
+	}
+	if f.Version != 1 {
+		return nil, fmt.Errorf("%w: version must be 1, got %d", ErrInvalidApprovalFile, f.Version)
+	}
+	for i, a := range f.Approvals {
+		for _, fl := range []struct{ name, v string }{{"member_id", a.MemberID}, {"call_id", a.CallID}, {"tool", a.Tool},
+			{"payload_sha256", a.PayloadSHA256}, {"schema_sha256", a.SchemaSHA256}, {"access", a.Access},
+			{"policy_scope", a.PolicyScope}, {"approver", a.Approver}} {
+			if fl.v == "" {
+				return nil, fmt.Errorf("%w: approval %d: %s is required", ErrInvalidApprovalFile, i+1, fl.name)
+			}
+		}
+		if a.ExpiresAt.IsZero() {
+			return nil, fmt.Errorf("%w: approval %d: expires_at is required", ErrInvalidApprovalFile, i+1)
+		}
+		if (a.RunID == "") != (a.SessionID == "") {
+			return nil, fmt.Errorf("%w: approval %d: run_id and session_id are given together or not at all", ErrInvalidApprovalFile, i+1)
+		}
+	}
+	return &f, nil
+}
+
+// LoadApprovalFile reads and parses the approval file at name.
+func LoadApprovalFile(name string) (*ApprovalFile, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("approval file: %w", err)
+	}
+	f, err := ParseApprovalFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("approval file %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// Preload adds the file's grants for run runID as granted approvals: entries naming another run are
+// skipped, entries naming none are bound to runID and to sessionOf(member_id). Expired entries are
+// skipped. It returns how many were added. A later Request for the same call replaces the grant
+// only when the call's binding differs; Check and Consume compare every field as usual.
+func (a *Approvals) Preload(f *ApprovalFile, runID string, sessionOf func(memberID string) string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, e := range f.Approvals {
+		if e.RunID != "" && e.RunID != runID {
+			continue
+		}
+		if !a.now().Before(e.ExpiresAt) {
+			continue
+		}
+		session := e.SessionID
+		if session == "" {
+			session = sessionOf(e.MemberID)
+		}
+		b := Binding{RunID: runID, MemberID: e.MemberID, SessionID: session, CallID: e.CallID, Tool: e.Tool,
+			PayloadSHA256: e.PayloadSHA256, SchemaSHA256: e.SchemaSHA256, Access: e.Access, Scope: e.PolicyScope, Revision: e.Revision}
+		a.granted[b.Key()] = &Approval{Binding: b, Approver: e.Approver, Source: "approval_file", ExpiresAt: e.ExpiresAt.UTC(), Disclose: e.Disclose}
+		n++
+	}
+	return n
 }

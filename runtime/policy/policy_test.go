@@ -355,3 +355,34 @@ func TestRedactor(t *testing.T) {
 		t.Fatalf("invalid JSON leaked: %s", got)
 	}
 }
+
+func TestApprovalFile(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	a := NewApprovals(func() time.Time { return now })
+	f, err := ParseApprovalFile([]byte(`{"version":1,"approvals":[
+	 {"member_id":"m1","call_id":"c1","tool":"shell","payload_sha256":"` + strings.Repeat("a", 64) + `","schema_sha256":"` + strings.Repeat("b", 64) + `","access":"execute","policy_scope":"s","approver":"alice","expires_at":"2026-11-30T13:00:00Z"},
+	 {"run_id":"run-9","session_id":"run-9-m1","member_id":"m1","call_id":"c2","tool":"shell","payload_sha256":"x","schema_sha256":"y","access":"execute","policy_scope":"s","approver":"alice","expires_at":"2026-11-30T13:00:00Z"},
+	 {"member_id":"m1","call_id":"c3","tool":"shell","payload_sha256":"x","schema_sha256":"y","access":"execute","policy_scope":"s","approver":"alice","expires_at":"2026-11-30T11:00:00Z"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Preload(f, "run-1", func(m string) string { return "run-1-" + m }); n != 1 {
+		t.Fatalf("preloaded %d, want 1 (another run's and an expired entry skipped)", n)
+	}
+	b := Binding{RunID: "run-1", MemberID: "m1", SessionID: "run-1-m1", CallID: "c1", Tool: "shell",
+		PayloadSHA256: strings.Repeat("a", 64), SchemaSHA256: strings.Repeat("b", 64), Access: "execute", Scope: "s"}
+	if ap, err := a.Consume(b); err != nil || ap.Source != "approval_file" {
+		t.Fatalf("%+v %v", ap, err)
+	}
+	for name, text := range map[string]string{
+		"missing payload":     `{"version":1,"approvals":[{"member_id":"m1","call_id":"c1","tool":"shell","schema_sha256":"y","access":"execute","policy_scope":"s","approver":"a","expires_at":"2026-11-30T13:00:00Z"}]}`,
+		"missing expiry":      `{"version":1,"approvals":[{"member_id":"m1","call_id":"c1","tool":"shell","payload_sha256":"x","schema_sha256":"y","access":"execute","policy_scope":"s","approver":"a"}]}`,
+		"run without session": `{"version":1,"approvals":[{"run_id":"r","member_id":"m1","call_id":"c1","tool":"shell","payload_sha256":"x","schema_sha256":"y","access":"execute","policy_scope":"s","approver":"a","expires_at":"2026-11-30T13:00:00Z"}]}`,
+		"unknown key":         `{"version":1,"approvals":[],"auto_approve":true}`,
+		"version":             `{"version":2,"approvals":[]}`,
+	} {
+		if _, err := ParseApprovalFile([]byte(text)); !errors.Is(err, ErrInvalidApprovalFile) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

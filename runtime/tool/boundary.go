@@ -392,7 +392,11 @@ func (b *Boundary) propose(ctx context.Context, rec *callRecord) (Outcome, error
 		return b.refuse(ctx, rec, p, &d, &policy.DeniedError{Decision: d})
 	case policy.Ask:
 		if b.mode != Observe {
-			return b.askApproval(ctx, rec, p, d)
+			// An approval granted ahead of time (an approval file) may cover exactly this call;
+			// dispatch consumes it. Anything else asks.
+			if _, err := b.approvals.Check(b.binding(c, p, d)); err != nil {
+				return b.askApproval(ctx, rec, p, d)
+			}
 		}
 	}
 	if err := b.ledger.Add(c.Key(), effect.Pending); err != nil {

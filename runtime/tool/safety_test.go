@@ -720,3 +720,43 @@ func TestDisclosureIsItsOwnDecision(t *testing.T) {
 		t.Fatalf("disclosure granted but withheld: %+v", o)
 	}
 }
+
+func TestApprovalFileCoversExactlyTheBoundCall(t *testing.T) {
+	dir := t.TempDir()
+	g := &gatedEffect{}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	approvals := policy.NewApprovals(clock)
+	b := NewBoundary(map[string]Tool{"effect": g.tool()}, &memJournal{}, WithPolicy(askFor("d", "effect")),
+		WithApprovals(approvals), WithClock(clock))
+	// What the approver saw: the canonical payload hash, the schema digest and the policy scope.
+	probe := NewBoundary(map[string]Tool{"effect": g.tool()}, &memJournal{}, WithPolicy(askFor("d", "effect")))
+	pending, _ := probe.Invoke(context.Background(), effectCall(dir, "c1", `{"x":1}`))
+	p, ok := probe.Approvals().Pending(pending.IdempotencyKey)
+	if !ok {
+		t.Fatal("no pending approval to copy")
+	}
+	file := fmt.Sprintf("version: 1\napprovals:\n  - member_id: m1\n    call_id: c1\n    tool: effect\n    payload_sha256: %s\n"+
+		"    schema_sha256: %s\n    access: write\n    policy_scope: %q\n    approver: alice\n    expires_at: 2026-11-30T13:00:00Z\n",
+		p.PayloadSHA256, p.SchemaSHA256, p.Scope)
+	f, err := policy.ParseApprovalFile([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := approvals.Preload(f, "run-1", func(m string) string { return "run-1-" + m }); n != 1 {
+		t.Fatalf("preloaded %d", n)
+	}
+	ctx := context.Background()
+	if o, _ := b.Invoke(ctx, effectCall(dir, "c2", `{"x":1}`)); o.State != StateAwaitingApproval {
+		t.Fatalf("a sibling call used the file's approval: %+v", o)
+	}
+	if o, _ := b.Invoke(ctx, effectCall(dir, "c1", `{"x":1}`)); o.State != StateSucceeded || g.n.Load() != 1 {
+		t.Fatalf("the approved call: %+v", o)
+	}
+	// Single use: a second run of the same boundary cannot reuse it under another id, and the
+	// grant is consumed.
+	if _, err := approvals.Check(policy.Binding{RunID: "run-1", MemberID: "m1", SessionID: "run-1-m1", CallID: "c1", Tool: "effect",
+		PayloadSHA256: p.PayloadSHA256, SchemaSHA256: p.SchemaSHA256, Access: "write", Scope: p.Scope}); !errors.Is(err, policy.ErrApprovalUsed) {
+		t.Fatalf("%v", err)
+	}
+}
