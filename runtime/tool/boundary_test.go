@@ -19,6 +19,7 @@ type memJournal struct {
 	log        []string
 	intents    []Intent
 	outcomes   []Outcome
+	records    []Record
 	failIntent bool
 }
 
@@ -30,6 +31,7 @@ func (j *memJournal) Intent(ctx context.Context, in Intent) error {
 	}
 	j.log = append(j.log, "intent:"+in.CallID)
 	j.intents = append(j.intents, in)
+	j.records = append(j.records, Record{Intent: &in})
 	return nil
 }
 
@@ -38,6 +40,7 @@ func (j *memJournal) Outcome(ctx context.Context, out Outcome) error {
 	defer j.mu.Unlock()
 	j.log = append(j.log, "outcome:"+out.CallID+":"+out.State)
 	j.outcomes = append(j.outcomes, out)
+	j.records = append(j.records, Record{Outcome: &out})
 	return nil
 }
 
