@@ -284,19 +284,19 @@ func (c *Client) ParallelCapacity(ctx context.Context, model string) (int, error
 			Body: c.redactString(truncate(string(raw), MaxErrorBodyBytes))})
 	}
 	var info struct {
-		MaxParallelRequests *json.Number `json:"max_parallel_requests"`
+		MaxParallelRequests json.RawMessage `json:"max_parallel_requests"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&info); err != nil {
+	if err := json.Unmarshal(raw, &info); err != nil {
 		return 0, fmt.Errorf("%w: model object for %s: %w", ErrMalformedResponse, model, err)
 	}
-	if info.MaxParallelRequests == nil {
+	v := string(bytes.TrimSpace(info.MaxParallelRequests))
+	if v == "" || v == "null" {
 		return 0, fmt.Errorf("provider: model %s declares no max_parallel_requests", model)
 	}
-	n, err := strconv.Atoi(info.MaxParallelRequests.String())
+	// Only a JSON integer literal counts: not a string, not a fraction.
+	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%w: model %s declares max_parallel_requests %s, not a positive integer", ErrMalformedResponse, model, info.MaxParallelRequests)
+		return 0, fmt.Errorf("%w: model %s declares max_parallel_requests %s, not a positive integer", ErrMalformedResponse, model, v)
 	}
 	return n, nil
 }

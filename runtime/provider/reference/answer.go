@@ -79,8 +79,13 @@ type readFileArgs struct {
 
 type statusReply struct {
 	Status       string   `json:"status"`
-	Files        []string `json:"files,omitempty"`
-	Error        string   `json:"error,omitempty"`
+	Files        []string `json:"files"`
+	QualityScore *float64 `json:"quality_score,omitempty"`
+}
+
+type failedReply struct {
+	Status       string   `json:"status"`
+	Error        string   `json:"error"`
 	QualityScore *float64 `json:"quality_score,omitempty"`
 }
 
@@ -241,19 +246,20 @@ func structured(inv invocation) reply {
 	text := func(b []byte) reply { return reply{content: string(b), finish: "stop"} }
 	switch c.Contract {
 	case contractCompletion:
-		st := statusReply{Status: "done", Files: []string{}}
-		if wrote {
-			st.Files = a.Files
-		}
-		if failed {
-			st = statusReply{Status: "failed", Error: failure}
-		}
+		var score *float64
 		if c.QualityScore {
 			q := QualityScore
 			if failed {
 				q = 0
 			}
-			st.QualityScore = &q
+			score = &q
+		}
+		if failed {
+			return text(compactJSON(failedReply{Status: "failed", Error: failure, QualityScore: score}))
+		}
+		st := statusReply{Status: "done", Files: []string{}, QualityScore: score}
+		if wrote && a.Files != nil {
+			st.Files = a.Files
 		}
 		return text(compactJSON(st))
 	case contractCriticVerdict:

@@ -503,7 +503,7 @@ func shortHash(n int, parts ...string) string {
 
 // compactJSON encodes v without HTML escaping and without a trailing
 // newline. v is always one of this package's plain structs, which encode.
-func compactJSON[T writeFileArgs | readFileArgs | statusReply | verdictReply | judgeReply | selectReply | answerReply |
+func compactJSON[T writeFileArgs | readFileArgs | statusReply | failedReply | verdictReply | judgeReply | selectReply | answerReply |
 	routerReply | turnReply | proposalReply | voteReply | completion | chunk | modelList | modelObject | errorBody](v T) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
