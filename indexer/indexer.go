@@ -233,21 +233,43 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	vcs := readVCS(ctx, dir)
 	spec := loadSpec{dir: dir, env: env, buildFlags: buildFlags, patterns: patterns, tests: opts.Tests}
 
-	inputKey, err := reuseKey(ctx, spec, goEnv, vcs, opts, tags)
-	if err != nil {
-		return Snapshot{}, err
+	// The reuse key needs only the go command's listing. When there is a
+	// database to reuse, it decides whether to load at all; otherwise it is
+	// computed while the packages load.
+	type keyResult struct {
+		key string
+		err error
 	}
-	if opts.Reuse {
-		if prev, err := ReadSnapshot(ctx, dbPath); err == nil && prev.InputKey == inputKey {
+	keyCh := make(chan keyResult, 1)
+	computeKey := func() {
+		k, err := reuseKey(ctx, spec, goEnv, vcs, opts, tags)
+		keyCh <- keyResult{k, err}
+	}
+	_, statErr := os.Stat(dbPath)
+	if opts.Reuse && statErr == nil {
+		computeKey()
+		kr := <-keyCh
+		if kr.err != nil {
+			return Snapshot{}, kr.err
+		}
+		if prev, err := ReadSnapshot(ctx, dbPath); err == nil && prev.InputKey == kr.key {
 			prev.Reused = true
 			return prev, nil
 		}
+		keyCh <- kr
+	} else {
+		go computeKey()
 	}
 
 	res, err := load(ctx, spec)
+	kr := <-keyCh
 	if err != nil {
 		return Snapshot{}, err
 	}
+	if kr.err != nil {
+		return Snapshot{}, kr.err
+	}
+	inputKey := kr.key
 	if len(res.roots) == 0 {
 		if len(res.unmatched) > 0 {
 			return Snapshot{}, fmt.Errorf("%w in %s: %s", ErrNoPackages, dir, unmatchedReason(res))

@@ -187,6 +187,20 @@ type keyInputs struct {
 // go.sum of the modules involved. Standard library packages are covered by
 // the Go version.
 func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (string, error) {
+	in, err := reuseKeyInputs(ctx, spec, ge, vcs, opts, tags)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", fmt.Errorf("indexer: encode reuse key: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// reuseKeyInputs gathers what reuseKey hashes.
+func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (keyInputs, error) {
 	cfg := &packages.Config{
 		Context:    ctx,
 		Mode:       packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports | packages.NeedDeps | packages.NeedEmbedFiles,
@@ -198,9 +212,9 @@ func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts O
 	roots, err := packages.Load(cfg, spec.patterns...)
 	if err != nil {
 		if ctx.Err() != nil {
-			return "", fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, ctx.Err())
+			return keyInputs{}, fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, ctx.Err())
 		}
-		return "", fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, err)
+		return keyInputs{}, fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, err)
 	}
 	in := keyInputs{
 		SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Env: ge, Tags: tags,
@@ -258,19 +272,14 @@ func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts O
 		}
 	})
 	if hashErr != nil {
-		return "", hashErr
+		return keyInputs{}, hashErr
 	}
 	for m := range modules {
 		in.Modules = append(in.Modules, m)
 	}
 	slices.Sort(in.Modules)
 	slices.Sort(in.Packages)
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "", fmt.Errorf("indexer: encode reuse key: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return in, nil
 }
 
 // isStd reports whether p is a standard library package (no module, no

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	// Registers the "sqlite3" database/sql driver.
@@ -184,19 +186,43 @@ func nullBoolInt(b sql.Null[bool]) sql.Null[int] {
 
 // insertAll writes every table. Nodes go first so that references
 // resolve in insertion order.
-func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) error {
+func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) (err error) {
+	var indexes []string
 	for _, stmt := range schemaDDL() {
+		// Indexes are built after the rows are in: one sort instead of a
+		// B-tree insert per row.
+		if strings.HasPrefix(stmt, "CREATE INDEX") {
+			indexes = append(indexes, stmt)
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}
 	}
+	defer func() {
+		if err != nil {
+			return
+		}
+		for _, stmt := range indexes {
+			if _, ierr := tx.ExecContext(ctx, stmt); ierr != nil {
+				err = fmt.Errorf("create index: %w", ierr)
+				return
+			}
+		}
+	}()
 	if err := insertSnapshot(ctx, tx, snap, env, g); err != nil {
 		return err
 	}
 
-	err := insertRows(ctx, tx, "nodes",
+	nodes := g.allNodes()
+	// Rows in primary-key order make every B-tree insert an append.
+	slices.SortFunc(nodes, func(a, b nodeRow) int { return strings.Compare(a.id, b.id) })
+	slices.SortFunc(g.edges, func(a, b edgeRow) int {
+		return cmp.Or(strings.Compare(a.src, b.src), strings.Compare(a.dst, b.dst), strings.Compare(a.kind, b.kind))
+	})
+	err = insertRows(ctx, tx, "nodes",
 		`INSERT INTO nodes (id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.allNodes(),
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, nodes,
 		func(n nodeRow) []any {
 			var sl, sc, el, ec sql.Null[int]
 			if n.pos != nil {
@@ -287,16 +313,75 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		})
 }
 
-// insertRows prepares query once and executes it for every row.
+// insertRows inserts rows with multi-row INSERT statements (up to
+// insertBatch rows each): one cgo call per batch instead of per row.
+// query is a single-row "INSERT ... VALUES (?, ...)" statement.
 func insertRows[T any](ctx context.Context, tx *sql.Tx, table, query string, rows []T, args func(T) []any) error {
-	stmt, err := tx.PrepareContext(ctx, query)
-	if err != nil {
-		return fmt.Errorf("prepare insert into %s: %w", table, err)
+	return InsertBatched(ctx, tx, table, query, len(rows), func(i int) []any { return args(rows[i]) })
+}
+
+// insertBatch bounds the rows of one multi-row INSERT; with at most 13
+// columns it stays far below SQLite's variable limit.
+const insertBatch = 256
+
+// InsertBatched executes query, a single-row "INSERT ... VALUES (?, ...)"
+// statement, for rows 0..n-1 (args(i) gives row i's values), as multi-row
+// INSERT statements in tx. It is exported for packages that write tables
+// into the graph database inside indexer's transaction (metrics). Errors
+// name table and the first row of the failing batch.
+func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, args func(i int) []any) error {
+	head, group, ok := strings.Cut(query, "VALUES")
+	if !ok {
+		return fmt.Errorf("insert into %s: query has no VALUES clause", table)
 	}
-	defer stmt.Close()
-	for i, r := range rows {
-		if _, err := stmt.ExecContext(ctx, args(r)...); err != nil {
-			return fmt.Errorf("insert into %s (row %d): %w", table, i, err)
+	group = strings.TrimSpace(group)
+	prepare := func(k int) (*sql.Stmt, error) {
+		var b strings.Builder
+		b.WriteString(head)
+		b.WriteString("VALUES ")
+		for i := 0; i < k; i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(group)
+		}
+		stmt, err := tx.PrepareContext(ctx, b.String())
+		if err != nil {
+			return nil, fmt.Errorf("prepare insert into %s: %w", table, err)
+		}
+		return stmt, nil
+	}
+	var full *sql.Stmt
+	defer func() {
+		if full != nil {
+			full.Close()
+		}
+	}()
+	var vals []any
+	for start := 0; start < n; start += insertBatch {
+		end := min(start+insertBatch, n)
+		vals = vals[:0]
+		for i := start; i < end; i++ {
+			vals = append(vals, args(i)...)
+		}
+		stmt := full
+		if end-start == insertBatch {
+			if full == nil {
+				var err error
+				if full, err = prepare(insertBatch); err != nil {
+					return err
+				}
+			}
+			stmt = full
+		} else {
+			var err error
+			if stmt, err = prepare(end - start); err != nil {
+				return err
+			}
+			defer stmt.Close()
+		}
+		if _, err := stmt.ExecContext(ctx, vals...); err != nil {
+			return fmt.Errorf("insert into %s (rows %d..%d): %w", table, start, end-1, err)
 		}
 	}
 	return nil

@@ -79,8 +79,10 @@ var schema = []string{
 		CHECK ((kind = 'unavailable') = (value IS NULL)),
 		CHECK (kind != 'unavailable' OR reason IS NOT NULL)
 	) WITHOUT ROWID`,
-	`CREATE INDEX metric_values_subject ON metric_values(subject)`,
 }
+
+// index is created after the values are inserted.
+const index = `CREATE INDEX metric_values_subject ON metric_values(subject)`
 
 // Write creates the metric tables in tx and inserts the registry's
 // descriptors and vals.
@@ -96,21 +98,21 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 			return fmt.Errorf("metrics: insert descriptor %s: %w", d.Name, err)
 		}
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO metric_values (metric, subject, scope, value, kind, method, reason, detail, coverage,
-		snapshot_id, build_context, origin, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return fmt.Errorf("metrics: prepare insert: %w", err)
-	}
-	defer stmt.Close()
-	for _, v := range vals {
+	err := indexer.InsertBatched(ctx, tx, "metric_values", `INSERT INTO metric_values (metric, subject, scope, value, kind, method, reason, detail, coverage,
+		snapshot_id, build_context, origin, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(vals), func(i int) []any {
+		v := vals[i]
 		var val sql.Null[float64]
 		if v.Value != nil {
 			val = sql.Null[float64]{V: *v.Value, Valid: true}
 		}
-		if _, err := stmt.ExecContext(ctx, v.Metric, v.Subject, string(v.Scope), val, string(v.Kind), v.Method,
-			nullString(v.Reason), nullString(v.Detail), v.Coverage, v.SnapshotID, v.BuildContext, v.Origin, v.Variant); err != nil {
-			return fmt.Errorf("metrics: insert %s of %s: %w", v.Metric, v.Subject, err)
-		}
+		return []any{v.Metric, v.Subject, string(v.Scope), val, string(v.Kind), v.Method,
+			nullString(v.Reason), nullString(v.Detail), v.Coverage, v.SnapshotID, v.BuildContext, v.Origin, v.Variant}
+	})
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, index); err != nil {
+		return fmt.Errorf("metrics: create index: %w", err)
 	}
 	return nil
 }

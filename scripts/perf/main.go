@@ -1,0 +1,207 @@
+// Command perf measures assay's indexer (graph + metrics) on real modules
+// from the module cache against its floor, a bare packages.Load of the same
+// patterns with the same mode, and against scip-go when it is installed.
+// Each measurement runs in its own child process, so that its peak RSS
+// (getrusage of that process; the go command it starts is not included, in
+// every case alike) is its own.
+//
+// Run it through scripts/perf.sh.
+//
+//	go run ./scripts/perf [-scip-go BIN] golang.org/x/tools@v0.52.0 gonum.org/v1/gonum@v0.17.0
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+	"golang.org/x/tools/go/packages"
+
+	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/metrics"
+)
+
+// childResult is what a child prints.
+type childResult struct {
+	Files    int    `json:"files"`
+	Nodes    int    `json:"nodes"`
+	Edges    int    `json:"edges"`
+	Packages int    `json:"packages"`
+	Reused   bool   `json:"reused"`
+	Note     string `json:"note,omitempty"`
+}
+
+func main() {
+	child := flag.String("child", "", "internal: run one measurement (bare, index) in this process")
+	dir := flag.String("dir", "", "internal: module directory")
+	db := flag.String("db", "", "internal: database path")
+	scip := flag.String("scip-go", "", "scip-go binary (empty: not run)")
+	flag.Parse()
+	if *child != "" {
+		res, err := runChild(*child, *dir, *db)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "perf child:", err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(res)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fatal(err)
+	}
+	for _, mod := range flag.Args() {
+		if err := measure(self, mod, *scip); err != nil {
+			fatal(fmt.Errorf("%s: %w", mod, err))
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "perf:", err)
+	os.Exit(2)
+}
+
+var env = []string{"GOFLAGS=-mod=mod"}
+
+func runChild(mode, dir, db string) (childResult, error) {
+	ctx := context.Background()
+	switch mode {
+	case "bare":
+		cfg := &packages.Config{Context: ctx, Mode: indexer.LoadMode(true), Dir: dir, Env: append(os.Environ(), env...), Tests: true}
+		pkgs, err := packages.Load(cfg, "./...")
+		if err != nil {
+			return childResult{}, err
+		}
+		files := 0
+		for _, p := range pkgs {
+			files += len(p.CompiledGoFiles)
+		}
+		return childResult{Files: files, Packages: len(pkgs)}, nil
+	case "index":
+		snap, err := indexer.Index(ctx, indexer.Options{Dir: dir, Tests: true, DBPath: db, Env: env, Reuse: true,
+			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()})
+		if err != nil {
+			return childResult{}, err
+		}
+		c := snap.Counts
+		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused}, nil
+	}
+	return childResult{}, fmt.Errorf("unknown mode %q", mode)
+}
+
+// run measures one child process: wall time, peak RSS, and its output.
+type run struct {
+	wall  time.Duration
+	rssMB float64
+	res   childResult
+	err   error
+}
+
+func runProcess(dir string, out any, name string, args ...string) run {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	stdout, err := cmd.Output()
+	r := run{wall: time.Since(start), err: err}
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.rssMB = float64(ru.Maxrss) / 1024 // KiB on Linux
+		}
+	}
+	if err == nil && out != nil {
+		r.err = json.Unmarshal(stdout, out)
+	}
+	return r
+}
+
+func measure(self, mod, scip string) error {
+	out, err := exec.Command("go", "mod", "download", "-json", mod).Output()
+	if err != nil {
+		return fmt.Errorf("go mod download: %w", err)
+	}
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "assay-perf-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	db := filepath.Join(tmp, "graph.db")
+
+	child := func(mode string) run {
+		var res childResult
+		r := runProcess(info.Dir, &res, self, "-child", mode, "-dir", info.Dir, "-db", db)
+		r.res = res
+		return r
+	}
+	fmt.Printf("## %s\n\n", mod)
+	warm := child("bare") // warms the build cache's export data, as a previous build would
+	if warm.err != nil {
+		return fmt.Errorf("warm-up load: %w", warm.err)
+	}
+	bare := child("bare")
+	cold := child("index")
+	again := child("index")
+	for _, r := range []run{bare, cold, again} {
+		if r.err != nil {
+			return r.err
+		}
+	}
+	if !again.res.Reused {
+		return fmt.Errorf("the unchanged re-run did not reuse the snapshot")
+	}
+	fmt.Printf("| run | wall s | peak RSS MiB | files | nodes | edges |\n| --- | --- | --- | --- | --- | --- |\n")
+	fmt.Printf("| bare packages.Load (floor) | %.2f | %.0f | %d | | |\n", bare.wall.Seconds(), bare.rssMB, bare.res.Files)
+	fmt.Printf("| assay index, cold (graph + metrics) | %.2f | %.0f | %d | %d | %d |\n", cold.wall.Seconds(), cold.rssMB, cold.res.Files, cold.res.Nodes, cold.res.Edges)
+	fmt.Printf("| assay index, unchanged re-run | %.2f | %.0f | | | |\n", again.wall.Seconds(), again.rssMB)
+	var scipRun run
+	if scip != "" {
+		scipOut := filepath.Join(tmp, "index.scip")
+		scipRun = runProcess(info.Dir, nil, scip, "--output", scipOut)
+		if scipRun.err != nil {
+			fmt.Printf("| scip-go | failed: %v | | | | |\n", scipRun.err)
+		} else {
+			fmt.Printf("| scip-go | %.2f | %.0f | | | |\n", scipRun.wall.Seconds(), scipRun.rssMB)
+		}
+	}
+	fmt.Println()
+	fmt.Printf("ratios: cold/floor wall %.2f (target <= 1.5); cold/floor RSS %.2f (target <= 2); re-run/cold wall %.3f (target <= 0.1)",
+		cold.wall.Seconds()/bare.wall.Seconds(), cold.rssMB/bare.rssMB, again.wall.Seconds()/cold.wall.Seconds())
+	if scip != "" && scipRun.err == nil {
+		fmt.Printf("; cold/scip-go wall %.2f (target <= 1)", cold.wall.Seconds()/scipRun.wall.Seconds())
+	}
+	fmt.Println()
+	fmt.Println()
+	if detail, err := betweennessDetail(db); err == nil {
+		fmt.Printf("call graph for betweenness: %s\n\n", detail)
+	}
+	return nil
+}
+
+func betweennessDetail(path string) (string, error) {
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var d string
+	err = db.QueryRow("SELECT detail FROM metric_values WHERE metric = 'betweenness_calls' LIMIT 1").Scan(&d)
+	if i := strings.Index(d, "; algorithm"); i > 0 {
+		d = d[:i]
+	}
+	return d, err
+}
