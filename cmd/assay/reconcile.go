@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/effect"
+	"github.com/assay-audit/assay/runtime/policy"
+	"github.com/assay-audit/assay/runtime/tool"
+)
+
+// ReconcileOptions are the parsed flags of `assay reconcile`.
+type ReconcileOptions struct {
+	IO       IOStreams
+	Store    storeFlags
+	Run      string
+	Call     string
+	Outcome  string
+	Note     string
+	Operator string
+	Wait     time.Duration
+}
+
+// NewCmdReconcile builds `assay reconcile RUN CALL --outcome succeeded|failed --note TEXT`.
+func NewCmdReconcile(io IOStreams, runF func(context.Context, *ReconcileOptions) error) *cobra.Command {
+	opts := &ReconcileOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "reconcile RUN CALL --outcome succeeded|failed --note TEXT",
+		Short: "Record an operator's decision for a tool call whose outcome is unknown",
+		Long: `Resolve one effect whose outcome is unknown (see 'assay effects --state unknown') with an operator's
+decision, after checking the backend yourself: did the write, the command, the request commit?
+
+CALL is the call's idempotency key (RUN:MEMBER:CALL_ID) or its call id when exactly one member used it.
+The decision goes through the same transition guard as the runtime: only an unknown effect can be
+resolved, only to succeeded or failed, and a terminal outcome is never revised.
+
+Finalized runs are immutable, so the decision is recorded as a new event in a correction run linked
+to RUN (finalized as non_certifiable: recording a decision certifies nothing; the case's checks decide
+acceptance). 'assay effects RUN' folds the correction in. A run still executing is refused.
+
+Exit status: 0 recorded; 2 bad input (unknown run or call, an effect that is not unknown, a missing
+note), nothing recorded.`,
+		Example: `  assay reconcile run-20261130t101500-0a1b2c3d4e5f exec-1:r0-call_1 --outcome succeeded \
+      --note "backend audit log has the write, receipt tx-4411"`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return badInput(fmt.Errorf("assay reconcile takes RUN and CALL, got %d arguments", len(args)))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Run, opts.Call = args[0], args[1]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runReconcile(c.Context(), opts)
+		},
+	}
+	opts.Store.register(cmd)
+	cmd.Flags().StringVar(&opts.Outcome, "outcome", "", "the decision: succeeded or failed (required)")
+	cmd.Flags().StringVar(&opts.Note, "note", "", "the evidence the decision rests on (required)")
+	cmd.Flags().StringVar(&opts.Operator, "operator", os.Getenv("USER"), "who decides (default $USER)")
+	cmd.Flags().DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
+	return cmd
+}
+
+func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
+	switch {
+	case opts.Outcome != tool.StateSucceeded && opts.Outcome != tool.StateFailed:
+		return badInput(fmt.Errorf("--outcome must be succeeded or failed, got %q", opts.Outcome))
+	case strings.TrimSpace(opts.Note) == "":
+		return badInput(errors.New("--note is required: say what evidence the decision rests on"))
+	case strings.TrimSpace(opts.Operator) == "":
+		return badInput(errors.New("--operator is required ($USER is not set)"))
+	}
+	store, err := openStore(ctx, opts.Store, false, opts.Wait, "assay reconcile")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	runs, err := selectRuns(ctx, store, []string{opts.Run})
+	if err != nil {
+		return err
+	}
+	r := runs[0]
+	if r.Status == evidence.StatusOpen {
+		return badInput(fmt.Errorf("run %s is still executing (status open); reconcile its effects after it ends", r.RunID))
+	}
+	effs, err := runEffectsOf(ctx, store, r)
+	if err != nil {
+		return err
+	}
+	e, err := findEffect(effs, r.RunID, opts.Call)
+	if err != nil {
+		return err
+	}
+	to := effect.State(opts.Outcome)
+	if e.State != effect.Unknown {
+		return badInput(fmt.Errorf("effect %s is %s, not unknown: nothing to reconcile, nothing recorded", e.IdempotencyKey, stateOf(e)))
+	}
+	if _, err := effect.Transition(e.State, effect.Event{Kind: effect.Reconcile, To: to}); err != nil {
+		return badInput(fmt.Errorf("effect %s: %w; nothing recorded", e.IdempotencyKey, err))
+	}
+
+	redact := policy.NewRedactor(policy.SecretsFromEnv(os.Environ())...)
+	out := tool.Outcome{RunID: e.RunID, MemberID: e.MemberID, SessionID: e.SessionID, CallID: e.CallID,
+		IdempotencyKey: e.IdempotencyKey, Tool: e.Tool, State: opts.Outcome, Source: "operator", Mode: e.Mode,
+		Note: redact.String(fmt.Sprintf("%s (operator %s)", opts.Note, opts.Operator)), Revision: e.Intent.Revision}
+	if to == effect.Succeeded {
+		out.Result = "effect confirmed by operator"
+	}
+	ev, err := runtime.NewEvent("tool_result", e.MemberID, e.SessionID, out)
+	if err != nil {
+		return err
+	}
+	corrID, err := correctionRunID(r.RunID)
+	if err != nil {
+		return err
+	}
+	if err := store.OpenRun(ctx, corrID, r.Envelope, r.RunID); err != nil {
+		return fmt.Errorf("open correction run for %s: %w", r.RunID, err)
+	}
+	if _, err := store.AppendEvent(ctx, corrID, evidence.Event{Type: ev.Type, MemberID: ev.MemberID, SessionID: ev.SessionID,
+		Time: ev.Time, Payload: ev.Payload}); err != nil {
+		return fmt.Errorf("record the decision in %s: %w", corrID, err)
+	}
+	if _, err := store.Finalize(ctx, corrID, evidence.Verdict{Verdict: evidence.VerdictNonCertifiable,
+		Reasons: []string{fmt.Sprintf("operator reconciliation of %s in run %s: %s; a recorded decision certifies nothing",
+			e.IdempotencyKey, r.RunID, opts.Outcome)}}); err != nil {
+		return fmt.Errorf("finalize correction run %s: %w", corrID, err)
+	}
+	fmt.Fprintf(opts.IO.Out, "reconciled %s: unknown -> %s, recorded in correction run %s (corrects %s)\n",
+		e.IdempotencyKey, opts.Outcome, corrID, r.RunID)
+	return nil
+}
+
+// correctionRunID returns a new globally unique run id for a correction of runID.
+func correctionRunID(runID string) (string, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("run id: %w", err)
+	}
+	suffix := "-reconcile-" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b)
+	if len(runID)+len(suffix) > 128 {
+		runID = runID[:128-len(suffix)]
+	}
+	return runID + suffix, nil
+}
