@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
@@ -29,32 +32,193 @@ func Profiles() map[string]Profile {
 			Name: "standard",
 			Doc:  "two files per implementing member: the function and its test",
 			Files: func(language string) []string {
+				if language == reference.LanguagePython {
+					return []string{"double.py", "test_double.py"}
+				}
 				return []string{"double.go", "double_test.go"}
 			},
-			Artifact: func(language string) string { return "double.go" },
+			Artifact: func(language string) string {
+				if language == reference.LanguagePython {
+					return "double.py"
+				}
+				return "double.go"
+			},
+		},
+		"single-file": {
+			Name: "single-file",
+			Doc:  "one test file per implementing member that also holds the function; the oracle checks that file",
+			Files: func(language string) []string {
+				if language == reference.LanguagePython {
+					return []string{"test_double.py"}
+				}
+				return []string{"double_test.go"}
+			},
+			Artifact: func(language string) string {
+				if language == reference.LanguagePython {
+					return "test_double.py"
+				}
+				return "double_test.go"
+			},
 		},
 	}
 }
 
-// Languages are the artifact languages the matrix can check.
-var Languages = []string{"go"}
+// ProfileNames returns the profile names, sorted.
+func ProfileNames() []string {
+	var n []string
+	for k := range Profiles() {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
 
-// goModule is the module file the harness scaffolds in each implementing member's directory, so
+// Languages are the artifact languages the matrix can check.
+var Languages = []string{reference.LanguageGo, reference.LanguagePython}
+
+// goModule is the module file the harness scaffolds in each implementing Go member's directory, so
 // the independent test runner has a module to test. Members write only the declared files.
 const goModule = "module example.com/double\n\ngo 1.21\n"
 
 // packageName is the Go package members are asked to use.
 const packageName = "double"
 
-// Case is one matrix case: a formation run on a task profile in a language.
-type Case struct {
-	Formation string
-	Profile   Profile
-	Language  string
+// MemberTemplate is one member of a catalog entry, before a case gives it a directory and a task.
+type MemberTemplate struct {
+	ID, Name      string
+	DomainRole    string
+	FormationRole string
+	// Implements: the member writes the profile's deliverables in its own directory with
+	// write_file; otherwise it holds read_file only and delivers nothing.
+	Implements bool
+	// ReadsFrom is, for a member that does not implement, the implementing member whose directory
+	// it works in (a critic reads the generator's files); "" gives it its own empty directory.
+	ReadsFrom string
+	// Optional members need not run (dynamic_router runs only the member it selects).
+	Optional bool
+	// SatisfiedAt is, for a critic, the reflection iteration from which the reference critic is
+	// satisfied (so the case exercises the needs_work loop); 0 for others.
+	SatisfiedAt int
 }
 
-// Name is the case's display name, "formation/profile/language".
-func (c Case) Name() string { return c.Formation + "/" + c.Profile.Name + "/" + c.Language }
+// CatalogEntry is one case of the matrix catalog: a formation (or an ensemble mode of one) with its
+// members, options, team task, and the check of the formation's own evidence.
+type CatalogEntry struct {
+	// Name is the catalog name used by --formations: the formation name, or "parallel+vote" style
+	// for an ensemble mode.
+	Name string
+	// Formation is the registry formation the case runs.
+	Formation string
+	// Doc says what the case shows.
+	Doc     string
+	Members []MemberTemplate
+	// Options returns the formation options of the case.
+	Options func() formation.Options
+	// Task is the team task (routing and splitting read it); "" is the default.
+	Task string
+	// Evidence checks the formation's own evidence in the stored trace.
+	Evidence evidenceRule
+}
+
+// defaultTeamTask is the team task of the catalog: what the routers and splitters see.
+const defaultTeamTask = "Implement Double in the function file.\nTest Double in the test file.\n"
+
+func implementer(id string) MemberTemplate {
+	return MemberTemplate{ID: id, Name: "executor " + strings.TrimPrefix(id, "exec-"), DomainRole: "executor", Implements: true}
+}
+
+func roleMember(id, role string) MemberTemplate {
+	return MemberTemplate{ID: id, Name: role, DomainRole: "reviewer", FormationRole: role}
+}
+
+func noOptions() formation.Options { return formation.Options{} }
+
+// Catalog returns the matrix catalog: one case per formation plus the three ensemble modes, in
+// this order. The slice is new on every call.
+func Catalog() []CatalogEntry {
+	ensemble := func(mode string) func() formation.Options {
+		return func() formation.Options { return formation.Options{Ensemble: formation.EnsembleOptions{Mode: mode}} }
+	}
+	return []CatalogEntry{
+		{Name: "sequential", Formation: "sequential", Doc: "two executors one after another, the second seeing the first's output",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2")}, Options: noOptions, Evidence: sequentialEvidence},
+		{Name: "pipeline", Formation: "pipeline", Doc: "two stages, the second taking the first's output as input",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2")}, Options: noOptions, Evidence: pipelineEvidence},
+		{Name: "parallel", Formation: "parallel", Doc: "two executors concurrently in disjoint directories",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2")}, Options: noOptions, Evidence: parallelEvidence},
+		{Name: "hierarchical", Formation: "hierarchical", Doc: "a read-only supervisor delegates to two executors and synthesizes",
+			Members: []MemberTemplate{roleMember("supervisor", formation.RoleSupervisor), implementer("exec-1"), implementer("exec-2")},
+			Options: noOptions, Evidence: hierarchicalEvidence},
+		{Name: "consensus", Formation: "consensus", Doc: "two executors propose until their consensus keys agree",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2")}, Options: noOptions, Evidence: consensusEvidence},
+		{Name: "reflection", Formation: "reflection", Doc: "a generator writes; a read-only critic reads its files, asks for one revision, then is satisfied",
+			Members: []MemberTemplate{{ID: "exec-1", Name: "generator", DomainRole: "executor", FormationRole: formation.RoleGenerator, Implements: true},
+				{ID: "critic", Name: "critic", DomainRole: "reviewer", FormationRole: formation.RoleCritic, ReadsFrom: "exec-1", SatisfiedAt: 2}},
+			Options: noOptions, Evidence: reflectionEvidence},
+		{Name: "dynamic_router", Formation: "dynamic_router", Doc: "the default selector routes an implementation task to the executor among a researcher and a reviewer",
+			Members: []MemberTemplate{{ID: "researcher", Name: "researcher", DomainRole: "researcher", Optional: true},
+				implementer("exec-1"), {ID: "reviewer", Name: "reviewer", DomainRole: "reviewer", Optional: true}},
+			Options: noOptions, Evidence: routerEvidence},
+		{Name: "multi_level_hierarchy", Formation: "multi_level_hierarchy", Doc: "root -> lead -> two executors, each leaf given one line of the task",
+			Members: []MemberTemplate{roleMember("root", formation.RoleSupervisor), roleMember("lead", formation.RoleSupervisor),
+				implementer("exec-1"), implementer("exec-2")},
+			Options: func() formation.Options {
+				return formation.Options{Hierarchy: formation.HierarchyOptions{Split: "line", Tree: &formation.TreeNode{MemberID: "root",
+					Children: []formation.TreeNode{{MemberID: "lead", Children: []formation.TreeNode{{MemberID: "exec-1"}, {MemberID: "exec-2"}}}}}}}
+			}, Evidence: multiLevelEvidence},
+		{Name: "adaptive", Formation: "adaptive", Doc: "the sequential -> hierarchical -> consensus cycle under the feedback strategy (every completion carries quality_score)",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2")},
+			Options: func() formation.Options {
+				return formation.Options{Adaptive: formation.AdaptiveOptions{Strategy: formation.StrategyFeedback}}
+			}, Evidence: adaptiveEvidence},
+		{Name: "group_chat", Formation: "group_chat", Doc: "two executors take round-robin turns until one says done",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2")}, Options: noOptions, Evidence: groupChatEvidence},
+		{Name: "debate", Formation: "debate", Doc: "two executors debate for two rounds; a read-only judge gives one verdict",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2"), roleMember("judge", formation.RoleJudge)},
+			Options: noOptions, Evidence: debateEvidence},
+		{Name: "handoff", Formation: "handoff", Doc: "exec-1 hands off to exec-2, who finishes",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2")}, Options: noOptions, Evidence: handoffEvidence},
+		{Name: "parallel+vote", Formation: "parallel", Doc: "ensemble vote: three candidates, strict majority of vote keys",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2"), implementer("exec-3")},
+			Options: ensemble(formation.EnsembleVote), Evidence: ensembleEvidence},
+		{Name: "parallel+judge", Formation: "parallel", Doc: "ensemble judge: two candidates, a read-only judge selects one",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2"), roleMember("judge", formation.RoleJudge)},
+			Options: ensemble(formation.EnsembleJudge), Evidence: ensembleEvidence},
+		{Name: "parallel+synthesizer", Formation: "parallel", Doc: "ensemble synthesizer: two candidates, a read-only synthesizer composes the answer",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2"), roleMember("synthesizer", formation.RoleSynthesizer)},
+			Options: ensemble(formation.EnsembleSynthesizer), Evidence: ensembleEvidence},
+	}
+}
+
+// CatalogNames returns the catalog names in catalog order.
+func CatalogNames() []string {
+	var n []string
+	for _, e := range Catalog() {
+		n = append(n, e.Name)
+	}
+	return n
+}
+
+// LookupCase returns the catalog entry named name; the ensemble modes are also found by their bare
+// names (vote, judge, synthesizer).
+func LookupCase(name string) (CatalogEntry, error) {
+	for _, e := range Catalog() {
+		if e.Name == name || e.Name == "parallel+"+name {
+			return e, nil
+		}
+	}
+	return CatalogEntry{}, fmt.Errorf("%w: unknown formation %q (catalog: %s, or all)", ErrBadOptions, name, strings.Join(CatalogNames(), ", "))
+}
+
+// Case is one matrix case: a catalog entry run on a task profile in a language.
+type Case struct {
+	Entry    CatalogEntry
+	Profile  Profile
+	Language string
+}
+
+// Name is the case's display name, "entry/profile/language".
+func (c Case) Name() string { return c.Entry.Name + "/" + c.Profile.Name + "/" + c.Language }
 
 // memberPlan is one member of a case with what it must deliver.
 type memberPlan struct {
@@ -64,39 +228,108 @@ type memberPlan struct {
 	Deliverables []string
 	// Artifact is the file the oracle checks, "" when the member does not implement.
 	Artifact string
+	// Optional members need not have run.
+	Optional bool
+}
+
+// implementTask is an implementing member's task in a language.
+func implementTask(language string, files []string) string {
+	if language == reference.LanguagePython {
+		return fmt.Sprintf("Implement, in Python, a function `double(x)` that returns 2*x for ints and floats, and a pytest "+
+			"test for it. Write exactly these files with the write_file tool, paths relative to your working directory: %s.",
+			strings.Join(files, ", "))
+	}
+	return fmt.Sprintf("Implement, in Go package %q, a generic function `func Double[T int | float64](x T) T` that returns "+
+		"2*x, and a test for it. Write exactly these files with the write_file tool, paths relative to your working "+
+		"directory: %s. A go.mod is already there.", packageName, strings.Join(files, ", "))
+}
+
+// roleTask is the task of a member that does not implement.
+func roleTask(t MemberTemplate) string {
+	switch t.FormationRole {
+	case formation.RoleCritic:
+		return "You are the critic of a team implementing Double. Read the generator's files with read_file and judge them."
+	case formation.RoleJudge:
+		return "You are the judge of a team implementing Double. Judge the candidates from what they report."
+	case formation.RoleSynthesizer:
+		return "You are the synthesizer of a team implementing Double. Compose the candidates' answers."
+	case formation.RoleSupervisor:
+		return "You supervise a team implementing Double. Synthesize what your members report."
+	}
+	return fmt.Sprintf("You are the team's %s. Answer the request you are given.", t.DomainRole)
 }
 
 // plan builds the members of a case under caseDir, creating each member's directory and scaffold.
-// Every implementing member writes in its own directory, so parallel members never share a path.
+// Every implementing member writes in its own directory, so concurrent members never share a path.
 func (c Case) plan(caseDir string) ([]memberPlan, error) {
 	files := c.Profile.Files(c.Language)
-	assignment := reference.FormatAssignment(reference.Assignment{Task: "double", Language: c.Language,
-		Package: packageName, Files: files})
-	task := fmt.Sprintf("Implement, in Go package %q, a generic function `func Double[T int | float64](x T) T` "+
-		"that returns 2*x, and a test for it. Write exactly these files with the write_file tool, paths relative "+
-		"to your working directory: %s. A go.mod is already there.\n%s",
-		packageName, strings.Join(files, ", "), assignment)
-	var plans []memberPlan
-	for _, id := range []string{"exec-1", "exec-2"} {
-		dir := filepath.Join(caseDir, id)
+	assignment := reference.Assignment{Task: reference.TaskDouble, Language: c.Language, Files: files}
+	if c.Language == reference.LanguageGo {
+		assignment.Package = packageName
+	}
+	dirs := map[string]string{}
+	for _, t := range c.Entry.Members {
+		if t.ReadsFrom != "" {
+			continue
+		}
+		dir := filepath.Join(caseDir, t.ID)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("case %s: member directory: %w", c.Name(), err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goModule), 0o644); err != nil {
-			return nil, fmt.Errorf("case %s: scaffold go.mod: %w", c.Name(), err)
+		if t.Implements && c.Language == reference.LanguageGo {
+			if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goModule), 0o644); err != nil {
+				return nil, fmt.Errorf("case %s: scaffold go.mod: %w", c.Name(), err)
+			}
 		}
-		plans = append(plans, memberPlan{
-			Spec: runtime.MemberSpec{
-				ID: id, Name: "executor " + strings.TrimPrefix(id, "exec-"), DomainRole: "executor",
-				Goal: "You are an executor on a software team. You act only through the tools you are given; " +
-					"your working directory is private to you.",
-				Task:         task,
-				AllowedTools: []string{"write_file", "read_file"},
-				Dir:          dir,
-			},
-			Deliverables: files,
-			Artifact:     c.Profile.Artifact(c.Language),
-		})
+		dirs[t.ID] = dir
+	}
+	var plans []memberPlan
+	for _, t := range c.Entry.Members {
+		spec := runtime.MemberSpec{ID: t.ID, Name: t.Name, DomainRole: t.DomainRole, FormationRole: t.FormationRole,
+			Goal: "You are a member of a software team. You act only through the tools you are given; your working directory is private to you.",
+			Dir:  dirs[t.ID], Idempotent: true}
+		p := memberPlan{Optional: t.Optional}
+		if t.Implements {
+			spec.Task = implementTask(c.Language, files) + "\n" + reference.FormatAssignment(assignment)
+			spec.AllowedTools = []string{"write_file", "read_file"}
+			p.Deliverables, p.Artifact = files, c.Profile.Artifact(c.Language)
+		} else {
+			spec.Task = roleTask(t)
+			spec.AllowedTools = []string{"read_file"}
+			if t.ReadsFrom != "" {
+				d, ok := dirs[t.ReadsFrom]
+				if !ok {
+					return nil, fmt.Errorf("case %s: member %s reads from unknown member %s", c.Name(), t.ID, t.ReadsFrom)
+				}
+				spec.Dir = d
+			}
+			if t.SatisfiedAt > 0 {
+				a := assignment
+				a.SatisfiedAt = t.SatisfiedAt
+				spec.Task += "\n" + reference.FormatAssignment(a)
+			}
+		}
+		p.Spec = spec
+		plans = append(plans, p)
 	}
 	return plans, nil
+}
+
+// oracleSpec is the oracle spec for a case: double in the case's language. The single-file Go
+// profile's artifact is a _test.go file, which must import "testing"; that import is allowed for
+// it (the package offers a test binary's API, not file or process access without "flag" and "os",
+// which stay forbidden).
+func (c Case) oracleSpec() (oracle.Spec, error) {
+	spec, err := oracle.DoubleSpec().ForLanguage(c.Language)
+	if err != nil {
+		return spec, err
+	}
+	if c.Language == reference.LanguageGo && strings.HasSuffix(c.Profile.Artifact(c.Language), "_test.go") {
+		imports := spec.Imports
+		if imports == nil {
+			imports = oracle.DefaultImports
+		}
+		spec.Imports = append(slices.Clone(imports), "testing")
+	}
+	return spec, nil
 }

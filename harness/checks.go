@@ -16,6 +16,7 @@ import (
 	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
 // Check statuses as recorded in the evidence store.
@@ -41,6 +42,15 @@ type caseState struct {
 	oracle   oracle.Options
 	// artifacts maps member id -> artifact SHA-256 hex recorded by files_exist, compared after the oracle.
 	artifacts map[string]string
+	// entry is the catalog entry; its Evidence rule checks the formation's own evidence.
+	entry CatalogEntry
+	// language is the artifact language; spec the oracle spec for it.
+	language string
+	spec     oracle.Spec
+	// The Python interpreters chosen once per matrix (oracle driver; pytest) and why none was.
+	oraclePythonErr error
+	pytestPython    oracle.Python
+	pytestPythonErr error
 }
 
 // Check is a matrix check descriptor: adding a check is adding one value to Checks, with its test.
@@ -56,7 +66,7 @@ type Check struct {
 
 // Checks returns the matrix checks in the order they run.
 func Checks() []Check {
-	return []Check{filesExist, independentTests, oracleCheck, memberOutcomes, sessions, routing, usageConservation}
+	return []Check{filesExist, independentTests, oracleCheck, memberOutcomes, formationEvidence, sessions, routing, usageConservation}
 }
 
 var filesExist = Check{
@@ -97,18 +107,27 @@ var filesExist = Check{
 }
 
 var independentTests = Check{
-	Name:     "tests",
-	Doc:      "the members' own tests pass under the bounded independent runner (go test -count=1), run by assay in each member directory",
+	Name: "tests",
+	Doc: "the members' own tests pass under the bounded independent runner, run by assay in each implementing member's " +
+		"directory: go test -count=1 for Go, python3 -m pytest for Python (an interpreter with pytest, chosen once)",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
 		status, parts := statusPassed, []string{}
-		results := map[string]oracle.GoTestResult{}
+		results := map[string]oracle.TestRunResult{}
 		for _, p := range s.plans {
 			if p.Artifact == "" {
 				continue
 			}
-			out := filepath.Join(s.caseDir, p.Spec.ID+".go-test.json")
-			r, err := oracle.RunGoTest(ctx, p.Spec.Dir, out, s.testTime)
+			var r oracle.TestRunResult
+			var err error
+			if s.language == reference.LanguagePython {
+				if s.pytestPythonErr != nil {
+					return statusFailed, "no Python interpreter with pytest: " + s.pytestPythonErr.Error(), nil
+				}
+				r, err = oracle.RunPytestWith(ctx, s.pytestPython, p.Spec.Dir, filepath.Join(s.caseDir, p.Spec.ID+".pytest.log"), s.testTime)
+			} else {
+				r, err = oracle.RunGoTest(ctx, p.Spec.Dir, filepath.Join(s.caseDir, p.Spec.ID+".go-test.json"), s.testTime)
+			}
 			if err != nil {
 				return statusFailed, fmt.Sprintf("%s: %v", p.Spec.ID, err), nil
 			}
@@ -117,6 +136,9 @@ var independentTests = Check{
 			if r.Verdict != "passed" {
 				status = statusFailed
 			}
+		}
+		if len(results) == 0 {
+			return statusFailed, "no implementing member to test", nil
 		}
 		return status, strings.Join(parts, "; "), results
 	},
@@ -128,7 +150,10 @@ var oracleCheck = Check{
 		"with a trusted reference; the artifact's SHA-256 is identical before and after",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		spec := oracle.DoubleSpec()
+		spec := s.spec
+		if s.language == reference.LanguagePython && s.oraclePythonErr != nil {
+			return statusFailed, "no Python interpreter for the oracle: " + s.oraclePythonErr.Error(), nil
+		}
 		status, parts := statusPassed, []string{}
 		results := map[string]oracle.Result{}
 		for _, p := range s.plans {
@@ -163,22 +188,37 @@ var oracleCheck = Check{
 
 var memberOutcomes = Check{
 	Name:     "members",
-	Doc:      "every member's outcome in the runtime's result is a success",
+	Doc:      "every member that had to run ran, every member that ran succeeded, and no unknown member ran",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
 		if s.teamErr != nil {
 			return statusFailed, "team did not run: " + s.teamErr.Error(), nil
 		}
 		var failed []string
+		ran := map[string]bool{}
 		for _, m := range s.result.Members {
+			ran[m.MemberID] = true
 			if !m.Success {
 				failed = append(failed, m.MemberID+": "+m.Error)
 			}
 		}
-		if len(s.result.Members) != len(s.plans) {
-			failed = append(failed, fmt.Sprintf("%d member results for %d members", len(s.result.Members), len(s.plans)))
+		planned := map[string]bool{}
+		for _, p := range s.plans {
+			planned[p.Spec.ID] = true
+			if !p.Optional && !ran[p.Spec.ID] {
+				failed = append(failed, p.Spec.ID+": did not run")
+			}
+		}
+		for id := range ran {
+			if !planned[id] {
+				failed = append(failed, id+": not a member of the case")
+			}
+		}
+		if !s.result.Success && len(failed) == 0 {
+			failed = append(failed, "the formation reported failure: "+s.result.FinalOutput)
 		}
 		if len(failed) > 0 {
+			sort.Strings(failed)
 			return statusFailed, strings.Join(failed, "; "), nil
 		}
 		return statusPassed, fmt.Sprintf("%d succeeded", len(s.result.Members)), nil

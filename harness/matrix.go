@@ -21,6 +21,8 @@ import (
 	goruntime "runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -38,12 +40,17 @@ import (
 type Options struct {
 	// OutDir is the output directory (evidence.duckdb, gateway-usage.db, cases/, reports).
 	OutDir string
-	// Formations are the formation names to run, in order.
+	// Formations are the catalog names to run, in order (see Catalog: the twelve formations and
+	// parallel+vote, parallel+judge, parallel+synthesizer; the bare mode names vote, judge and
+	// synthesizer also select those), or the single name "all" for the whole catalog.
 	Formations []string
-	// Profile is the task profile name (default "standard").
+	// Profile is the task profile name (default "standard"; see Profiles).
 	Profile string
-	// Language is the artifact language (default "go").
+	// Language is the artifact language (default "go"; see Languages).
 	Language string
+	// Concurrency is how many cases run at once (default 1). Cases are independent runs; each is
+	// finalized on its own.
+	Concurrency int
 	// BaseURL is an OpenAI-compatible endpoint ("https://host/v1"); "" starts the embedded reference provider.
 	BaseURL string
 	// Model is the model id; required with BaseURL, default reference.ModelID without.
@@ -66,24 +73,31 @@ type Options struct {
 	ToolVersion string
 	// Command is recorded as the evidence store's lock holder (e.g. "assay matrix run").
 	Command string
-	// Progress receives one line per case step; nil for none.
+	// Progress receives one line per case step; nil for none. Lines are written whole, one at a
+	// time, even when cases run concurrently.
 	Progress io.Writer
 }
 
 // CaseResult is one case's outcome as finalized in the evidence store.
 type CaseResult struct {
-	RunID     string `json:"run_id"`
-	Case      string `json:"case"`
+	RunID string `json:"run_id"`
+	Case  string `json:"case"`
+	// Catalog is the catalog entry's name (e.g. "parallel+vote"); Formation the registry formation.
+	Catalog   string `json:"catalog"`
 	Formation string `json:"formation"`
 	Profile   string `json:"profile"`
 	Language  string `json:"language"`
 	Members   int    `json:"members"`
 	// ElapsedSeconds is the case's wall time, seconds.
-	ElapsedSeconds float64          `json:"elapsed_seconds"`
-	Checks         []evidence.Check `json:"checks"`
-	Verdict        evidence.Verdict `json:"verdict"`
-	EventCount     int64            `json:"event_count"`
-	TerminalHash   string           `json:"terminal_hash"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// Timings splits ElapsedSeconds, in seconds: "team" (the formation run: orchestration, provider
+	// exchanges through the gateway, tool calls, event recording), "check:<name>" per check, and
+	// "finalize".
+	Timings      map[string]float64 `json:"timings"`
+	Checks       []evidence.Check   `json:"checks"`
+	Verdict      evidence.Verdict   `json:"verdict"`
+	EventCount   int64              `json:"event_count"`
+	TerminalHash string             `json:"terminal_hash"`
 }
 
 // Summary is the outcome of a matrix run.
@@ -129,24 +143,37 @@ func (o *Options) Normalize() error {
 		o.Formations = []string{"sequential", "parallel"}
 	}
 	if len(o.Formations) == 1 && o.Formations[0] == "all" {
-		o.Formations = formation.Names()
+		o.Formations = CatalogNames()
 	}
-	for _, f := range o.Formations {
-		if _, err := formation.Lookup(f); err != nil {
-			return fmt.Errorf("%w: %v", ErrBadOptions, err)
+	seen := map[string]bool{}
+	for i, f := range o.Formations {
+		e, err := LookupCase(f)
+		if err != nil {
+			return err
 		}
+		if seen[e.Name] {
+			return fmt.Errorf("%w: case %q listed twice", ErrBadOptions, e.Name)
+		}
+		seen[e.Name] = true
+		o.Formations[i] = e.Name
 	}
 	if o.Profile == "" {
 		o.Profile = "standard"
 	}
 	if _, ok := Profiles()[o.Profile]; !ok {
-		return fmt.Errorf("%w: unknown profile %q (known: standard)", ErrBadOptions, o.Profile)
+		return fmt.Errorf("%w: unknown profile %q (known: %s)", ErrBadOptions, o.Profile, strings.Join(ProfileNames(), ", "))
 	}
 	if o.Language == "" {
 		o.Language = "go"
 	}
 	if !slices.Contains(Languages, o.Language) {
 		return fmt.Errorf("%w: unknown language %q (known: %s)", ErrBadOptions, o.Language, strings.Join(Languages, ", "))
+	}
+	if o.Concurrency < 0 {
+		return fmt.Errorf("%w: --concurrency %d is negative", ErrBadOptions, o.Concurrency)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
 	}
 	if o.BaseURL != "" {
 		u, err := url.Parse(o.BaseURL)
@@ -231,23 +258,92 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 
 	profile := Profiles()[opts.Profile]
-	for i, f := range opts.Formations {
-		c := Case{Formation: f, Profile: profile, Language: opts.Language}
-		progress(opts.Progress, "case %d/%d %s: running", i+1, len(opts.Formations), c.Name())
-		cr, err := runCase(ctx, opts, c, store, gw, client, upstream)
-		if err != nil {
-			return sum, fmt.Errorf("case %s: %w", c.Name(), err)
+	env := caseEnv{store: store, gateway: gw, client: client}
+	if opts.Language == reference.LanguagePython {
+		// One interpreter for the whole matrix, chosen deliberately (oracle.FindPython); when none
+		// qualifies the tests and oracle checks fail as unavailable, never pass.
+		env.oraclePython, env.oraclePythonErr = oracle.FindPython(ctx, false)
+		env.pytestPython, env.pytestPythonErr = oracle.FindPython(ctx, true)
+	}
+	prog := &lineWriter{w: opts.Progress}
+	cases := make([]Case, len(opts.Formations))
+	for i, name := range opts.Formations {
+		entry, _ := LookupCase(name) // Normalize resolved every name
+		cases[i] = Case{Entry: entry, Profile: profile, Language: opts.Language}
+	}
+	results := make([]CaseResult, len(cases))
+	errs := make([]error, len(cases))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(opts.Concurrency, len(cases)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(cases) || ctx.Err() != nil {
+					return
+				}
+				c := cases[i]
+				prog.line("case %d/%d %s: running", i+1, len(cases), c.Name())
+				cr, err := runCase(ctx, opts, c, env)
+				if err != nil {
+					errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
+					prog.line("case %d/%d %s: stopped: %v", i+1, len(cases), c.Name(), err)
+					continue
+				}
+				prog.line("case %d/%d %s: %s in %.1fs (run %s)", i+1, len(cases), c.Name(), cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
+				results[i] = cr
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range cases {
+		if errs[i] != nil {
+			return sum, errs[i]
 		}
-		progress(opts.Progress, "case %d/%d %s: %s in %.1fs (run %s)", i+1, len(opts.Formations), c.Name(),
-			cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
-		sum.Cases = append(sum.Cases, cr)
+		if results[i].RunID != "" {
+			sum.Cases = append(sum.Cases, results[i])
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return sum, fmt.Errorf("matrix cancelled after %d of %d cases: %w", len(sum.Cases), len(cases), err)
 	}
 	return sum, nil
 }
 
+// caseEnv is what every case of one matrix run shares.
+type caseEnv struct {
+	store           *evidence.Store
+	gateway         *gateway.Gateway
+	client          provider.Provider
+	oraclePython    oracle.Python
+	oraclePythonErr error
+	pytestPython    oracle.Python
+	pytestPythonErr error
+}
+
+// lineWriter writes whole progress lines, one at a time.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) line(format string, args ...any) {
+	if l.w == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format+"\n", args...)
+}
+
 // manifest is what a case's manifest digest covers: everything that defines the case before it runs.
 type manifest struct {
+	Catalog      string               `json:"catalog"`
 	Formation    string               `json:"formation"`
+	Options      map[string]any       `json:"options"`
+	TeamTask     string               `json:"team_task"`
 	Profile      string               `json:"profile"`
 	Language     string               `json:"language"`
 	Provider     string               `json:"provider"`
@@ -268,17 +364,19 @@ type oracleManifest struct {
 	Function  string          `json:"function"`
 	Reference string          `json:"reference"`
 	Domains   []oracle.Domain `json:"domains"`
+	Imports   []string        `json:"imports,omitempty"`
 	Checks    int             `json:"checks"`
 }
 
 func newOracleManifest(s oracle.Spec) oracleManifest {
 	return oracleManifest{Name: s.Name, Language: s.Language, File: s.File, Function: s.Function,
-		Reference: s.Reference.GoExpr, Domains: s.Domains, Checks: s.Expected()}
+		Reference: s.Reference.GoExpr, Domains: s.Domains, Imports: s.Imports, Checks: s.Expected()}
 }
 
-func runCase(ctx context.Context, opts Options, c Case, store *evidence.Store, gw *gateway.Gateway,
-	client provider.Provider, upstream string) (CaseResult, error) {
+func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult, error) {
 	start := time.Now()
+	timings := map[string]float64{}
+	store := env.store
 	runID, err := newRunID()
 	if err != nil {
 		return CaseResult{}, err
@@ -291,9 +389,19 @@ func runCase(ctx context.Context, opts Options, c Case, store *evidence.Store, g
 	if err != nil {
 		return CaseResult{}, err
 	}
-	team := runtime.Team{RunID: runID, Formation: c.Formation}
-	m := manifest{Formation: c.Formation, Profile: c.Profile.Name, Language: c.Language, Provider: upstreamLabel(opts),
-		Model: opts.Model, Stream: opts.Stream, Deliverables: map[string][]string{}, OracleSpec: newOracleManifest(oracle.DoubleSpec())}
+	spec, err := c.oracleSpec()
+	if err != nil {
+		return CaseResult{}, fmt.Errorf("oracle spec: %w", err)
+	}
+	fopts := c.Entry.Options()
+	task := c.Entry.Task
+	if task == "" {
+		task = defaultTeamTask
+	}
+	team := runtime.Team{RunID: runID, Formation: c.Entry.Formation, Task: task}
+	m := manifest{Catalog: c.Entry.Name, Formation: c.Entry.Formation, Options: fopts.Summary(), TeamTask: task,
+		Profile: c.Profile.Name, Language: c.Language, Provider: upstreamLabel(opts),
+		Model: opts.Model, Stream: opts.Stream, Deliverables: map[string][]string{}, OracleSpec: newOracleManifest(spec)}
 	for _, p := range plans {
 		team.Members = append(team.Members, p.Spec)
 		spec := p.Spec
@@ -308,16 +416,16 @@ func runCase(ctx context.Context, opts Options, c Case, store *evidence.Store, g
 	if err != nil {
 		return CaseResult{}, err
 	}
-	env := evidence.Envelope{
+	envelope := evidence.Envelope{
 		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: "live",
 		EnvironmentFingerprint: environmentFingerprint(opts.ToolVersion),
 		EntropySources:         []string{"provider_responses", "wall_clock", "run_id"},
 		ReplayTolerance:        "exact",
 		Provider:               upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
-		Formation: c.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
+		Formation: c.Entry.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
 	}
 	// The envelope is bound before anything executes.
-	if err := store.OpenRun(ctx, runID, env, ""); err != nil {
+	if err := store.OpenRun(ctx, runID, envelope, ""); err != nil {
 		return CaseResult{}, fmt.Errorf("open run %s: %w", runID, err)
 	}
 	sink := &storeSink{store: store, runID: runID}
@@ -329,21 +437,26 @@ func runCase(ctx context.Context, opts Options, c Case, store *evidence.Store, g
 		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", runID, err)
 	}
 
-	engine, err := runtime.NewEngine(runtime.EngineConfig{Provider: client, Model: opts.Model, Stream: opts.Stream, Sink: sink})
+	engine, err := runtime.NewEngine(runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink})
 	if err != nil {
 		return CaseResult{}, err
 	}
-	result, teamErr := formation.Run(ctx, engine, team)
+	teamStart := time.Now()
+	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
+	timings["team"] = time.Since(teamStart).Seconds()
 	if teamErr != nil {
 		_ = engine.Emit(ctx, "warning", "", "", map[string]string{"warning": "team did not complete: " + teamErr.Error()})
 	}
 
 	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
-		teamErr: teamErr, gateway: gw, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{},
-		oracle: oracle.Options{WorkDir: caseDir}}
+		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{},
+		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
+		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr}
 	var checks []evidence.Check
 	for _, ch := range Checks() {
+		checkStart := time.Now()
 		status, detail, ev := ch.run(ctx, state)
+		timings["check:"+ch.Name] = time.Since(checkStart).Seconds()
 		rec := evidence.Check{Name: ch.Name, Required: ch.Required, Status: status, Detail: detail, Evidence: marshalEvidence(ev)}
 		if err := store.RecordCheck(ctx, runID, rec); err != nil {
 			return CaseResult{}, fmt.Errorf("run %s: record check %s: %w", runID, ch.Name, err)
@@ -355,13 +468,15 @@ func runCase(ctx context.Context, opts Options, c Case, store *evidence.Store, g
 	if failed := failedRequired(checks); len(failed) > 0 {
 		verdict = evidence.Verdict{Verdict: "rejected", Reasons: failed}
 	}
+	finStart := time.Now()
 	fin, err := store.Finalize(ctx, runID, verdict)
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("finalize run %s: %w", runID, err)
 	}
-	return CaseResult{RunID: runID, Case: c.Name(), Formation: c.Formation, Profile: c.Profile.Name, Language: c.Language,
-		Members: len(team.Members), ElapsedSeconds: time.Since(start).Seconds(), Checks: checks, Verdict: fin.Verdict,
-		EventCount: fin.EventCount, TerminalHash: fin.TerminalHash}, nil
+	timings["finalize"] = time.Since(finStart).Seconds()
+	return CaseResult{RunID: runID, Case: c.Name(), Catalog: c.Entry.Name, Formation: c.Entry.Formation, Profile: c.Profile.Name,
+		Language: c.Language, Members: len(team.Members), ElapsedSeconds: time.Since(start).Seconds(), Timings: timings, Checks: checks,
+		Verdict: fin.Verdict, EventCount: fin.EventCount, TerminalHash: fin.TerminalHash}, nil
 }
 
 // storeSink adapts the evidence store to runtime.Sink for one run.
@@ -437,10 +552,4 @@ func digestJSON(v any) (string, error) {
 	}
 	sum := sha256.Sum256(c)
 	return hex.EncodeToString(sum[:]), nil
-}
-
-func progress(w io.Writer, format string, args ...any) {
-	if w != nil {
-		fmt.Fprintf(w, format+"\n", args...)
-	}
 }

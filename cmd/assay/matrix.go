@@ -15,7 +15,6 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/reports"
-	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
@@ -39,16 +38,25 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run every selected formation on a task profile and accept or reject each case from evidence",
-		Long: `Run each selected formation (a case) against an OpenAI-compatible provider — by default the embedded
-reference provider on 127.0.0.1 — through the observing gateway, then check each case independently of
-what any member said: declared files exist, the members' tests pass under a bounded runner, the
-finite-domain oracle passes with the artifact unchanged, member outcomes succeeded, session ids are
-distinct and match the wire, routing matches, and token usage is conserved across wire, store and
-gateway. Every case is recorded and finalized in <out>/evidence.duckdb; the gateway's records go to
-<out>/gateway-usage.db; <out>/report.md is the readable report.
+		Long: `Run each selected case of the catalog — one per formation plus the ensemble modes parallel+vote,
+parallel+judge and parallel+synthesizer, 15 in all — against an OpenAI-compatible provider (by default
+the embedded reference provider on 127.0.0.1, not a language model) through the observing gateway,
+then check each case independently of what any member said: declared files exist, the members' tests
+pass under a bounded runner (go test, or pytest for --language python), the finite-domain oracle passes
+with the artifact unchanged, member outcomes succeeded, the formation's own evidence is in the trace
+(critic verdicts, consensus, the router's single selection, judge and ensemble decisions, handoffs),
+session ids are distinct and match the wire, routing matches, and token usage is conserved across
+wire, store and gateway. Every case is recorded and finalized in <out>/evidence.duckdb, accepted or
+rejected (a rejected case names every failed check and is never re-run); the gateway's records go to
+<out>/gateway-usage.db; <out>/report.md is the readable report. Progress goes to stderr.
+
+Profiles: standard (two files per implementing member: the function and its test) and single-file
+(one test file that also holds the function). Languages: go and python.
 
 Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad input.`,
 		Example: `  assay matrix run
+  assay matrix run --formations all --concurrency 2
+  assay matrix run --formations reflection,parallel+vote --profile single-file --language python
   assay matrix run --formations parallel --format json
   OPENAI_API_KEY=... assay matrix run --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY`,
 		Args: noArgs,
@@ -61,9 +69,10 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	}
 	f := run.Flags()
 	f.StringVar(&opts.Harness.OutDir, "out", "assay-out", "output directory (evidence store, gateway database, case directories, report)")
-	f.StringVar(&opts.Formations, "formations", "sequential,parallel", "comma-separated formations, or \"all\" (known: "+strings.Join(formation.Names(), ", ")+")")
-	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile")
-	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language")
+	f.StringVar(&opts.Formations, "formations", "sequential,parallel", "comma-separated catalog cases, or \"all\" (catalog: "+strings.Join(harness.CatalogNames(), ", ")+")")
+	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile: "+strings.Join(harness.ProfileNames(), " or "))
+	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages, " or "))
+	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once")
 	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")
 	f.StringVar(&opts.APIKeyEnv, "api-key-env", "", "name of the environment variable holding the provider API key (the key itself is never recorded)")
@@ -71,7 +80,8 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.BoolVar(&opts.Harness.Stream, "stream", false, "request SSE streaming responses")
 	f.StringVar(&opts.Harness.Tenant, "tenant", "local", "tenant recorded in every run's envelope")
 	f.DurationVar(&opts.Harness.RequestTimeout, "request-timeout", 60*time.Second, "deadline of one provider request")
-	f.StringSliceVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND (TURN -1 = every turn; KIND drop_usage|http_500); repeatable")
+	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
+		strings.Join(reference.FaultKinds, "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	cmd.AddCommand(run)
 	return cmd
@@ -101,9 +111,9 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		h.APIKey = key
 	}
 	for _, spec := range opts.Faults {
-		fault, err := parseFault(spec)
+		fault, err := reference.ParseFault(spec)
 		if err != nil {
-			return badInput(err)
+			return badInput(fmt.Errorf("--reference-fault: %w", err))
 		}
 		h.ReferenceFaults = append(h.ReferenceFaults, fault)
 	}
@@ -149,7 +159,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 
 // matrixTable is the printed table: one row per case.
 func matrixTable(sum harness.Summary) table {
-	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "SESSIONS", "USAGE", "VERDICT"}}
+	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "EVIDENCE", "SESSIONS", "USAGE", "VERDICT"}}
 	for _, c := range sum.Cases {
 		status := map[string]string{}
 		for _, ch := range c.Checks {
@@ -165,8 +175,8 @@ func matrixTable(sum harness.Summary) table {
 		if usage == "passed" {
 			usage = "conserved"
 		}
-		t.rows = append(t.rows, []string{c.RunID, c.Formation, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
-			get("files"), get("tests"), get("oracle"), get("sessions"), usage, c.Verdict.Verdict})
+		t.rows = append(t.rows, []string{c.RunID, c.Catalog, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
+			get("files"), get("tests"), get("oracle"), get("formation"), get("sessions"), usage, c.Verdict.Verdict})
 	}
 	return t
 }
@@ -191,17 +201,4 @@ func writeMatrixReport(ctx context.Context, sum harness.Summary, path string) er
 		return err
 	}
 	return reports.WriteFileAtomic(path, buf.Bytes())
-}
-
-// parseFault parses MEMBER:TURN:KIND.
-func parseFault(s string) (reference.Fault, error) {
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 {
-		return reference.Fault{}, fmt.Errorf("--reference-fault %q: want MEMBER:TURN:KIND", s)
-	}
-	var turn int
-	if _, err := fmt.Sscan(parts[1], &turn); err != nil || turn < -1 {
-		return reference.Fault{}, fmt.Errorf("--reference-fault %q: turn must be an integer >= -1", s)
-	}
-	return reference.Fault{Member: parts[0], Turn: turn, Kind: parts[2]}, nil
 }

@@ -236,8 +236,9 @@ func (o Options) validate(formation string) error {
 	return nil
 }
 
-// summary is what team_started records of the options (callbacks as their presence only).
-func (o Options) summary() map[string]any {
+// Summary is what team_started records of the options: the non-default settings, callbacks as
+// their presence only. It is JSON-marshalable.
+func (o Options) Summary() map[string]any {
 	s := map[string]any{}
 	if o.Parallel.MemberRetries > 0 {
 		s["parallel_member_retries"] = o.Parallel.MemberRetries

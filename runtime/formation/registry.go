@@ -155,7 +155,7 @@ func RunWith(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Opt
 		ids[i] = m.ID
 	}
 	if err := e.Emit(ctx, "team_started", "", "", map[string]any{"formation": f.Name, "members": ids, "durable": f.Durable,
-		"options": opts.summary()}); err != nil {
+		"options": opts.Summary()}); err != nil {
 		return runtime.TeamResult{}, fmt.Errorf("record team_started: %w", err)
 	}
 	res, err := f.Run(ctx, e, team, opts)
