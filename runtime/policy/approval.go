@@ -120,14 +120,17 @@ func NewApprovals(now func() time.Time) *Approvals {
 	return &Approvals{now: now, pending: map[string]*PendingApproval{}, granted: map[string]*Approval{}}
 }
 
-// Request records a pending approval for b. Any earlier pending approval or grant for the same call
-// is revoked: the new question supersedes it.
+// Request records a pending approval for b. An earlier pending approval of the same call is
+// replaced, and an earlier grant is revoked unless it binds exactly b (the same question asked
+// again, e.g. on resume, keeps its exact answer).
 func (a *Approvals) Request(b Binding, reason string) PendingApproval {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := &PendingApproval{Binding: b, Reason: reason, Requested: a.now().UTC()}
 	a.pending[b.Key()] = p
-	delete(a.granted, b.Key())
+	if g, ok := a.granted[b.Key()]; ok && g.Binding.diff(b) != "" {
+		delete(a.granted, b.Key())
+	}
 	return *p
 }
 

@@ -595,6 +595,8 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 	if approved != nil || needsApproval {
 		ap, err := b.approvals.Consume(b.binding(c, final, d))
 		if err != nil {
+			// The action changed since it was approved: the grant authorises nothing any more.
+			b.approvals.Revoke(key)
 			cancelLedger()
 			return b.refuse(ctx, rec, final, &d, err)
 		}

@@ -23,7 +23,10 @@ import (
 // dispatches a write to a file-backed backend, reports that the backend committed, and is killed
 // before the outcome is recorded.
 
-const crashChildEnv = "ASSAY_TOOL_CRASH_CHILD"
+const (
+	crashChildEnv = "ASSAY_TOOL_CRASH_CHILD"
+	askChildEnv   = "ASSAY_TOOL_ASK_CHILD"
+)
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
@@ -74,9 +77,22 @@ func (j *fileJournal) Outcome(ctx context.Context, out Outcome) error {
 }
 
 func readFileJournal(path string) (intents []Intent, outcomes []Outcome, err error) {
+	recs, err := readFileRecords(path)
+	for _, r := range recs {
+		if r.Intent != nil {
+			intents = append(intents, *r.Intent)
+		}
+		if r.Outcome != nil {
+			outcomes = append(outcomes, *r.Outcome)
+		}
+	}
+	return intents, outcomes, err
+}
+
+func readFileRecords(path string) (records []Record, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		if line == "" {
@@ -84,16 +100,11 @@ func readFileJournal(path string) (intents []Intent, outcomes []Outcome, err err
 		}
 		var l journalLine
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			return nil, nil, fmt.Errorf("journal line %q: %w", line, err)
+			return nil, fmt.Errorf("journal line %q: %w", line, err)
 		}
-		if l.Intent != nil {
-			intents = append(intents, *l.Intent)
-		}
-		if l.Outcome != nil {
-			outcomes = append(outcomes, *l.Outcome)
-		}
+		records = append(records, Record{Intent: l.Intent, Outcome: l.Outcome})
 	}
-	return intents, outcomes, nil
+	return records, nil
 }
 
 // fileBackend commits an effect by appending a line to receipts/<key>; Lookup reads it. Commits
@@ -152,6 +163,17 @@ func crashChild(dir string) {
 		os.Exit(4)
 	}
 	be := fileBackend{dir: filepath.Join(dir, "backend")}
+	if os.Getenv(askChildEnv) != "" {
+		// Pause for approval: the call is asked and the process ends; a new process resumes it.
+		b := NewBoundary(map[string]Tool{"effect": backendTool(be, func() {})}, j, WithPolicy(askFor("d1", "effect")))
+		out, err := b.Invoke(context.Background(), effectCall(filepath.Join(dir, "member"), "c1", `{"x":1}`))
+		if err != nil || out.State != StateAwaitingApproval {
+			fmt.Fprintln(os.Stderr, "ask:", out.State, err)
+			os.Exit(6)
+		}
+		fmt.Println("ASKED")
+		os.Exit(0)
+	}
 	b := NewBoundary(map[string]Tool{"effect": backendTool(be, func() {
 		fmt.Println("COMMITTED")
 		select {} // the response never comes back: the parent kills this process here
@@ -212,7 +234,11 @@ func TestSafetyKillBetweenIntentAndOutcomeThenRestart(t *testing.T) {
 	redispatched := 0
 	b := NewBoundary(map[string]Tool{"effect": backendTool(be, func() { redispatched++ })}, j, WithBackend(be))
 	ctx := context.Background()
-	recovered, err := b.Recover(ctx, intents, outcomes)
+	records, err := readFileRecords(journalPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recovered, err := b.Recover(ctx, records, noMembers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +279,7 @@ func TestRecoveredIntentWithoutDispatchEvidenceStaysUnknown(t *testing.T) {
 	b := NewBoundary(map[string]Tool{"effect": backendTool(be, func() {})}, &memJournal{}, WithBackend(be))
 	in := Intent{RunID: "run-1", MemberID: "m1", SessionID: "run-1-m1", CallID: "c9", IdempotencyKey: "run-1:m1:c9",
 		Tool: "effect", Access: Write, PayloadSHA256: strings.Repeat("0", 64), Dispatched: true, Attempt: 1}
-	if _, err := b.Recover(context.Background(), []Intent{in}, nil); err != nil {
+	if _, err := b.Recover(context.Background(), []Record{{Intent: &in}}, noMembers); err != nil {
 		t.Fatal(err)
 	}
 	r, err := b.Reconcile(context.Background(), in.IdempotencyKey)
@@ -267,3 +293,5 @@ func TestRecoveredIntentWithoutDispatchEvidenceStaysUnknown(t *testing.T) {
 		t.Fatalf("a second decision overwrote the first: %v", err)
 	}
 }
+
+func noMembers(string) (MemberContext, bool) { return MemberContext{}, false }
