@@ -21,7 +21,11 @@ func NewCmdFormations(io IOStreams, runF func(context.Context, *FormationsOption
 	cmd := &cobra.Command{
 		Use:   "formations",
 		Short: "List the registered formations with their durability and contracts",
-		Args:  noArgs,
+		Long: `List every formation of the registry the coordinator dispatches through: its name, whether it supports
+durable pause/resume (one that does not refuses a resume request before executing anything), and its
+contract, including the exact structured replies its members must give. The ensemble aggregation
+modes (vote, judge, synthesizer) are modes of parallel and consensus, listed after the table.`,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -54,5 +58,13 @@ func runFormations(ctx context.Context, opts *FormationsOptions) error {
 	for _, r := range rows {
 		t.rows = append(t.rows, []string{r.Name, fmt.Sprint(r.Durable), r.Doc})
 	}
-	return t.writeText(opts.IO.Out)
+	if err := t.writeText(opts.IO.Out); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(opts.IO.Out, "\nensemble modes of parallel and consensus: every candidate answers exactly "+
+		"{\"vote_key\":\"...\",\"answer\":\"...\"} (answers over %d characters are rejected: return an artifact reference); "+
+		"vote = strict majority of vote keys, a tie or an invalid proposal fails; judge = one judge answers "+
+		"{\"selected_member_id\":\"<candidate>\"}; synthesizer = one pass answers {\"answer\":\"...\"}. "+
+		"Ensemble runs refuse resume before any member executes.\n", formation.DefaultMaxAnswerChars)
+	return err
 }

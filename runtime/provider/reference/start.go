@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// Running is a reference provider listening on 127.0.0.1. It is safe for
-// concurrent use.
+// Running is a reference provider listening on a TCP address (127.0.0.1 for
+// Start). It is safe for concurrent use.
 type Running struct {
 	server  *Server
 	http    *http.Server
@@ -28,14 +28,22 @@ type Running struct {
 // first. It returns ErrInvalidConfig (wrapped) for a bad cfg and the listen
 // error when no port could be had.
 func Start(ctx context.Context, cfg Config) (*Running, error) {
+	return StartOn(ctx, "127.0.0.1:0", cfg)
+}
+
+// StartOn is Start on a chosen TCP address ("host:port"; port 0 picks a free
+// one), for serving the reference provider standalone (`assay provider
+// serve`). BaseURL uses the address actually bound. It returns
+// ErrInvalidConfig (wrapped) for a bad cfg and the listen error otherwise.
+func StartOn(ctx context.Context, addr string, cfg Config) (*Running, error) {
 	srv, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("reference: listen on 127.0.0.1:0: %w", err)
+		return nil, fmt.Errorf("reference: listen on %s: %w", addr, err)
 	}
 	r := &Running{
 		server:  srv,
@@ -61,6 +69,9 @@ func (r *Running) BaseURL() string { return r.baseURL }
 
 // Server is the running Server, for its turn counters.
 func (r *Running) Server() *Server { return r.server }
+
+// Done is closed when the server has stopped (Close, or ctx done).
+func (r *Running) Done() <-chan struct{} { return r.stop }
 
 // Close stops the server at once: it closes the listener and every
 // connection, so a request still in flight fails. (A graceful drain is not
