@@ -567,7 +567,9 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 	if len(b.hooks) > 0 {
 		args := slices.Clone(p.canonical)
 		for i, h := range b.hooks {
-			next, err := h(ctx, c, slices.Clone(args))
+			hc := c
+			hc.Allowed = slices.Clone(c.Allowed)
+			next, err := h(ctx, hc, slices.Clone(args))
 			if err != nil {
 				cancelLedger()
 				return b.refuse(ctx, rec, p, &d, fmt.Errorf("hook %d failed: %w", i+1, err))
