@@ -55,8 +55,10 @@
 //	             given), tests, patterns (JSON array), the counts (nodes, edges,
 //	             packages, files, types, funcs, methods, imports, load_errors,
 //	             packages_with_errors, packages_ill_typed, unmatched_patterns),
-//	             packages_matched, packages_ok, coverage and input_key (the
-//	             reuse key, see Options.Reuse).
+//	             packages_matched, packages_ok, coverage, input_key (the
+//	             reuse key, see Options.Reuse), config_key (the reuse key
+//	             without file contents), incremental and reindexed (JSON
+//	             array of the import paths re-indexed, NULL after a full index).
 //	nodes        id TEXT PRIMARY KEY, kind (module | package | file | type | func |
 //	             method | field | interface_method | closure), name, package_id
 //	             (enclosing package node), file_id (enclosing file node),
@@ -144,12 +146,14 @@
 //	references      a declaration mentions a package-level type, or uses a
 //	                function or method as a value (not called).
 //	implements      named type T -> named interface I when T or *T implements
-//	                I by go/types (types.Implements), over every named type with
-//	                a node and every named non-empty method-set interface with a
-//	                node (the snapshot's, and dependencies' interfaces its code
-//	                mentions); aliases, generic types and generic or constraint
-//	                interfaces are not paired, nor types of builds that never
-//	                meet (a base package and the test build that replaces it).
+//	                I by go/types (types.Implements), over every named type of
+//	                the snapshot and every named non-empty method-set interface
+//	                of the snapshot or exported by a package it imports
+//	                directly (a dependency interface gets a node when some
+//	                type implements it); aliases, generic types and generic
+//	                or constraint interfaces are not paired, nor types of
+//	                builds that never meet (a base package and the test build
+//	                that replaces it).
 //	embeds          struct -> embedded named type; interface -> embedded named
 //	                interface.
 //	field_access    method -> a field of its own receiver's struct that the
@@ -171,13 +175,30 @@
 // Vendored dependencies are loaded as the go command resolves them (-mod
 // from GOFLAGS or the vendor directory's presence).
 //
-// # Reuse
+// # Reuse and incremental index
 //
 // With Options.Reuse, Index first lists the packages with the go command
 // (no type checking) and computes a reuse key over the build context, the
 // options, the VCS state and the content of every file that can change the
 // graph; when the database at DBPath carries the same key it is returned
-// as it is (Snapshot.Reused). Any change re-indexes the whole snapshot.
+// as it is (Snapshot.Reused).
+//
+// When only the matched packages' files changed (same configuration key:
+// build context, options, dependency versions), the index is incremental:
+// a unit (an import path with its test variants) is re-indexed when its
+// files or imports changed, when it had load errors, or when it imports a
+// re-indexed unit, transitively. The other units are type-checked without
+// function bodies (imports only the bodies used are blanked so they do not
+// become errors; any error there falls back to a full index) and the
+// relations their bodies contributed — closures, calls, dynamic calls,
+// references, field accesses, receiver methods, instantiations — are
+// copied from the previous database, which is valid because nothing they
+// import changed. Declarations, type relations and implements are
+// recomputed for every unit, and metrics for the whole graph. The rows are
+// those of a full index (TestIncrementalEqualsFull compares every table);
+// the snapshot records incremental = 1 and the re-indexed units. When more
+// than half of the units are affected, or packages appeared or vanished,
+// the index is full.
 //
 // Coverage is packages_ok / packages_matched, where packages_matched counts
 // indexed packages plus unmatched patterns and packages_ok counts indexed

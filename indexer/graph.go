@@ -246,20 +246,24 @@ type builder struct {
 	edgeSeen map[edgeRow]bool
 	// enc computes object paths of dependency objects.
 	enc *objectpath.Encoder
-	// extTypes are the dependency types given nodes, for implements.
-	extTypes []typeObj
 	// declared holds the ids of the indexed declarations' nodes.
 	declared map[string]bool
+	// plan is the incremental index's plan; nil for a full index.
+	plan *incrementalPlan
+	// bodyEnds are the original ends of stripped function bodies.
+	bodyEnds map[*ast.FuncDecl]token.Pos
 }
 
 // buildGraph turns the load result into database rows. It reads every
 // source file once for its hash.
-func buildGraph(ctx context.Context, res *loadResult) (*graph, error) {
+func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*graph, error) {
 	b := &builder{
 		g:        &graph{digests: map[string]string{}, unmatched: len(res.unmatched)},
 		indexed:  map[string]bool{},
 		depNodes: map[string]bool{},
 		content:  map[string]*fileContent{},
+		plan:     plan,
+		bodyEnds: res.bodyEnds,
 		objIDs:   map[types.Object]string{},
 		declIDs:  map[declKey]string{},
 		rootOf:   map[*types.Package]*packages.Package{},
@@ -559,7 +563,8 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 		}
 		d.extract(file)
 		if info != nil {
-			b.work = append(b.work, relWork{pkg: p, pkgID: pkgID, fileID: fr.id, variant: variant, origin: origin, file: file, isTest: fr.isTest})
+			b.work = append(b.work, relWork{pkg: p, pkgID: pkgID, fileID: fr.id, variant: variant, origin: origin, file: file,
+				isTest: fr.isTest, signatureOnly: b.plan.signatureOnly(p)})
 		}
 	}
 	linkReceivers(g, g.types[firstType:], g.funcs[firstFunc:], variant)
@@ -659,7 +664,7 @@ func (b *builder) bindCgo(p *packages.Package, pkgID, variant string, syntax map
 		}
 		if userFile != "" {
 			b.work = append(b.work, relWork{pkg: p, pkgID: pkgID, fileID: userFile, variant: variant,
-				origin: origins[userFile], file: file, lineAdjusted: true})
+				origin: origins[userFile], file: file, lineAdjusted: true, signatureOnly: b.plan.signatureOnly(p)})
 		}
 	}
 }
@@ -986,7 +991,11 @@ func (d *declExtractor) funcDecl(fd *ast.FuncDecl) {
 	if origin == "test" && !row.isMethod && isExampleName(name) {
 		origin = "example"
 	}
-	d.nodeWithOrigin(row.id, kind, name, d.span(fd.Pos(), fd.End()), origin, obj)
+	end := fd.End()
+	if e, ok := d.b.bodyEnds[fd]; ok {
+		end = e
+	}
+	d.nodeWithOrigin(row.id, kind, name, d.span(fd.Pos(), end), origin, obj)
 	d.b.declIDs[declKey{d.goID, fd}] = row.id
 	d.g.funcs = append(d.g.funcs, row)
 }

@@ -72,6 +72,13 @@ type Options struct {
 	// one: same schema, tool, Go version and build context, same patterns,
 	// VCS state, EnrichID, and same content (SHA-256) of every file of the
 	// matched packages and of every dependency without a module version.
+	// When only files of the matched packages changed, Index re-indexes
+	// incrementally: the changed packages and every package that imports
+	// them (transitively) are type-checked in full; the others are
+	// type-checked without function bodies, and the relations found in
+	// their bodies are kept from the previous database. The result has the
+	// same rows as a full index. When more than half of the packages are
+	// affected, or the package list changed, the index is full.
 	Reuse bool
 }
 
@@ -153,6 +160,17 @@ type Snapshot struct {
 	// Reused reports that Index returned the existing database unchanged
 	// because its InputKey matched.
 	Reused bool
+	// ConfigKey is the configuration key (SHA-256 hex): the reuse key
+	// without file contents, package list and VCS state. An existing
+	// database with the same ConfigKey can be updated incrementally.
+	ConfigKey string
+	// Incremental reports that only the packages in Reindexed (import
+	// paths, with their test variants) were type-checked in full; the rest
+	// of the graph was kept from the previous database (see Options.Reuse).
+	Incremental bool
+	// Reindexed lists the import paths re-indexed by an incremental index,
+	// sorted; nil after a full index.
+	Reindexed []string
 	// Counts are the rows written per kind.
 	Counts Counts
 	// Coverage is the fraction (0..1) of matched packages that loaded
@@ -237,14 +255,15 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	// database to reuse, it decides whether to load at all; otherwise it is
 	// computed while the packages load.
 	type keyResult struct {
-		key string
-		err error
+		keys keys
+		err  error
 	}
 	keyCh := make(chan keyResult, 1)
 	computeKey := func() {
 		k, err := reuseKey(ctx, spec, goEnv, vcs, opts, tags)
 		keyCh <- keyResult{k, err}
 	}
+	var plan *incrementalPlan
 	_, statErr := os.Stat(dbPath)
 	if opts.Reuse && statErr == nil {
 		computeKey()
@@ -252,13 +271,23 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		if kr.err != nil {
 			return Snapshot{}, kr.err
 		}
-		if prev, err := ReadSnapshot(ctx, dbPath); err == nil && prev.InputKey == kr.key {
-			prev.Reused = true
-			return prev, nil
+		if prev, err := ReadSnapshot(ctx, dbPath); err == nil {
+			if prev.InputKey == kr.keys.input {
+				prev.Reused = true
+				return prev, nil
+			}
+			if prev.ConfigKey == kr.keys.config {
+				if plan, err = planIncremental(ctx, dbPath, kr.keys.listing); err != nil {
+					return Snapshot{}, err
+				}
+			}
 		}
 		keyCh <- kr
 	} else {
 		go computeKey()
+	}
+	if plan != nil {
+		spec.strip = plan.strip
 	}
 
 	res, err := load(ctx, spec)
@@ -269,15 +298,23 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	if kr.err != nil {
 		return Snapshot{}, kr.err
 	}
-	inputKey := kr.key
 	if len(res.roots) == 0 {
 		if len(res.unmatched) > 0 {
 			return Snapshot{}, fmt.Errorf("%w in %s: %s", ErrNoPackages, dir, unmatchedReason(res))
 		}
 		return Snapshot{}, fmt.Errorf("%w in %s (patterns %q)", ErrNoPackages, dir, patterns)
 	}
+	if plan != nil && !plan.matches(res) {
+		// The typed load disagrees with the listing (a file changed in
+		// between): index everything from scratch.
+		plan = nil
+		spec.strip = nil
+		if res, err = load(ctx, spec); err != nil {
+			return Snapshot{}, err
+		}
+	}
 
-	g, err := buildGraph(ctx, res)
+	g, err := buildGraph(ctx, res, plan)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -297,18 +334,24 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		Tags:        tags,
 		Counts:      g.counts(),
 		DBPath:      dbPath,
-		InputKey:    inputKey,
+		InputKey:    kr.keys.input,
+		ConfigKey:   kr.keys.config,
 	}
 	snap.Coverage = g.coverage()
 	snap.ID, err = snapshotID(snap, goEnv, g)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	sum, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich)
+	if plan != nil {
+		snap.Incremental = true
+		snap.Reindexed = plan.affectedUnits()
+	}
+	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	snap.DBSHA256 = sum
+	snap.Counts = counts
 	return snap, nil
 }
 

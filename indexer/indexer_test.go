@@ -305,6 +305,7 @@ func TestIndexFixture(t *testing.T) {
 				{"method:testing.common.Errorf", "method", "Errorf", "dependency"},
 				{"pkg:fmt", "package", "NULL", "dependency"},
 				{"pkg:testing", "package", "NULL", "dependency"},
+				{"type:fmt.Stringer", "type", "Stringer", "dependency"}, // units.Area implements it
 				{"type:testing.T", "type", "T", "dependency"},
 			},
 		},

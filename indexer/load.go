@@ -5,10 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/tools/go/packages"
 )
@@ -65,6 +71,10 @@ type loadResult struct {
 	unmatched []*packages.Package
 	// testMains are the synthesized "p.test" packages, sorted by ID.
 	testMains []*packages.Package
+	// bodyEnds holds the original end of each function whose body was
+	// stripped before type checking (incremental index), so that its span
+	// is the same as in a full index.
+	bodyEnds map[*ast.FuncDecl]token.Pos
 }
 
 // loadSpec is what to load and how: the same for the reuse key's listing
@@ -75,6 +85,9 @@ type loadSpec struct {
 	buildFlags []string
 	patterns   []string
 	tests      bool
+	// strip lists files whose function bodies are dropped before type
+	// checking (incremental index: their packages are not re-indexed).
+	strip map[string]bool
 }
 
 // LoadMode returns the go/packages mode Index loads with (tests decides
@@ -97,6 +110,21 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		BuildFlags: spec.buildFlags,
 		Tests:      spec.tests,
 	}
+	res := &loadResult{dir: spec.dir}
+	if len(spec.strip) > 0 {
+		var mu sync.Mutex
+		res.bodyEnds = map[*ast.FuncDecl]token.Pos{}
+		cfg.ParseFile = func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
+			f, err := parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
+			if f != nil && spec.strip[filepath.Clean(filename)] {
+				ends := stripBodies(f)
+				mu.Lock()
+				maps.Copy(res.bodyEnds, ends)
+				mu.Unlock()
+			}
+			return f, err
+		}
+	}
 	dir, patterns := spec.dir, spec.patterns
 	pkgs, err := packages.Load(cfg, patterns...)
 	if ctx.Err() != nil {
@@ -105,7 +133,6 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("indexer: load %q in %s: %w", patterns, dir, err)
 	}
-	res := &loadResult{dir: dir}
 	for _, p := range pkgs {
 		switch {
 		case isUnmatchedPattern(p):
@@ -158,4 +185,59 @@ func packageVariant(p *packages.Package) string {
 	default:
 		return "test_dependency"
 	}
+}
+
+// stripBodies drops the bodies of f's functions and methods, except where
+// go/types requires one (init, generic functions), so that type checking
+// covers declarations only, and returns each stripped function's original
+// end. An import that only the bodies used is renamed to _ so that it does
+// not become an unused-import error; a wrong guess of an import's package
+// name shows up as a type error, and Index then indexes in full.
+func stripBodies(f *ast.File) map[*ast.FuncDecl]token.Pos {
+	ends := map[*ast.FuncDecl]token.Pos{}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil || fd.Type.TypeParams.NumFields() > 0 || (fd.Recv == nil && fd.Name.Name == "init") {
+			continue
+		}
+		ends[fd] = fd.End()
+		fd.Body = nil
+	}
+	used := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok {
+				used[id.Name] = true
+			}
+		}
+		return true
+	})
+	for _, imp := range f.Imports {
+		name := ""
+		if imp.Name != nil {
+			name = imp.Name.Name
+		} else if path, err := strconv.Unquote(imp.Path.Value); err == nil {
+			name = guessPackageName(path)
+		}
+		if name == "_" || name == "." || name == "" || used[name] {
+			continue
+		}
+		imp.Name = &ast.Ident{NamePos: imp.Path.Pos(), Name: "_"}
+	}
+	return ends
+}
+
+// guessPackageName guesses the name of the package at import path from
+// the path alone (gopkg.in/yaml.v3 -> yaml, example.com/go-foo/v2 -> foo).
+func guessPackageName(path string) string {
+	parts := strings.Split(path, "/")
+	last := parts[len(parts)-1]
+	if len(parts) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
+		last = parts[len(parts)-2]
+	}
+	if i := strings.Index(last, ".v"); i > 0 {
+		last = last[:i]
+	}
+	last = strings.TrimPrefix(last, "go-")
+	return strings.ReplaceAll(last, "-", "_")
 }

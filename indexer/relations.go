@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -28,6 +29,10 @@ type relWork struct {
 	// lineAdjusted is set for a file cgo rewrote: positions are reported
 	// through its //line directives, which name the source file.
 	lineAdjusted bool
+	// signatureOnly is set in an incremental index for packages that are
+	// not re-indexed: bodies are not walked (their relations are kept
+	// from the previous database).
+	signatureOnly bool
 }
 
 // memberRow is one row of members: a field of a struct type or a method
@@ -213,9 +218,6 @@ func (b *builder) addExtNode(obj types.Object, id, kind, name, pkgNode, origin s
 		row.objectPath = valid(string(path))
 	}
 	b.g.extNodes = append(b.g.extNodes, row)
-	if tn, ok := obj.(*types.TypeName); ok {
-		b.extTypes = append(b.extTypes, typeObj{obj: tn, id: id})
-	}
 }
 
 // isCgoSynthetic reports whether name is one of the functions cgo
@@ -301,7 +303,7 @@ func (r *relPass) funcDecl(fd *ast.FuncDecl, id string) {
 		r.walk(fd.Recv)
 	}
 	r.walk(fd.Type)
-	if fd.Body != nil {
+	if fd.Body != nil && !r.w.signatureOnly {
 		r.walk(fd.Body)
 	}
 }
@@ -568,20 +570,36 @@ type typeObj struct {
 // variant is not paired with the test build that replaces it with its test
 // variant.
 func (b *builder) addImplements() {
+	// Sources: the indexed named types. Targets: the indexed interfaces and
+	// the exported interfaces of every package an indexed package imports
+	// (from export data), whether or not any code mentions them.
 	var cands []typeObj
 	for obj, id := range b.objIDs {
-		if tn, ok := obj.(*types.TypeName); ok {
+		if tn, ok := obj.(*types.TypeName); ok && b.rootOf[tn.Pkg()] != nil {
 			cands = append(cands, typeObj{obj: tn, id: id})
 		}
 	}
-	for _, t := range b.extTypes {
-		if b.objIDs[t.obj] == t.id && b.rootOf[t.obj.Pkg()] != nil {
-			continue // already listed
-		}
-		cands = append(cands, t)
-	}
 	slices.SortFunc(cands, func(a, c typeObj) int { return strings.Compare(a.id, c.id) })
-	cands = slices.CompactFunc(cands, func(a, c typeObj) bool { return a.id == c.id && a.obj == c.obj })
+	targets := slices.Clone(cands)
+	seenPkg := map[*types.Package]bool{}
+	var depTargets []typeObj
+	for _, p := range b.rootOf {
+		for _, imp := range p.Types.Imports() {
+			if seenPkg[imp] || b.rootOf[imp] != nil {
+				continue
+			}
+			seenPkg[imp] = true
+			for _, name := range imp.Scope().Names() {
+				if tn, ok := imp.Scope().Lookup(name).(*types.TypeName); ok && tn.Exported() && types.IsInterface(tn.Type()) {
+					depTargets = append(depTargets, typeObj{obj: tn})
+				}
+			}
+		}
+	}
+	slices.SortFunc(depTargets, func(a, c typeObj) int {
+		return cmp.Or(strings.Compare(a.obj.Pkg().Path(), c.obj.Pkg().Path()), strings.Compare(a.obj.Name(), c.obj.Name()))
+	})
+	targets = append(targets, depTargets...)
 
 	// variants[build][path] is set when the test build for package path
 	// `build` compiles its own variant of package `path`.
@@ -619,7 +637,7 @@ func (b *builder) addImplements() {
 		names []string
 	}
 	byKey := map[string][]iface{}
-	for _, c := range cands {
+	for _, c := range targets {
 		if c.obj.IsAlias() {
 			continue
 		}
@@ -681,7 +699,11 @@ func (b *builder) addImplements() {
 					continue
 				}
 				if types.Implements(n, f.it) || (!types.IsInterface(n) && types.Implements(types.NewPointer(n), f.it)) {
-					b.edge(c.id, f.id, "implements", variant)
+					dst := f.id
+					if dst == "" {
+						dst = b.objNode(f.obj)
+					}
+					b.edge(c.id, dst, "implements", variant)
 				}
 			}
 		}

@@ -89,11 +89,11 @@ func ReadSnapshot(ctx context.Context, path string) (Snapshot, error) {
 		matched, ok             int
 	)
 	err = db.QueryRowContext(ctx, `SELECT id, root_dir, module_paths, vcs_revision, vcs_dirty, go_version, goos, goarch,
-		cgo_enabled, tool_version, tests, patterns, build_tags, input_key, coverage, nodes, edges, packages, files, types,
+		cgo_enabled, tool_version, tests, patterns, build_tags, input_key, config_key, coverage, nodes, edges, packages, files, types,
 		funcs, methods, imports, load_errors, packages_with_errors, packages_ill_typed, unmatched_patterns,
 		packages_matched, packages_ok FROM snapshots`).Scan(
 		&s.ID, &s.Dir, &modules, &rev, &dirty, &s.GoVersion, &s.GOOS, &s.GOARCH, &s.CGOEnabled, &tool, &tests,
-		&patterns, &tags, &s.InputKey, &s.Coverage, &c.Nodes, &c.Edges, &c.Packages, &c.Files, &c.Types, &c.Funcs,
+		&patterns, &tags, &s.InputKey, &s.ConfigKey, &s.Coverage, &c.Nodes, &c.Edges, &c.Packages, &c.Files, &c.Types, &c.Funcs,
 		&c.Methods, &c.Imports, &c.LoadErrors, &c.PackagesWithErrors, &c.PackagesIllTyped, &c.UnmatchedPatterns,
 		&matched, &ok)
 	if err != nil {
@@ -186,12 +186,33 @@ type keyInputs struct {
 // replaced modules), the path@version of versioned modules, and go.mod and
 // go.sum of the modules involved. Standard library packages are covered by
 // the Go version.
-func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (string, error) {
-	in, err := reuseKeyInputs(ctx, spec, ge, vcs, opts, tags)
+func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (keys, error) {
+	in, l, err := reuseKeyInputs(ctx, spec, ge, vcs, opts, tags)
 	if err != nil {
-		return "", err
+		return keys{}, err
 	}
-	b, err := json.Marshal(in)
+	k := keys{listing: l}
+	if k.input, err = hashJSON(in); err != nil {
+		return keys{}, err
+	}
+	// The configuration key leaves out what an incremental index can
+	// absorb: file contents, the package list, the VCS state.
+	in.Files, in.Packages, in.VCSRevision, in.VCSDirty = nil, nil, "", false
+	if k.config, err = hashJSON(in); err != nil {
+		return keys{}, err
+	}
+	return k, nil
+}
+
+// keys are the reuse key, the configuration key and the listing they were
+// computed from.
+type keys struct {
+	input, config string
+	listing       *listing
+}
+
+func hashJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("indexer: encode reuse key: %w", err)
 	}
@@ -199,11 +220,32 @@ func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts O
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// listing is the go command's view of the root packages, without types.
+type listing struct {
+	roots map[string]*listedPackage
+}
+
+// listedPackage is one root package of the listing.
+type listedPackage struct {
+	id, unit string
+	files    map[string]string // GoFiles: path -> SHA-256 hex
+	imports  []string          // package IDs
+}
+
+// unitOf is the import path a package variant is re-indexed with: an
+// external test package belongs to the package it tests.
+func unitOf(pkgPath, forTest string) string {
+	if forTest != "" && pkgPath == forTest+"_test" {
+		return forTest
+	}
+	return pkgPath
+}
+
 // reuseKeyInputs gathers what reuseKey hashes.
-func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (keyInputs, error) {
+func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (keyInputs, *listing, error) {
 	cfg := &packages.Config{
 		Context:    ctx,
-		Mode:       packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports | packages.NeedDeps | packages.NeedEmbedFiles,
+		Mode:       packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports | packages.NeedDeps | packages.NeedEmbedFiles | packages.NeedForTest,
 		Dir:        spec.dir,
 		Env:        spec.env,
 		BuildFlags: spec.buildFlags,
@@ -212,9 +254,9 @@ func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, 
 	roots, err := packages.Load(cfg, spec.patterns...)
 	if err != nil {
 		if ctx.Err() != nil {
-			return keyInputs{}, fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, ctx.Err())
+			return keyInputs{}, nil, fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, ctx.Err())
 		}
-		return keyInputs{}, fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, err)
+		return keyInputs{}, nil, fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, err)
 	}
 	in := keyInputs{
 		SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Env: ge, Tags: tags,
@@ -272,14 +314,29 @@ func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, 
 		}
 	})
 	if hashErr != nil {
-		return keyInputs{}, hashErr
+		return keyInputs{}, nil, hashErr
 	}
 	for m := range modules {
 		in.Modules = append(in.Modules, m)
 	}
 	slices.Sort(in.Modules)
 	slices.Sort(in.Packages)
-	return in, nil
+	l := &listing{roots: map[string]*listedPackage{}}
+	for _, p := range roots {
+		if isUnmatchedPattern(p) || isTestMain(p) {
+			continue
+		}
+		lp := &listedPackage{id: p.ID, unit: unitOf(p.PkgPath, p.ForTest), files: map[string]string{}}
+		for _, f := range p.GoFiles {
+			lp.files[filepath.Clean(f)] = in.Files[f]
+		}
+		for _, imp := range p.Imports {
+			lp.imports = append(lp.imports, imp.ID)
+		}
+		slices.Sort(lp.imports)
+		l.roots[p.ID] = lp
+	}
+	return in, l, nil
 }
 
 // isStd reports whether p is a standard library package (no module, no

@@ -40,7 +40,10 @@ func schemaDDL() []string {
 			build_tags           TEXT NOT NULL,
 			nodes                INTEGER NOT NULL,
 			edges                INTEGER NOT NULL,
-			input_key            TEXT NOT NULL
+			input_key            TEXT NOT NULL,
+			config_key           TEXT NOT NULL,
+			incremental          INTEGER NOT NULL,
+			reindexed            TEXT
 		)`,
 		`CREATE TABLE nodes (
 			id         TEXT PRIMARY KEY,

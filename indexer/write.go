@@ -21,19 +21,19 @@ import (
 // writeDatabase writes g to a temporary file next to dbPath, checks it,
 // syncs it, renames it over dbPath and returns its SHA-256 hex. On any
 // error the temporary file is removed and dbPath is left as it was.
-func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error) (sum string, err error) {
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan) (sum string, counts Counts, err error) {
 	dir := filepath.Dir(dbPath)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("indexer: create database directory %s: %w", dir, err)
+		return "", Counts{}, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dbPath)+".tmp-*")
 	if err != nil {
-		return "", fmt.Errorf("indexer: create temporary database in %s: %w", dir, err)
+		return "", Counts{}, fmt.Errorf("indexer: create temporary database in %s: %w", dir, err)
 	}
 	tmpPath := tmp.Name()
 	if err := tmp.Close(); err != nil {
 		_ = os.Remove(tmpPath)
-		return "", fmt.Errorf("indexer: close temporary database %s: %w", tmpPath, err)
+		return "", Counts{}, fmt.Errorf("indexer: close temporary database %s: %w", tmpPath, err)
 	}
 	defer func() {
 		if err != nil {
@@ -42,21 +42,22 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		}
 	}()
 
-	if err := fillDatabase(ctx, tmpPath, snap, env, g, enrich); err != nil {
-		return "", err
+	counts, err = fillDatabase(ctx, tmpPath, snap, env, g, enrich, plan)
+	if err != nil {
+		return "", Counts{}, err
 	}
 	sum, err = syncAndHash(tmpPath)
 	if err != nil {
-		return "", err
+		return "", Counts{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("indexer: write %s: %w", dbPath, err)
+		return "", Counts{}, fmt.Errorf("indexer: write %s: %w", dbPath, err)
 	}
 	if err := os.Chmod(tmpPath, 0o644); err != nil {
-		return "", fmt.Errorf("indexer: chmod %s: %w", tmpPath, err)
+		return "", Counts{}, fmt.Errorf("indexer: chmod %s: %w", tmpPath, err)
 	}
 	if err := os.Rename(tmpPath, dbPath); err != nil {
-		return "", fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
+		return "", Counts{}, fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
 	}
 	// The rename is durable once the directory entry is; a directory that
 	// cannot be synced (some file systems) does not make the file wrong.
@@ -64,7 +65,7 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		_ = d.Sync()
 		_ = d.Close()
 	}
-	return sum, nil
+	return sum, counts, nil
 }
 
 // syncAndHash fsyncs the closed database file and returns its SHA-256 hex.
@@ -87,10 +88,10 @@ func syncAndHash(path string) (string, error) {
 // fillDatabase creates the schema in path and inserts g in one
 // transaction, then runs PRAGMA integrity_check and foreign_key_check and
 // closes the database.
-func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error) (err error) {
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan) (counts Counts, err error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=MEMORY&_synchronous=OFF")
 	if err != nil {
-		return fmt.Errorf("indexer: open database %s: %w", path, err)
+		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
 	}
 	defer func() {
 		if cerr := db.Close(); cerr != nil && err == nil {
@@ -98,28 +99,51 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		}
 	}()
 	db.SetMaxOpenConns(1)
+	if plan != nil {
+		// ATTACH is refused inside a transaction; the one connection keeps it.
+		if _, err := db.ExecContext(ctx, "ATTACH DATABASE ? AS old", "file:"+plan.oldDB+"?mode=ro"); err != nil {
+			return Counts{}, fmt.Errorf("indexer: attach previous database %s: %w", plan.oldDB, err)
+		}
+	}
 
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
+		return Counts{}, fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
 	}
 	if err := insertAll(ctx, tx, snap, env, g); err != nil {
 		_ = tx.Rollback()
-		return fmt.Errorf("indexer: write %s: %w", path, err)
+		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+	}
+	counts = snap.Counts
+	if plan != nil {
+		if err := mergeKept(ctx, tx, plan.kept); err != nil {
+			_ = tx.Rollback()
+			return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT nodes, edges FROM snapshots").Scan(&counts.Nodes, &counts.Edges); err != nil {
+			_ = tx.Rollback()
+			return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+		}
+		snap.Counts = counts
 	}
 	if enrich != nil {
 		if err := enrich(ctx, tx, snap); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("indexer: enrich %s: %w", path, err)
+			return Counts{}, fmt.Errorf("indexer: enrich %s: %w", path, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("indexer: commit %s: %w", path, err)
+		return Counts{}, fmt.Errorf("indexer: commit %s: %w", path, err)
+	}
+	if plan != nil {
+		if _, err := db.ExecContext(ctx, "DETACH DATABASE old"); err != nil {
+			return Counts{}, fmt.Errorf("indexer: detach previous database: %w", err)
+		}
 	}
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
-		return fmt.Errorf("indexer: set user_version on %s: %w", path, err)
+		return Counts{}, fmt.Errorf("indexer: set user_version on %s: %w", path, err)
 	}
-	return checkDatabase(ctx, db, path)
+	return counts, checkDatabase(ctx, db, path)
 }
 
 // checkDatabase runs PRAGMA integrity_check (which must answer exactly
@@ -400,6 +424,14 @@ func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g
 	if err != nil {
 		return fmt.Errorf("encode build tags: %w", err)
 	}
+	var reindexed sql.Null[string]
+	if snap.Incremental {
+		b, err := json.Marshal(nonNil(snap.Reindexed))
+		if err != nil {
+			return fmt.Errorf("encode re-indexed packages: %w", err)
+		}
+		reindexed = valid(string(b))
+	}
 	var dirty sql.Null[int]
 	if snap.VCSRevision != "" {
 		dirty = valid(boolInt(snap.VCSDirty))
@@ -408,12 +440,14 @@ func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g
 	_, err = tx.ExecContext(ctx, `INSERT INTO snapshots (
 		id, schema_version, root_dir, module_paths, vcs_revision, vcs_dirty, go_version, goos, goarch, cgo_enabled, goflags,
 		tool_version, tests, patterns, packages, files, types, funcs, methods, imports, load_errors, packages_with_errors,
-		packages_ill_typed, unmatched_patterns, packages_matched, packages_ok, coverage, build_tags, nodes, edges, input_key
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		packages_ill_typed, unmatched_patterns, packages_matched, packages_ok, coverage, build_tags, nodes, edges, input_key,
+		config_key, incremental, reindexed
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		snap.ID, SchemaVersion, snap.Dir, string(modulePaths), nonEmpty(snap.VCSRevision), dirty, env.GoVersion, env.GOOS,
 		env.GOARCH, env.CGOEnabled, env.GOFLAGS, nonEmpty(snap.ToolVersion), boolInt(snap.Tests), string(patterns),
 		c.Packages, c.Files, c.Types, c.Funcs, c.Methods, c.Imports, c.LoadErrors, c.PackagesWithErrors,
-		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage, string(tags), c.Nodes, c.Edges, snap.InputKey)
+		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage, string(tags), c.Nodes, c.Edges, snap.InputKey,
+		snap.ConfigKey, boolInt(snap.Incremental), reindexed)
 	if err != nil {
 		return fmt.Errorf("insert snapshot: %w", err)
 	}

@@ -56,7 +56,9 @@ load_errors, coverage lowered, and a warning printed; the exit status is still 0
 matches, nothing is written and the exit status is 2.
 
 A re-run on an unchanged tree (same build context, options, VCS state and file contents) reuses the
-database without loading anything; --reuse=false forces a full index.`,
+database without loading anything. When some packages' files changed, only those packages and the
+packages that import them are re-indexed; the rest of the graph is kept (the result has the rows of a
+full index). --reuse=false forces a full index.`,
 		Example: `  assay index
   assay index --tags integration --goos windows ./...
   assay index --format json $(go env GOMODCACHE)/github.com/spf13/cobra@v1.10.2`,
@@ -139,6 +141,10 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	}
 	if snap.Reused {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: nothing changed since the last index; reused %s\n", snap.DBPath)
+	}
+	if snap.Incremental {
+		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: re-indexed %d of the packages (%s); kept the rest\n",
+			len(snap.Reindexed), strings.Join(snap.Reindexed, ", "))
 	}
 	if opts.Format == "json" {
 		return writeJSON(opts.IO.Out, snap)

@@ -1,0 +1,226 @@
+package indexer
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// incrementalPlan says what an incremental index re-indexes: the units
+// (import paths, with all their variants) whose files or imports changed,
+// and every unit importing one of them, transitively. Everything else is
+// type-checked without bodies and keeps its body relations from oldDB.
+type incrementalPlan struct {
+	oldDB    string
+	affected map[string]bool // units re-indexed
+	strip    map[string]bool // files of the other units
+	// kept are the package node ids (pkg:<ID>) whose body relations are
+	// copied from oldDB.
+	kept []string
+	// roots are the package IDs the plan was made for.
+	roots map[string]bool
+}
+
+func (p *incrementalPlan) affectedUnits() []string {
+	return slices.Sorted(maps.Keys(p.affected))
+}
+
+// signatureOnly reports whether pkg's function bodies are not walked.
+func (p *incrementalPlan) signatureOnly(pkg *packages.Package) bool {
+	return p != nil && !p.affected[unitOf(pkg.PkgPath, pkg.ForTest)]
+}
+
+// matches reports whether the typed load found the packages the plan was
+// made for, and whether every package that was not re-indexed loaded
+// without errors (stripping bodies must not change what the type checker
+// reports; it only ever plans for packages that had none).
+func (p *incrementalPlan) matches(res *loadResult) bool {
+	if len(res.roots) != len(p.roots) {
+		return false
+	}
+	for _, r := range res.roots {
+		if !p.roots[r.ID] {
+			return false
+		}
+		if p.signatureOnly(r) && (len(r.Errors) > 0 || r.IllTyped) {
+			return false
+		}
+	}
+	return true
+}
+
+// planIncremental compares the listing with the database at dbPath. It
+// returns nil (index everything) when the root packages differ or when
+// more than half of the units are affected.
+func planIncremental(ctx context.Context, dbPath string, l *listing) (*incrementalPlan, error) {
+	db, err := OpenDatabase(ctx, dbPath)
+	if err != nil {
+		return nil, nil // not an error of the index: it is simply not reusable
+	}
+	defer db.Close()
+
+	type oldPkg struct {
+		bad     bool // had load errors or was ill-typed
+		unit    string
+		files   map[string]string
+		imports []string
+	}
+	old := map[string]*oldPkg{}
+	rows, err := db.QueryContext(ctx, `SELECT go_id, import_path, coalesce(for_test, ''), error_count + ill_typed FROM packages`)
+	if err != nil {
+		return nil, fmt.Errorf("indexer: read previous packages: %w", err)
+	}
+	for rows.Next() {
+		var id, path, forTest string
+		var bad int
+		if err := rows.Scan(&id, &path, &forTest, &bad); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("indexer: read previous packages: %w", err)
+		}
+		old[id] = &oldPkg{unit: unitOf(path, forTest), files: map[string]string{}, bad: bad > 0}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("indexer: read previous packages: %w", err)
+	}
+	if len(old) != len(l.roots) {
+		return nil, nil
+	}
+	for id := range l.roots {
+		if old[id] == nil {
+			return nil, nil
+		}
+	}
+	err = scan(ctx, db, `SELECT p.go_id, f.path, coalesce(f.sha256, '') FROM files f JOIN packages p ON p.id = f.package_id WHERE f.synthesized = 0`,
+		func(r *sql.Rows) error {
+			var id, path, sum string
+			if err := r.Scan(&id, &path, &sum); err != nil {
+				return err
+			}
+			old[id].files[path] = sum
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = scan(ctx, db, `SELECT p.go_id, i.imported_id FROM imports i JOIN packages p ON p.id = i.package_id`,
+		func(r *sql.Rows) error {
+			var id, imp string
+			if err := r.Scan(&id, &imp); err != nil {
+				return err
+			}
+			old[id].imports = append(old[id].imports, strings.TrimPrefix(imp, "pkg:"))
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+
+	plan := &incrementalPlan{oldDB: dbPath, affected: map[string]bool{}, strip: map[string]bool{}, roots: map[string]bool{}}
+	units := map[string]bool{}
+	importers := map[string][]string{} // unit -> units importing it
+	for id, lp := range l.roots {
+		plan.roots[id] = true
+		units[lp.unit] = true
+		o := old[id]
+		slices.Sort(o.imports)
+		if o.bad || !maps.Equal(o.files, lp.files) || !slices.Equal(slices.Compact(o.imports), slices.Compact(slices.Clone(lp.imports))) {
+			plan.affected[lp.unit] = true
+		}
+		for _, imp := range lp.imports {
+			if ip, ok := l.roots[imp]; ok {
+				importers[ip.unit] = append(importers[ip.unit], lp.unit)
+			}
+		}
+	}
+	queue := slices.Sorted(maps.Keys(plan.affected))
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, imp := range importers[u] {
+			if !plan.affected[imp] {
+				plan.affected[imp] = true
+				queue = append(queue, imp)
+			}
+		}
+	}
+	if 2*len(plan.affected) > len(units) {
+		return nil, nil
+	}
+	for id, lp := range l.roots {
+		if plan.affected[lp.unit] {
+			continue
+		}
+		plan.kept = append(plan.kept, packageNodeID(id))
+		for f := range lp.files {
+			plan.strip[filepath.Clean(f)] = true
+		}
+	}
+	slices.Sort(plan.kept)
+	return plan, nil
+}
+
+func scan(ctx context.Context, db *sql.DB, q string, f func(*sql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("indexer: read previous database: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := f(rows); err != nil {
+			return fmt.Errorf("indexer: read previous database: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("indexer: read previous database: %w", err)
+	}
+	return nil
+}
+
+// bodyEdgeKinds are the relations found in function bodies.
+const bodyEdgeKinds = `'calls', 'calls_dynamic', 'references', 'field_access', 'receiver_method', 'instantiates', 'contains'`
+
+// mergeKept copies, from the previous database attached as "old", what
+// the kept packages' function bodies contributed: closure nodes, body
+// relations, dynamic call sites, and the dependency nodes they point at.
+// Relations that the signatures contribute again are already there and
+// are ignored.
+func mergeKept(ctx context.Context, tx *sql.Tx, kept []string) error {
+	stmts := []string{
+		`CREATE TEMP TABLE kept_packages (id TEXT PRIMARY KEY)`,
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("merge previous index: %w", err)
+		}
+	}
+	if err := InsertBatched(ctx, tx, "kept_packages", `INSERT INTO kept_packages (id) VALUES (?)`, len(kept),
+		func(i int) []any { return []any{kept[i]} }); err != nil {
+		return err
+	}
+	for _, s := range []string{
+		`INSERT OR IGNORE INTO nodes SELECT * FROM old.nodes WHERE kind = 'closure' AND package_id IN (SELECT id FROM kept_packages)`,
+		`INSERT OR IGNORE INTO edges SELECT e.* FROM old.edges e JOIN old.nodes n ON n.id = e.src
+			WHERE n.package_id IN (SELECT id FROM kept_packages) AND n.kind IN ('func', 'method', 'closure') AND e.kind IN (` + bodyEdgeKinds + `)`,
+		`INSERT INTO dynamic_calls (src, closure, mode, target, expr, signature, file_id, line, col, variant)
+			SELECT d.src, d.closure, d.mode, d.target, d.expr, d.signature, d.file_id, d.line, d.col, d.variant
+			FROM old.dynamic_calls d JOIN old.nodes n ON n.id = d.src WHERE n.package_id IN (SELECT id FROM kept_packages) ORDER BY d.seq`,
+		`INSERT OR IGNORE INTO nodes SELECT o.* FROM old.nodes o
+			WHERE o.origin IN ('dependency', 'synthesized') AND o.kind != 'package' AND o.id IN (SELECT dst FROM edges)`,
+		`INSERT OR IGNORE INTO nodes SELECT o.* FROM old.nodes o
+			WHERE o.kind = 'package' AND o.origin = 'dependency' AND o.id IN (SELECT package_id FROM nodes)`,
+		`UPDATE snapshots SET nodes = (SELECT count(*) FROM nodes), edges = (SELECT count(*) FROM edges)`,
+		`DROP TABLE kept_packages`,
+	} {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("merge previous index: %w", err)
+		}
+	}
+	return nil
+}
