@@ -1,0 +1,220 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/provider/reference"
+)
+
+func TestCatalogHasFifteenCasesOnePerFormationAndMode(t *testing.T) {
+	names := CatalogNames()
+	want := "sequential,pipeline,parallel,hierarchical,consensus,reflection,dynamic_router,multi_level_hierarchy,adaptive," +
+		"group_chat,debate,handoff,parallel+vote,parallel+judge,parallel+synthesizer"
+	if strings.Join(names, ",") != want {
+		t.Fatalf("catalog %v", names)
+	}
+	for _, e := range Catalog() {
+		if e.Evidence == nil || e.Options == nil || len(e.Members) == 0 {
+			t.Fatalf("incomplete entry %s", e.Name)
+		}
+		impl := 0
+		for _, m := range e.Members {
+			if m.Implements {
+				impl++
+			}
+		}
+		if impl == 0 {
+			t.Fatalf("%s has no implementing member: nothing the oracle could check", e.Name)
+		}
+	}
+	o := Options{OutDir: t.TempDir(), Formations: []string{"all"}}
+	if err := o.Normalize(); err != nil || len(o.Formations) != 15 {
+		t.Fatalf("all: %v %v", o.Formations, err)
+	}
+	o = Options{OutDir: t.TempDir(), Formations: []string{"vote", "judge"}}
+	if err := o.Normalize(); err != nil || strings.Join(o.Formations, ",") != "parallel+vote,parallel+judge" {
+		t.Fatalf("mode aliases: %v %v", o.Formations, err)
+	}
+	for _, bad := range []Options{
+		{OutDir: t.TempDir(), Formations: []string{"parallel", "parallel"}},
+		{OutDir: t.TempDir(), Formations: []string{"swarm"}},
+		{OutDir: t.TempDir(), Concurrency: -1},
+		{OutDir: t.TempDir(), Profile: "huge"},
+	} {
+		if err := bad.Normalize(); err == nil {
+			t.Fatalf("accepted %+v", bad)
+		}
+	}
+}
+
+// runMatrix runs the matrix on the embedded reference provider.
+func runMatrix(t *testing.T, opts Options) Summary {
+	t.Helper()
+	if opts.OutDir == "" {
+		opts.OutDir = t.TempDir()
+	}
+	sum, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs member code for 30 members per combination; skipped with -short")
+	}
+	// The CLI test covers go/single-file and python/standard; these two cover the rest of the grid.
+	for _, c := range []struct{ language, profile string }{{"go", "standard"}, {"python", "single-file"}} {
+		t.Run(c.language+"/"+c.profile, func(t *testing.T) {
+			var progress strings.Builder
+			sum := runMatrix(t, Options{Formations: []string{"all"}, Language: c.language, Profile: c.profile, Concurrency: 2, Progress: &progress})
+			if len(sum.Cases) != 15 || !sum.Accepted() {
+				for _, cr := range sum.Cases {
+					if cr.Verdict.Verdict != "accepted" {
+						t.Errorf("%s: %s %v", cr.Case, cr.Verdict.Verdict, cr.Verdict.Reasons)
+					}
+				}
+				t.Fatalf("%d cases, accepted %v", len(sum.Cases), sum.Accepted())
+			}
+			for i, cr := range sum.Cases {
+				if cr.Catalog != CatalogNames()[i] || cr.Language != c.language || cr.Profile != c.profile || cr.Timings["team"] <= 0 {
+					t.Fatalf("case %d: %s %s %s %s timings %v", i, cr.Catalog, cr.Language, cr.Profile, cr.Verdict.Verdict, cr.Timings)
+				}
+			}
+			if n := strings.Count(progress.String(), ": accepted in "); n != 15 {
+				t.Fatalf("%d progress lines for accepted cases:\n%s", n, progress.String())
+			}
+		})
+	}
+}
+
+func checkByName(cr CaseResult) map[string]evidence.Check {
+	m := map[string]evidence.Check{}
+	for _, c := range cr.Checks {
+		m[c.Name] = c
+	}
+	return m
+}
+
+func TestFormationContractViolationsRejectTheCase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs member code; skipped with -short")
+	}
+	cases := []struct {
+		name    string
+		catalog string
+		faults  []reference.Fault
+		// neighbour runs next to the faulted case and must stay accepted (its members are not faulted).
+		neighbour string
+		// failed checks that must be named in the rejection
+		failed []string
+	}{
+		{"malformed critic verdict", "reflection", []reference.Fault{{Member: "critic", Turn: 1, Kind: reference.FaultMalformedJSON}},
+			"sequential", []string{"members", "formation"}},
+		{"judge selects a non-debater", "debate", []reference.Fault{{Member: "judge", Turn: 0, Kind: reference.FaultReplaceReply,
+			Reply: `{"selected_member_id":"judge","verdict":"me"}`}}, "parallel", []string{"members", "formation"}},
+		{"ensemble vote without a strict majority", "parallel+vote", []reference.Fault{
+			{Member: "exec-2", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"second","answer":"x"}`},
+			{Member: "exec-3", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"third","answer":"y"}`}}, "", []string{"members", "formation"}},
+		{"selected member replies prose", "dynamic_router", []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultReplaceReply,
+			Reply: `Done!`}}, "", []string{"members"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := t.TempDir()
+			names := []string{c.catalog}
+			if c.neighbour != "" {
+				names = append(names, c.neighbour)
+			}
+			sum := runMatrix(t, Options{OutDir: out, Formations: names, ReferenceFaults: c.faults, Concurrency: 2})
+			if len(sum.Cases) != len(names) || sum.Cases[0].Verdict.Verdict != "rejected" {
+				t.Fatalf("faulted case not rejected: %d cases, first %s", len(sum.Cases), sum.Cases[0].Verdict.Verdict)
+			}
+			if len(names) == 2 && sum.Cases[1].Verdict.Verdict != "accepted" {
+				t.Fatalf("the neighbour case was not accepted: %v", sum.Cases[1].Verdict.Reasons)
+			}
+			checks := checkByName(sum.Cases[0])
+			reasons := strings.Join(sum.Cases[0].Verdict.Reasons, "\n")
+			for _, name := range c.failed {
+				if checks[name].Status == statusPassed || !strings.Contains(reasons, name+" ") {
+					t.Fatalf("check %s %s; reasons:\n%s", name, checks[name].Status, reasons)
+				}
+			}
+			s, err := evidence.Open(context.Background(), filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			v, err := s.Verify(context.Background(), sum.Cases[0].RunID)
+			if err != nil || len(v) != 1 || v[0].Status != "ok" {
+				t.Fatalf("the rejected run's trace does not verify: %+v %v", v, err)
+			}
+		})
+	}
+}
+
+// ev builds a stored event for rule tests.
+func ev(seq int64, typ, member string, payload string) evidence.StoredEvent {
+	if payload == "" {
+		payload = "{}"
+	}
+	return evidence.StoredEvent{Seq: seq, Type: typ, MemberID: member, Payload: json.RawMessage(payload)}
+}
+
+func TestEvidenceRulesFailOnMissingOrContradictoryEvidence(t *testing.T) {
+	plans := func(ids ...string) *caseState {
+		s := &caseState{}
+		for _, id := range ids {
+			s.plans = append(s.plans, memberPlan{Spec: runtimeSpec(id), Deliverables: []string{"f"}})
+		}
+		return s
+	}
+	cases := []struct {
+		name   string
+		rule   evidenceRule
+		events []evidence.StoredEvent
+		state  *caseState
+		pass   bool
+	}{
+		{"sequential in order", sequentialEvidence, []evidence.StoredEvent{ev(1, "member_started", "a", ""), ev(2, "member_completed", "a", ""),
+			ev(3, "member_started", "b", ""), ev(4, "member_completed", "b", "")}, plans("a", "b"), true},
+		{"sequential overlapping", sequentialEvidence, []evidence.StoredEvent{ev(1, "member_started", "a", ""), ev(2, "member_started", "b", ""),
+			ev(3, "member_completed", "a", ""), ev(4, "member_completed", "b", "")}, plans("a", "b"), false},
+		{"router ran two members", routerEvidence, []evidence.StoredEvent{ev(1, "router_selected", "", `{"selected_member_id":"a"}`),
+			ev(2, "member_started", "a", ""), ev(3, "member_started", "b", "")}, plans("a", "b"), false},
+		{"router selected twice", routerEvidence, []evidence.StoredEvent{ev(1, "router_selected", "", `{"selected_member_id":"a"}`),
+			ev(2, "router_selected", "", `{"selected_member_id":"a"}`), ev(3, "member_started", "a", "")}, plans("a"), false},
+		{"router one member", routerEvidence, []evidence.StoredEvent{ev(1, "router_selected", "", `{"selected_member_id":"a"}`),
+			ev(2, "member_started", "a", "")}, plans("a", "b"), true},
+		{"reflection without verdict", reflectionEvidence, nil, plans("a"), false},
+		{"reflection ends needs_work", reflectionEvidence, []evidence.StoredEvent{ev(1, "critic_verdict", "c", `{"verdict":"needs_work","feedback":"x"}`),
+			ev(2, "team_completed", "", `{"metadata":{"iterations":"1"}}`)}, plans("a"), false},
+		{"reflection satisfied", reflectionEvidence, []evidence.StoredEvent{ev(1, "critic_verdict", "c", `{"verdict":"needs_work","feedback":"x"}`),
+			ev(2, "critic_verdict", "c", `{"verdict":"satisfied","feedback":"y"}`), ev(3, "team_completed", "", `{"metadata":{"iterations":"2"}}`)}, plans("a"), true},
+		{"ensemble without decision", ensembleEvidence, []evidence.StoredEvent{ev(1, "ensemble_decision", "", `{"mode":"vote","decision":"none"}`)}, plans("a", "b"), false},
+		{"ensemble selects a stranger", ensembleEvidence, []evidence.StoredEvent{ev(1, "ensemble_decision", "", `{"mode":"vote","decision":"d","selected_member_id":"z"}`)}, plans("a", "b"), false},
+		{"consensus without agreement", consensusEvidence, []evidence.StoredEvent{ev(1, "consensus_round", "", `{}`),
+			ev(2, "consensus_decision", "", `{"consensus_achieved":false}`)}, plans("a", "b"), false},
+		{"handoff does not match speakers", handoffEvidence, []evidence.StoredEvent{ev(1, "member_spoke", "a", `{"sequence":1}`),
+			ev(2, "member_handoff", "a", `{"source":"a","target":"c"}`), ev(3, "member_spoke", "b", `{"sequence":2,"done":true}`)}, plans("a", "b"), false},
+		{"group chat sequence gap", groupChatEvidence, []evidence.StoredEvent{ev(1, "member_spoke", "a", `{"sequence":1}`),
+			ev(2, "member_spoke", "b", `{"sequence":3}`)}, plans("a", "b"), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, detail := c.rule(trace{events: c.events}, c.state)
+			if (status == statusPassed) != c.pass {
+				t.Fatalf("status %s (%s), want pass=%v", status, detail, c.pass)
+			}
+		})
+	}
+}
+
+func runtimeSpec(id string) runtime.MemberSpec { return runtime.MemberSpec{ID: id} }
