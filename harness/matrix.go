@@ -111,6 +111,9 @@ type Summary struct {
 	StorePath string       `json:"store_path"`
 	GatewayDB string       `json:"gateway_db"`
 	Cases     []CaseResult `json:"cases"`
+	// ReferenceHandlerSeconds is the time the embedded reference provider spent answering, summed
+	// over requests (0 with --base-url): the stand-in model's share of the wall time, not assay's.
+	ReferenceHandlerSeconds float64 `json:"reference_handler_seconds,omitempty"`
 }
 
 // Accepted reports whether every case was accepted.
@@ -228,12 +231,14 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath,
 		GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
 	upstream := opts.BaseURL
+	var refServer *reference.Server
 	if upstream == "" {
 		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader})
 		if err != nil {
 			return sum, fmt.Errorf("start the reference provider: %w", err)
 		}
 		defer ref.Close()
+		refServer = ref.Server()
 		upstream = ref.BaseURL()
 		sum.Reference = true
 		sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model)"
@@ -305,6 +310,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		if results[i].RunID != "" {
 			sum.Cases = append(sum.Cases, results[i])
 		}
+	}
+	if refServer != nil {
+		sum.ReferenceHandlerSeconds = refServer.HandlerTime().Seconds()
 	}
 	if err := ctx.Err(); err != nil {
 		return sum, fmt.Errorf("matrix cancelled after %d of %d cases: %w", len(sum.Cases), len(cases), err)

@@ -130,6 +130,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -306,7 +307,15 @@ type Server struct {
 	turns map[string]int
 	// toolCallLast records sessions whose last reply was a tool-call reply.
 	toolCallLast map[string]bool
+
+	// busy is the summed wall time of chat-completion handlers, nanoseconds.
+	busy atomic.Int64
 }
+
+// HandlerTime is the summed wall time the server spent in chat-completion
+// handlers (a FaultSlow wait included), for separating the stand-in model's
+// time from its client's when measuring.
+func (s *Server) HandlerTime() time.Duration { return time.Duration(s.busy.Load()) }
 
 // New validates cfg and returns a Server. It returns ErrInvalidConfig
 // (wrapped) for an unknown fault kind, a fault turn below -1 or a session
@@ -418,6 +427,8 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() { s.busy.Add(int64(time.Since(start))) }()
 	session := r.Header.Get(s.header)
 	turn, afterToolCall := s.nextTurn(session)
 	if session != "" {
