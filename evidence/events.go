@@ -41,6 +41,24 @@ type StoredEvent struct {
 	Hash      string          // SHA-256 hex, see EventHash
 }
 
+// Event types the store writes into a run's hash chain itself, so that the
+// chain covers the run's checks and verdict (schema v3). AppendEvent refuses
+// them: only RecordCheck and Finalize write them.
+const (
+	// EventCheckRecorded is appended by RecordCheck in the transaction that
+	// records the check. Payload: {"name", "required", "status",
+	// "detail_sha256" (SHA-256 hex of the detail's UTF-8 bytes),
+	// "evidence_sha256" (SHA-256 hex of the canonical evidence JSON, or null)}.
+	EventCheckRecorded = "check_recorded"
+	// EventRunFinalized is appended by Finalize as the run's last event,
+	// before the terminal hash is computed. Payload: {"verdict",
+	// "requested_verdict", "reasons"} as stored in the verdicts table.
+	EventRunFinalized = "run_finalized"
+)
+
+// storeEventTypes are the event types only the store writes.
+var storeEventTypes = map[string]bool{EventCheckRecorded: true, EventRunFinalized: true}
+
 // maxIDLen bounds member and session ids.
 const maxIDLen = 256
 
@@ -165,6 +183,9 @@ func prepareEvent(runID string, ev Event, required map[string][]string, prefix s
 	if !validEventType(ev.Type) {
 		return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+"type", "%q is not 1..64 chars of [a-z_]", ev.Type)
 	}
+	if storeEventTypes[ev.Type] {
+		return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+"type", "%q is written only by the store (RecordCheck, Finalize)", ev.Type)
+	}
 	for _, f := range []struct{ name, value string }{{"member_id", ev.MemberID}, {"session_id", ev.SessionID}} {
 		if len(f.value) > maxIDLen || !utf8.ValidString(f.value) {
 			return StoredEvent{}, fieldErr(ErrInvalidEvent, prefix+f.name, "longer than %d bytes or not UTF-8", maxIDLen)
@@ -221,7 +242,8 @@ func (s *Store) AppendEvent(ctx context.Context, runID string, ev Event) (Stored
 // RFC 8785 canonical form.
 //
 // Every event is validated before anything is written: the type is 1..64
-// chars of [a-z_]; member and session ids are UTF-8 of at most 256 bytes; the
+// chars of [a-z_] and not one the store reserves (EventCheckRecorded,
+// EventRunFinalized); member and session ids are UTF-8 of at most 256 bytes; the
 // payload is a JSON object carrying the keys its type's EventSchema requires;
 // parent is 0 or an earlier seq of the run; time is in years 1..9999.
 //
@@ -264,21 +286,9 @@ func (s *Store) appendPrepared(ctx context.Context, runID string, evs []StoredEv
 	if err := writableRun(ctx, tx, runID); err != nil {
 		return nil, err
 	}
-	head, ok := s.chains[runID]
-	if !ok {
-		var prev string
-		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&head.seq, &prev)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return nil, fmt.Errorf("evidence: append events to run %s: %w", runID, err)
-		default:
-			b, derr := hex.DecodeString(prev)
-			if derr != nil || len(b) != sha256.Size {
-				return nil, fmt.Errorf("evidence: run %s: stored hash of event %d is not SHA-256 hex; run assay verify", runID, head.seq)
-			}
-			copy(head.hash[:], b)
-		}
+	head, err := s.chainHeadTx(ctx, tx, runID)
+	if err != nil {
+		return nil, err
 	}
 	next := head
 	for i := range evs {
@@ -342,6 +352,56 @@ func (s *Store) appendPrepared(ctx context.Context, runID string, evs []StoredEv
 	}
 	s.chains[runID] = next
 	return evs, nil
+}
+
+// chainHeadTx returns the end of run runID's hash chain: the writer's cached
+// head, or the last stored event read in tx. Must be called with s.mu held.
+func (s *Store) chainHeadTx(ctx context.Context, tx *sql.Tx, runID string) (chainHead, error) {
+	if head, ok := s.chains[runID]; ok {
+		return head, nil
+	}
+	var head chainHead
+	var prev string
+	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID).Scan(&head.seq, &prev)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return chainHead{}, fmt.Errorf("evidence: append events to run %s: %w", runID, err)
+	default:
+		b, derr := hex.DecodeString(prev)
+		if derr != nil || len(b) != sha256.Size {
+			return chainHead{}, fmt.Errorf("evidence: run %s: stored hash of event %d is not SHA-256 hex; run assay verify", runID, head.seq)
+		}
+		copy(head.hash[:], b)
+	}
+	return head, nil
+}
+
+// appendStoreEvent appends one event the store writes itself
+// (EventCheckRecorded, EventRunFinalized) to run runID's chain inside tx, and
+// returns it with the chain's new head. The caller caches the head in
+// s.chains only after tx commits. Must be called with s.mu held.
+func (s *Store) appendStoreEvent(ctx context.Context, tx *sql.Tx, runID, typ string, payload any) (StoredEvent, chainHead, error) {
+	head, err := s.chainHeadTx(ctx, tx, runID)
+	if err != nil {
+		return StoredEvent{}, chainHead{}, err
+	}
+	canon, err := canonical(payload)
+	if err != nil {
+		return StoredEvent{}, chainHead{}, fmt.Errorf("evidence: run %s: canonicalize %s payload: %w", runID, typ, err)
+	}
+	e := StoredEvent{RunID: runID, Seq: head.seq + 1, Type: typ, Time: utcMicro(time.Now()), Payload: canon,
+		PrevHash: hex.EncodeToString(head.hash[:])}
+	sum, err := s.hasher.eventHash(&head.hash, e, canon)
+	if err != nil {
+		return StoredEvent{}, chainHead{}, err
+	}
+	e.Hash = hex.EncodeToString(sum[:])
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (run_id, seq, parent, type, member_id, session_id, time, payload, prev_hash, hash)
+		VALUES (?, ?, 0, ?, '', '', ?, ?, ?, ?)`, runID, e.Seq, typ, e.Time, string(canon), e.PrevHash, e.Hash); err != nil {
+		return StoredEvent{}, chainHead{}, fmt.Errorf("evidence: run %s: append %s event %d: %w", runID, typ, e.Seq, err)
+	}
+	return e, chainHead{seq: e.Seq, hash: sum}, nil
 }
 
 // Events returns run runID's trace ordered by seq, exactly as stored (it does

@@ -61,7 +61,10 @@ func validCheckName(n string) bool {
 }
 
 // RecordCheck records check c for run runID. Each check name is recorded
-// once per run: a check result is evidence and is never overwritten.
+// once per run: a check result is evidence and is never overwritten. In the
+// same transaction it appends a check_recorded event (EventCheckRecorded) to
+// the run's hash chain, so the chain — not only the terminal hash — covers
+// the check, and Verify compares the checks table with those events.
 //
 // Errors: *FieldError (ErrInvalidArgument) naming "name", "status", "detail"
 // or "evidence" (not a JSON object); ErrCheckExists; ErrNoRun; ErrFinalized;
@@ -107,10 +110,52 @@ func (s *Store) RecordCheck(ctx context.Context, runID string, c Check) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, runID, c.Name, c.Required, c.Status, c.Detail, evidence, utcMicro(time.Now())); err != nil {
 		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
 	}
+	stored := c
+	stored.Evidence = nil
+	if evidence != nil {
+		stored.Evidence = json.RawMessage(evidence.(string))
+	}
+	_, head, err := s.appendStoreEvent(ctx, tx, runID, EventCheckRecorded, checkRecordedOf(stored))
+	if err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
 	}
+	s.chains[runID] = head
 	return nil
+}
+
+// checkRecordedPayload is the payload of an EventCheckRecorded event: what
+// the run's hash chain says about one row of the checks table.
+type checkRecordedPayload struct {
+	Name     string `json:"name"`
+	Required bool   `json:"required"`
+	Status   string `json:"status"`
+	// DetailSHA256 is the SHA-256 hex of the detail's UTF-8 bytes.
+	DetailSHA256 string `json:"detail_sha256"`
+	// EvidenceSHA256 is the SHA-256 hex of the stored (canonical) evidence
+	// JSON; nil when the check has no evidence.
+	EvidenceSHA256 *string `json:"evidence_sha256"`
+}
+
+// checkRecordedOf is the check_recorded payload of c as stored (Evidence in
+// the canonical form the checks table holds).
+func checkRecordedOf(c Check) checkRecordedPayload {
+	p := checkRecordedPayload{Name: c.Name, Required: c.Required, Status: c.Status, DetailSHA256: sha256Hex([]byte(c.Detail))}
+	if len(c.Evidence) > 0 {
+		d := sha256Hex(c.Evidence)
+		p.EvidenceSHA256 = &d
+	}
+	return p
+}
+
+// runFinalizedPayload is the payload of an EventRunFinalized event: the
+// verdicts row as Finalize wrote it.
+type runFinalizedPayload struct {
+	Verdict          string   `json:"verdict"`
+	RequestedVerdict string   `json:"requested_verdict"`
+	Reasons          []string `json:"reasons"`
 }
 
 // checkProblems names why checks do not support acceptance: each required
@@ -175,12 +220,16 @@ func decideVerdict(mode string, checks []Check, problems []string, req Verdict) 
 }
 
 // Finalize makes run runID immutable and records its verdict, event count and
-// terminal hash (see TerminalHash).
+// terminal hash (see TerminalHash, version TerminalV3). Before computing the
+// terminal hash it appends a run_finalized event (EventRunFinalized: the
+// effective verdict, the requested one and the reasons) as the run's last
+// event, so the verdict is in the run's own hash chain.
 //
 // The store decides the effective verdict itself (see the returned
 // Finalized.Verdict): a run whose envelope mode is not "live" becomes
 // "non_certifiable"; a requested "accepted" becomes "rejected" when the
-// run's hash chain, envelope digest or artifacts do not verify, when its
+// run's hash chain, envelope digest, admission, artifacts or checkpoints do
+// not verify or a check disagrees with its check_recorded event, when its
 // evidence does not reconcile (an event references an artifact not linked to
 // the run; usage recorded but not reconciled, or a stored usage verdict its
 // recorded usage does not support), or — with reasons naming each required
@@ -227,14 +276,23 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 		problems = append(problems, "evidence does not reconcile: "+p)
 	}
 	effective := decideVerdict(re.summary.Envelope.Mode, re.summary.Checks, problems, v)
-	rec := re.terminalRecord(effective, TerminalV2)
+	// The verdict enters the run's own hash chain as its last event, so the
+	// verdicts row cannot be changed by recomputing the terminal hash alone.
+	fe, _, err := s.appendStoreEvent(ctx, tx, runID, EventRunFinalized,
+		runFinalizedPayload{Verdict: effective.Verdict, RequestedVerdict: v.Verdict, Reasons: effective.Reasons})
+	if err != nil {
+		return Finalized{}, err
+	}
+	re.chain.count++
+	re.chain.lastHash = fe.Hash
+	rec := re.terminalRecord(effective, TerminalV3)
 	terminal, err := TerminalHash(rec)
 	if err != nil {
 		return Finalized{}, err
 	}
 	now := utcMicro(time.Now())
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'finalized', finalized_at = ?, event_count = ?, terminal_hash = ?,
-		terminal_version = ? WHERE run_id = ?`, now, rec.EventCount, terminal, TerminalV2, runID); err != nil {
+		terminal_version = ? WHERE run_id = ?`, now, rec.EventCount, terminal, TerminalV3, runID); err != nil {
 		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO verdicts (run_id, verdict, requested_verdict, reasons, decided_at) VALUES (?, ?, ?, ?, ?)`,
@@ -244,6 +302,6 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 	if err := tx.Commit(); err != nil {
 		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
 	}
-	delete(s.chains, runID)
+	delete(s.chains, runID) // immutable now: nothing appends to it again
 	return Finalized{RunID: runID, Verdict: effective, EventCount: rec.EventCount, TerminalHash: terminal}, nil
 }

@@ -241,19 +241,80 @@ func (e Envelope) Digest() (string, error) {
 	return sha256Hex(b), nil
 }
 
+// Admission is one entry of the store-wide admissions chain (table
+// admissions, schema v3): OpenRun appends one per run, in the transaction
+// that creates the run, chained to the previous admission by AdmissionHash.
+// Deleting a run then breaks the chain (or leaves a gap in the ordinals)
+// unless every later admission is rewritten.
+type Admission struct {
+	Ordinal        int64     // 1, 2, ... in admission order; equals runs.ordinal
+	RunID          string    // the admitted run
+	EnvelopeDigest string    // runs.envelope_digest, SHA-256 hex
+	CorrectsRunID  string    // runs.corrects_run_id; "" when none
+	AdmittedAt     time.Time // runs.created_at: UTC, microsecond precision
+	// Backfilled marks an admission chained by the v2 -> v3 migration for a
+	// run that existed before it, rather than by OpenRun. Such runs have no
+	// check_recorded or run_finalized events.
+	Backfilled bool
+	PrevHash   string // previous admission's Hash; ZeroHash for the first
+	Hash       string // AdmissionHash(PrevHash, this)
+}
+
+// AdmissionHash computes an admission's chain hash, in the form of EventHash:
+//
+//	hex(SHA-256(prev_hash_raw_32_bytes || JCS(object)))
+//
+// where object = {"ordinal", "run_id", "envelope_digest", "corrects_run_id",
+// "admitted_at" (EventTimeLayout, UTC), "backfilled"} and JCS is RFC 8785.
+// prevHash is the previous admission's hash (ZeroHash for the first). The
+// PrevHash and Hash fields of a are ignored. It fails when prevHash is not 64
+// hex chars, a string is not UTF-8, or the ordinal lies outside 1..2^53.
+func AdmissionHash(prevHash string, a Admission) (string, error) {
+	prev, err := hex.DecodeString(prevHash)
+	if err != nil || len(prev) != sha256.Size {
+		return "", fmt.Errorf("evidence: previous admission hash %q is not SHA-256 hex", prevHash)
+	}
+	if a.Ordinal < 1 || a.Ordinal > maxJCSInt {
+		return "", fmt.Errorf("evidence: admission of run %s: ordinal %d outside 1..2^53", a.RunID, a.Ordinal)
+	}
+	for _, s := range []string{a.RunID, a.EnvelopeDigest, a.CorrectsRunID} {
+		if !utf8.ValidString(s) {
+			return "", fmt.Errorf("evidence: admission %d: a field is not UTF-8", a.Ordinal)
+		}
+	}
+	b, err := canonical(struct {
+		Ordinal        int64  `json:"ordinal"`
+		RunID          string `json:"run_id"`
+		EnvelopeDigest string `json:"envelope_digest"`
+		CorrectsRunID  string `json:"corrects_run_id"`
+		AdmittedAt     string `json:"admitted_at"`
+		Backfilled     bool   `json:"backfilled"`
+	}{a.Ordinal, a.RunID, a.EnvelopeDigest, a.CorrectsRunID, a.AdmittedAt.UTC().Format(EventTimeLayout), a.Backfilled})
+	if err != nil {
+		return "", fmt.Errorf("evidence: canonicalize admission %d: %w", a.Ordinal, err)
+	}
+	return sha256Hex(append(prev, b...)), nil
+}
+
 // Terminal hash definitions (runs.terminal_version).
 const (
 	// TerminalV1 is the definition of schema v1 (no per-call usage, no
 	// checkpoints); runs finalized under v1 keep it after migration.
 	TerminalV1 = 1
 	// TerminalV2 adds usage_calls, checkpoints and the usage verdicts'
-	// duplicated/multiple/sources.
+	// duplicated/multiple/sources; runs finalized under v2 keep it.
 	TerminalV2 = 2
+	// TerminalV3 (schema v3) adds "admission_hash", binding the run to its
+	// place in the store-wide admissions chain. A run finalized under it also
+	// carries its checks and verdict in its own hash chain (check_recorded
+	// events and a last run_finalized event), which Verify compares with the
+	// checks and verdicts tables.
+	TerminalV3 = 3
 )
 
 // TerminalRecord is everything a finalized run's terminal hash covers.
 type TerminalRecord struct {
-	Version        int // TerminalV1 or TerminalV2 (0 is read as TerminalV2)
+	Version        int // TerminalV1, TerminalV2 or TerminalV3 (0 is read as TerminalV3, the current definition)
 	RunID          string
 	CorrectsRunID  string
 	EnvelopeDigest string
@@ -266,6 +327,7 @@ type TerminalRecord struct {
 	UsageVerdicts  []UsageVerdict
 	Checkpoints    []CheckpointInfo // v2
 	Verdict        Verdict
+	AdmissionHash  string // v3: the run's admissions-chain hash (Admission.Hash)
 }
 
 type terminalArtifact struct {
@@ -348,10 +410,12 @@ type terminalObject struct {
 	Usage          []json.RawMessage  `json:"usage"`
 	UsageVerdicts  []json.RawMessage  `json:"usage_verdicts"`
 	Verdict        terminalVerdict    `json:"verdict"`
-	// v2 only (omitted for v1, whose object has no such keys).
+	// v2 and later (omitted for v1, whose object has no such keys).
 	UsageCalls  []terminalUsageCall  `json:"usage_calls,omitempty"`
 	Checkpoints []terminalCheckpoint `json:"checkpoints,omitempty"`
 	Version     int                  `json:"terminal_version,omitempty"`
+	// v3 and later.
+	AdmissionHash string `json:"admission_hash,omitempty"`
 }
 
 // TerminalHash computes a finalized run's terminal hash: hex SHA-256 of the
@@ -365,9 +429,23 @@ type terminalObject struct {
 //	 "usage_verdicts": usage verdicts sorted by their canonical JSON,
 //	 "verdict": {verdict, reasons}}
 //
-// Absent evidence and unknown token counts hash as null. The input slices are
-// not modified.
+// plus, for TerminalV2 and later, "terminal_version", "usage_calls",
+// "checkpoints" and each usage verdict's duplicated/multiple/sources, and for
+// TerminalV3 "admission_hash" (docs/evidence-schema.md gives each
+// definition). Absent evidence and unknown token counts hash as null. The
+// input slices are not modified. It fails for an unknown version, or a v3
+// record whose AdmissionHash is not SHA-256 hex.
 func TerminalHash(r TerminalRecord) (string, error) {
+	version := r.Version
+	if version == 0 {
+		version = TerminalV3
+	}
+	if version != TerminalV1 && version != TerminalV2 && version != TerminalV3 {
+		return "", fmt.Errorf("evidence: terminal hash version %d of run %s is unknown", r.Version, r.RunID)
+	}
+	if version >= TerminalV3 && !isDigest(r.AdmissionHash) {
+		return "", fmt.Errorf("evidence: run %s: admission hash %q is not SHA-256 hex", r.RunID, r.AdmissionHash)
+	}
 	obj := terminalObject{
 		RunID: r.RunID, CorrectsRunID: r.CorrectsRunID, EnvelopeDigest: r.EnvelopeDigest,
 		LastEventHash: r.LastEventHash, EventCount: r.EventCount,
@@ -408,7 +486,7 @@ func TerminalHash(r TerminalRecord) (string, error) {
 		obj.Usage = append(obj.Usage, b)
 	}
 	sortRaw(obj.Usage)
-	v2 := r.Version != TerminalV1
+	v2 := version >= TerminalV2
 	for _, v := range r.UsageVerdicts {
 		d := v.Deltas
 		if d == nil {
@@ -428,7 +506,10 @@ func TerminalHash(r TerminalRecord) (string, error) {
 	if v2 {
 		// terminal_version is present in every v2 object, so a v2 run cannot
 		// be passed off under the v1 definition.
-		obj.Version = TerminalV2
+		obj.Version = version
+		if version >= TerminalV3 {
+			obj.AdmissionHash = r.AdmissionHash
+		}
 		obj.UsageCalls = []terminalUsageCall{}
 		obj.Checkpoints = []terminalCheckpoint{}
 		for _, c := range r.UsageCalls {

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"time"
@@ -13,9 +14,13 @@ import (
 type migration struct {
 	From int
 	Doc  string
-	// Check refuses a file this migration cannot convert faithfully.
+	// Check refuses a file this migration cannot convert faithfully; nil
+	// when every file of version From converts.
 	Check func(ctx context.Context, q queryer) error
 	Stmts []string
+	// Apply, when set, runs after Stmts in the same transaction, for steps
+	// SQL cannot express (computing hashes).
+	Apply func(ctx context.Context, tx *sql.Tx) error
 }
 
 // migrations lists every upgrade step in order; migrations()[i].From == i+1.
@@ -78,6 +83,26 @@ func migrations() []migration {
 				PRIMARY KEY (run_id, seq)
 			)`,
 		},
+	}, {
+		From: 2,
+		Doc: "v2 -> v3: the store-wide admissions chain, backfilled for existing runs in ordinal order (a gap in the " +
+			"ordinals stays a gap); runs admitted from now on chain their checks and verdict as check_recorded and " +
+			"run_finalized events and finalize with terminal version 3 (existing runs keep their terminal version)",
+		Check: func(ctx context.Context, q queryer) error {
+			var n int
+			if err := q.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE type IN (?, ?)`, EventCheckRecorded, EventRunFinalized).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				// Schema v3 reserves these types for the store; a v2 event of
+				// such a type would read as a forged check or verdict record.
+				return fmt.Errorf("%d events of type %s or %s, which schema 3 reserves for the store; refusing to carry them over",
+					n, EventCheckRecorded, EventRunFinalized)
+			}
+			return nil
+		},
+		Stmts: []string{admissionsDDL},
+		Apply: backfillAdmissions,
 	}}
 }
 
@@ -150,11 +175,18 @@ func (s *Store) applyMigrations(ctx context.Context, from int, res *MigrateResul
 		if m.From < from {
 			continue
 		}
-		if err := m.Check(ctx, tx); err != nil {
-			return fmt.Errorf("evidence: migrate %s from schema %d: %w", s.path, m.From, err)
+		if m.Check != nil {
+			if err := m.Check(ctx, tx); err != nil {
+				return fmt.Errorf("evidence: migrate %s from schema %d: %w", s.path, m.From, err)
+			}
 		}
 		for _, st := range m.Stmts {
 			if _, err := tx.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("evidence: migrate %s from schema %d: %w", s.path, m.From, err)
+			}
+		}
+		if m.Apply != nil {
+			if err := m.Apply(ctx, tx); err != nil {
 				return fmt.Errorf("evidence: migrate %s from schema %d: %w", s.path, m.From, err)
 			}
 		}

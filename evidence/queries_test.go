@@ -118,7 +118,7 @@ func TestDocumentedQueries(t *testing.T) {
 	ro := mustOpen(t, queryFixture(t), OpenOptions{ReadOnly: true})
 	// What each query must find in the fixture: a substring of its rows, rendered.
 	want := []string{
-		"run-rej parallel live finalized rejected 2 <nil>",
+		"run-rej parallel live finalized rejected 4 <nil>",
 		"run-acc m1 run-acc-m1 conserved reported 10 reported 10 reported 10",
 		"parallel tests failed 1",
 		"run-rej m1 r0-c1 write_file 2",

@@ -76,8 +76,12 @@ type RunSummary struct {
 	// interrupted on crash recovery), in order.
 	StatusChanges []StatusChange
 	// TerminalVersion is the terminal hash definition the run was finalized
-	// under (1: schema v1, 2: current); 0 until finalized.
+	// under (TerminalV1, TerminalV2, TerminalV3: the schema version it was
+	// finalized under); 0 until finalized.
 	TerminalVersion int
+	// AdmissionHash is the run's hash in the store-wide admissions chain
+	// (Admission.Hash, SHA-256 hex); "" when the run has no admission.
+	AdmissionHash string
 }
 
 // StatusChange is a run status change recorded outside the hash chain.
@@ -152,6 +156,10 @@ func (e Envelope) validate() error {
 // anything executes. correctsRunID, when not "", names an existing run this
 // one corrects (finalized runs are never edited; corrections are new runs).
 //
+// In the same transaction the run is appended to the store-wide admissions
+// chain (Admission, AdmissionHash), which Verify recomputes, so a run deleted
+// later leaves a gap or a broken link there.
+//
 // Run ids are caller-generated, globally unique, 1..128 chars of
 // [A-Za-z0-9._-]. Errors: *FieldError (ErrInvalidArgument for ids,
 // ErrInvalidEnvelope naming the envelope field); ErrRunExists; ErrNoRun when
@@ -201,8 +209,11 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 		}
 		corrects = sql.NullString{String: correctsRunID, Valid: true}
 	}
+	// The ordinal follows both tables, so a run row deleted behind the
+	// store's back never lets a new run take its place in the admissions.
 	var ordinal int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(ordinal), 0) + 1 FROM runs`).Scan(&ordinal); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT greatest((SELECT coalesce(max(ordinal), 0) FROM runs),
+		(SELECT coalesce(max(ordinal), 0) FROM admissions)) + 1`).Scan(&ordinal); err != nil {
 		return fmt.Errorf("evidence: open run %s: %w", runID, err)
 	}
 	now := utcMicro(time.Now())
@@ -221,6 +232,10 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 		env.EnvironmentFingerprint, sources, env.ReplayTolerance, env.Provider, env.BaseURL, env.Model,
 		env.Formation, env.TaskProfile, env.Language); err != nil {
 		return fmt.Errorf("evidence: open run %s: store envelope: %w", runID, err)
+	}
+	if _, err := appendAdmission(ctx, tx, Admission{Ordinal: ordinal, RunID: runID, EnvelopeDigest: digest,
+		CorrectsRunID: correctsRunID, AdmittedAt: now}); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("evidence: open run %s: %w", runID, err)
@@ -287,7 +302,8 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 			r.finalized_at, r.event_count, r.terminal_hash, coalesce(r.terminal_version, 0),
 			(SELECT count(*) FROM events ev WHERE ev.run_id = r.run_id),
 			e.tenant, e.manifest_digest, e.mode, e.policy_digest, e.dataset_digest, e.environment_fingerprint,
-			e.entropy_sources, e.replay_tolerance, e.provider, e.base_url, e.model, e.formation, e.task_profile, e.language
+			e.entropy_sources, e.replay_tolerance, e.provider, e.base_url, e.model, e.formation, e.task_profile, e.language,
+			coalesce((SELECT a.hash FROM admissions a WHERE a.run_id = r.run_id), '')
 		FROM runs r LEFT JOIN envelopes e ON e.run_id = r.run_id
 		WHERE ? = '' OR r.run_id = ?
 		ORDER BY r.ordinal`, runID, runID)
@@ -307,7 +323,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 		var sources any
 		if err := rows.Scan(&r.RunID, &corrects, &r.Status, &r.EnvelopeDigest, &r.CreatedAt, &finalized, &storedCount,
 			&terminal, &r.TerminalVersion, &liveCount, &tenant, &manifest, &mode, &policy, &dataset, &fingerprint, &sources, &tolerance,
-			&provider, &baseURL, &model, &formation, &profile, &language); err != nil {
+			&provider, &baseURL, &model, &formation, &profile, &language, &r.AdmissionHash); err != nil {
 			return nil, fmt.Errorf("evidence: load runs: %w", err)
 		}
 		r.CorrectsRunID = corrects.String

@@ -4,7 +4,10 @@ package evidence
 // writes. A file recording an older version is refused with
 // *SchemaVersionError until `assay store migrate` (Migrate) upgrades it; a
 // file recording a newer version is refused outright.
-const SchemaVersion = 2
+//
+// Version 3 adds the store-wide admissions chain and the store-written
+// check_recorded and run_finalized events (terminal hash version 3).
+const SchemaVersion = 3
 
 // appMarker is the value of meta.app that identifies a DuckDB file as an assay
 // evidence store.
@@ -21,6 +24,7 @@ func schemaDDL() []string {
 		value VARCHAR NOT NULL
 	)`,
 		writersDDL,
+		admissionsDDL,
 		`CREATE TABLE runs (
 		run_id           VARCHAR PRIMARY KEY,
 		ordinal          BIGINT NOT NULL UNIQUE,
@@ -134,6 +138,21 @@ const writersDDL = `CREATE TABLE writers (
 		host      VARCHAR NOT NULL,
 		opened_at TIMESTAMP NOT NULL,
 		closed_at TIMESTAMP
+	)`
+
+// admissionsDDL (v3) is the store-wide hash chain over run admissions: OpenRun
+// appends one row per run in the transaction that creates it, chained to the
+// previous admission (AdmissionHash), so deleting a run breaks the chain
+// unless every later admission is rewritten.
+const admissionsDDL = `CREATE TABLE admissions (
+		ordinal         BIGINT PRIMARY KEY,
+		run_id          VARCHAR NOT NULL UNIQUE,
+		envelope_digest VARCHAR NOT NULL,
+		corrects_run_id VARCHAR NOT NULL,
+		admitted_at     TIMESTAMP NOT NULL,
+		backfilled      BOOLEAN NOT NULL,
+		prev_hash       VARCHAR NOT NULL,
+		hash            VARCHAR NOT NULL
 	)`
 
 // runStatusChangesDDL (v2) records status changes that are not events, such as

@@ -7,8 +7,10 @@
 // although its stored evidence no longer describes one causal history. So the
 // store decides effective verdicts itself (Finalize never accepts on weaker
 // evidence than every required check passing in a live run whose evidence
-// verifies), refuses every write to a finalized run, and Verify recomputes the
-// hash chain, terminal hash and artifact digests from the stored columns.
+// verifies), refuses every write to a finalized run, chains each run's checks
+// and verdict into its own events and each run's admission into a store-wide
+// chain, and Verify recomputes the hash chains, terminal hash and artifact
+// digests from the stored columns and reports runs that were deleted.
 //
 // Hashes are SHA-256 over RFC 8785 (JSON Canonicalization Scheme) encodings;
 // docs/evidence-schema.md documents every table, column and hashed object.

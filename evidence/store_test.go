@@ -174,8 +174,31 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Finalize: %v", err)
 	}
-	if fin.Verdict.Verdict != VerdictAccepted || fin.EventCount != int64(len(events)) || !isDigest(fin.TerminalHash) {
+	if fin.Verdict.Verdict != VerdictAccepted || fin.EventCount != int64(len(events)+len(checks)+1) || !isDigest(fin.TerminalHash) {
 		t.Fatalf("Finalize = %+v", fin)
+	}
+	// RecordCheck and Finalize chained each check and the verdict into the trace.
+	after, err := s.Events(ctx, run)
+	if err != nil || int64(len(after)) != fin.EventCount {
+		t.Fatalf("Events after Finalize: %d, %v", len(after), err)
+	}
+	wantTail := []string{
+		`{"detail_sha256":"` + digestOf("1 file") + `","evidence_sha256":"` + digestOf(`{"files":["cases/double.go"]}`) + `","name":"files_exist","required":true,"status":"passed"}`,
+		`{"detail_sha256":"` + digestOf("ok") + `","evidence_sha256":null,"name":"tests","required":true,"status":"passed"}`,
+		`{"detail_sha256":"` + digestOf("style") + `","evidence_sha256":null,"name":"lint","required":false,"status":"failed"}`,
+		`{"reasons":[],"requested_verdict":"accepted","verdict":"accepted"}`,
+	}
+	for i, e := range after[len(events):] {
+		typ := EventCheckRecorded
+		if i == len(checks) {
+			typ = EventRunFinalized
+		}
+		if e.Type != typ || string(e.Payload) != wantTail[i] || e.MemberID != "" || e.Parent != 0 || e.PrevHash != after[len(events)+i-1].Hash {
+			t.Errorf("event %d = %s %s, want %s %s chained to its predecessor", e.Seq, e.Type, e.Payload, typ, wantTail[i])
+		}
+	}
+	if sum, err := s.Run(ctx, run); err != nil || sum.TerminalVersion != TerminalV3 || !isDigest(sum.AdmissionHash) {
+		t.Fatalf("finalized run: terminal version %d, admission hash %q, %v", sum.TerminalVersion, sum.AdmissionHash, err)
 	}
 	vs, err := s.Verify(ctx, run)
 	if err != nil {

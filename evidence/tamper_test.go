@@ -92,10 +92,10 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		}, VerifyTampered, 0, "terminal hash mismatch"},
 		{"event deleted", VerdictAccepted, func(t *testing.T, f fixture) {
 			rawExec(t, f.path, `DELETE FROM events WHERE run_id = 'run-tamper' AND seq = 4`)
-		}, VerifyTampered, 4, "event count 6 != 5"},
-		{"last event deleted", VerdictAccepted, func(t *testing.T, f fixture) {
-			rawExec(t, f.path, `DELETE FROM events WHERE run_id = 'run-tamper' AND seq = 6`)
-		}, VerifyTampered, 0, "event count 6 != 5"},
+		}, VerifyTampered, 4, "event count 10 != 9"},
+		{"last event (run_finalized) deleted", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `DELETE FROM events WHERE run_id = 'run-tamper' AND seq = 10`)
+		}, VerifyTampered, 0, "no run_finalized event records the verdict; event count 10 != 9"},
 		{"two events' seqs swapped", VerdictAccepted, func(t *testing.T, f fixture) {
 			rawExec(t, f.path,
 				`UPDATE events SET seq = -1 WHERE run_id = 'run-tamper' AND seq = 2`,
@@ -107,13 +107,13 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		}, VerifyTampered, 5, "event 5: hash mismatch"},
 		{"event appended after finalize with a valid chain hash", VerdictAccepted, func(t *testing.T, f fixture) {
 			last := f.events[len(f.events)-1]
-			e := StoredEvent{RunID: f.runID, Seq: 7, Type: "step", Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Payload: json.RawMessage(`{}`)}
+			e := StoredEvent{RunID: f.runID, Seq: 11, Type: "step", Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Payload: json.RawMessage(`{}`)}
 			h, err := EventHash(last.Hash, e)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rawExec(t, f.path, fmt.Sprintf(`INSERT INTO events VALUES ('run-tamper', 7, 0, 'step', '', '', TIMESTAMP '2030-01-01 00:00:00', '{}', '%s', '%s')`, last.Hash, h))
-		}, VerifyTampered, 0, "event count 6 != 7"},
+			rawExec(t, f.path, fmt.Sprintf(`INSERT INTO events VALUES ('run-tamper', 11, 0, 'step', '', '', TIMESTAMP '2030-01-01 00:00:00', '{}', '%s', '%s')`, last.Hash, h))
+		}, VerifyTampered, 0, "run_finalized event (seq 10) is not the last event (seq 11): events were added after finalization; event count 10 != 11"},
 		{"rejected verdict flipped to accepted", VerdictRejected, func(t *testing.T, f fixture) {
 			rawExec(t, f.path, `UPDATE verdicts SET verdict = 'accepted', reasons = []`)
 		}, VerifyTampered, 0, "terminal hash mismatch"},

@@ -54,7 +54,9 @@ func buildV1Store(t *testing.T, path string) {
 	}
 	evs, _ := s.Events(ctx, "v1-final")
 	mustClose(t, s)
-	rec := TerminalRecord{Version: TerminalV1, RunID: sum.RunID, EnvelopeDigest: sum.EnvelopeDigest, LastEventHash: evs[len(evs)-1].Hash,
+	// v1 had no check_recorded or run_finalized events: the fixture keeps the
+	// three step events, whose chain is a prefix of today's.
+	rec := TerminalRecord{Version: TerminalV1, RunID: sum.RunID, EnvelopeDigest: sum.EnvelopeDigest, LastEventHash: evs[2].Hash,
 		EventCount: 3, Artifacts: sum.Artifacts, Checks: sum.Checks, Usage: sum.Usage, UsageVerdicts: sum.UsageVerdicts, Verdict: *sum.Verdict}
 	v1Terminal, err := TerminalHash(rec)
 	if err != nil {
@@ -68,9 +70,9 @@ func buildV1Store(t *testing.T, path string) {
 		`INSERT INTO meta VALUES ('app', 'assay-evidence'), ('schema_version', '1'), ('created_at', '2026-11-30T00:00:00Z')`,
 		`INSERT INTO runs SELECT run_id, ordinal, corrects_run_id, CASE WHEN run_id = 'v1-open' THEN 'open' ELSE status END,
 			envelope_digest, created_at, finalized_at, event_count, terminal_hash FROM src.runs`,
-		`UPDATE runs SET terminal_hash = '` + v1Terminal + `' WHERE run_id = 'v1-final'`,
+		`UPDATE runs SET terminal_hash = '` + v1Terminal + `', event_count = 3 WHERE run_id = 'v1-final'`,
 		`INSERT INTO envelopes SELECT * FROM src.envelopes`,
-		`INSERT INTO events SELECT * FROM src.events`,
+		`INSERT INTO events SELECT * FROM src.events WHERE type NOT IN ('check_recorded', 'run_finalized')`,
 		`INSERT INTO artifacts SELECT * FROM src.artifacts`,
 		`INSERT INTO run_artifacts SELECT * FROM src.run_artifacts`,
 		`INSERT INTO usage SELECT run_id, ordinal, member_id, session_id, source, state, requests,
@@ -102,7 +104,7 @@ func TestMigrateV1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if res.From != 1 || res.To != SchemaVersion || len(res.Steps) != 1 {
+	if res.From != 1 || res.To != SchemaVersion || len(res.Steps) != 2 {
 		t.Fatalf("Migrate result %+v", res)
 	}
 	status := map[string]RunVerification{}

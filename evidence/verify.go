@@ -17,7 +17,7 @@ import (
 
 // Verification statuses, most severe first.
 const (
-	VerifyTampered       = "tampered"        // hash chain, sequence, event count, envelope or terminal hash does not verify
+	VerifyTampered       = "tampered"        // hash chain, sequence, event count, envelope, terminal hash, check/verdict events or admissions do not verify, or the run was deleted
 	VerifyCorruptPayload = "corrupt_payload" // an artifact's payload no longer hashes to its digest
 	VerifyMissingPayload = "missing_payload" // an artifact's payload is gone
 	VerifyUnfinalized    = "unfinalized"     // the evidence verifies so far, but the run is not finalized
@@ -64,17 +64,30 @@ type runEvidence struct {
 	summary     RunSummary
 	chain       chainResult
 	status      string
+	ordinal     int64
 	storedCount sql.NullInt64
 	terminal    sql.NullString
 	finalizedAt sql.NullTime
 	hasEnvelope bool
+	requested   sql.NullString // verdicts.requested_verdict; NULL without a verdicts row
+	admission   *Admission     // nil when the run has none
+}
+
+// chained reports whether the run's checks and verdict are in its hash chain
+// (check_recorded, run_finalized): true for every run admitted under schema
+// v3, whose admission is not Backfilled. A run without an admission is
+// treated as chained, so deleting its admission does not excuse it.
+func (re *runEvidence) chained() bool {
+	return re.admission == nil || !re.admission.Backfilled
 }
 
 func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence, error) {
 	re := &runEvidence{}
-	err := q.QueryRowContext(ctx, `SELECT status, event_count, terminal_hash, finalized_at,
-			(SELECT count(*) FROM envelopes e WHERE e.run_id = r.run_id) > 0
-		FROM runs r WHERE run_id = ?`, runID).Scan(&re.status, &re.storedCount, &re.terminal, &re.finalizedAt, &re.hasEnvelope)
+	err := q.QueryRowContext(ctx, `SELECT status, ordinal, event_count, terminal_hash, finalized_at,
+			(SELECT count(*) FROM envelopes e WHERE e.run_id = r.run_id) > 0,
+			(SELECT v.requested_verdict FROM verdicts v WHERE v.run_id = r.run_id)
+		FROM runs r WHERE run_id = ?`, runID).Scan(&re.status, &re.ordinal, &re.storedCount, &re.terminal, &re.finalizedAt,
+		&re.hasEnvelope, &re.requested)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
 	}
@@ -89,6 +102,9 @@ func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*
 		return nil, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
 	}
 	re.summary = runs[0]
+	if re.admission, err = loadAdmission(ctx, q, runID); err != nil {
+		return nil, err
+	}
 	if re.chain, err = s.verifyChainStream(ctx, runID); err != nil {
 		return nil, err
 	}
@@ -104,7 +120,14 @@ func (re *runEvidence) lastHash() string {
 }
 
 func (re *runEvidence) terminalRecord(v Verdict, version int) TerminalRecord {
+	admission := re.summary.AdmissionHash
+	if admission == "" {
+		// A run without an admission is reported tampered; its terminal
+		// record still has a definite value.
+		admission = ZeroHash
+	}
 	return TerminalRecord{
+		AdmissionHash:  admission,
 		Version:        version,
 		RunID:          re.summary.RunID,
 		CorrectsRunID:  re.summary.CorrectsRunID,
@@ -124,10 +147,21 @@ func (re *runEvidence) terminalRecord(v Verdict, version int) TerminalRecord {
 // chainResult is what a pass over a run's stored events found.
 type chainResult struct {
 	count    int64              // events stored
+	maxSeq   int64              // highest seq stored
 	lastHash string             // stored hash of the event with the highest seq
 	firstBad int64              // first seq whose hash, link, parent, payload or sequence does not verify; 0 = none
 	detail   string             // what failed at firstBad
 	refs     map[string][]int64 // artifact digest -> seqs of events whose payload references it (*_artifact keys)
+	// storeEvents are the events of the types only the store writes
+	// (check_recorded, run_finalized), in storage order.
+	storeEvents []storeEvent
+}
+
+// storeEvent is a check_recorded or run_finalized event as stored.
+type storeEvent struct {
+	seq     int64
+	typ     string
+	payload string
 }
 
 // chainRow is one stored event as read for verification.
@@ -233,6 +267,9 @@ func (s *Store) verifyChainStream(ctx context.Context, runID string) (chainResul
 			if r.ev.Seq >= maxSeq {
 				maxSeq, res.lastHash = r.ev.Seq, r.ev.Hash
 			}
+			if storeEventTypes[r.ev.Type] {
+				res.storeEvents = append(res.storeEvents, storeEvent{seq: r.ev.Seq, typ: r.ev.Type, payload: r.payload})
+			}
 			switch {
 			case r.ev.Seq < expected || seen[r.ev.Seq]:
 				bad(r.ev.Seq, "duplicate seq %d", r.ev.Seq)
@@ -257,6 +294,8 @@ func (s *Store) verifyChainStream(ctx context.Context, runID string) (chainResul
 	if err != nil {
 		return chainResult{}, fmt.Errorf("evidence: read events of run %s: %w", runID, err)
 	}
+	res.maxSeq = maxSeq
+	sort.Slice(res.storeEvents, func(i, j int) bool { return res.storeEvents[i].seq < res.storeEvents[j].seq })
 	if len(pending) > 0 {
 		next := int64(-1)
 		for seq := range pending {
@@ -295,7 +334,9 @@ func collectArtifactRefs(canon []byte, seq int64, refs map[string][]int64) {
 }
 
 // integrityFindings checks what must hold for any run, finalized or not: the
-// envelope digest, the hash chain and the artifact payloads.
+// envelope digest, the run's admission, the hash chain, the checks table
+// against the chained check_recorded events, checkpoints and the artifact
+// payloads.
 func (s *Store) integrityFindings(ctx context.Context, q queryer, re *runEvidence) ([]finding, error) {
 	var out []finding
 	if !re.hasEnvelope {
@@ -303,8 +344,14 @@ func (s *Store) integrityFindings(ctx context.Context, q queryer, re *runEvidenc
 	} else if d, err := re.summary.Envelope.Digest(); err != nil || d != re.summary.EnvelopeDigest {
 		out = append(out, finding{VerifyTampered, "envelope digest mismatch"})
 	}
+	out = append(out, admissionFindings(re)...)
 	if re.chain.firstBad != 0 {
 		out = append(out, finding{VerifyTampered, re.chain.detail})
+	}
+	if re.chained() {
+		out = append(out, checkEventFindings(re)...)
+	} else {
+		out = append(out, backfilledEventFindings(re)...)
 	}
 	cps, err := checkpointFindings(ctx, q, re)
 	if err != nil {
@@ -405,7 +452,7 @@ func reconcileProblems(re *runEvidence) []string {
 // evidence. live reports whether a writer may still be writing the store
 // (the caller is that writer).
 func finalizationFindings(re *runEvidence, writerLive bool) []finding {
-	var out []finding
+	out := finalizedEventFindings(re)
 	s := re.summary
 	if re.status != StatusFinalized {
 		if re.terminal.Valid || re.storedCount.Valid || re.finalizedAt.Valid || s.Verdict != nil {
@@ -443,7 +490,7 @@ func finalizationFindings(re *runEvidence, writerLive bool) []finding {
 	switch {
 	case !re.terminal.Valid:
 		out = append(out, finding{VerifyTampered, "terminal hash missing"})
-	case version != TerminalV1 && version != TerminalV2:
+	case version != TerminalV1 && version != TerminalV2 && version != TerminalV3:
 		out = append(out, finding{VerifyTampered, fmt.Sprintf("terminal hash version %d unknown", version)})
 	default:
 		if th, err := TerminalHash(re.terminalRecord(*s.Verdict, version)); err != nil || th != re.terminal.String {
@@ -469,22 +516,43 @@ func finalizationFindings(re *runEvidence, writerLive bool) []finding {
 }
 
 // Verify recomputes each named run's (every run's, in creation order, when
-// none is named) envelope digest, hash chain, sequence continuity, event
-// count, terminal hash, verdict consistency and artifact digests, and reports
-// one RunVerification per run. It works on a read-only store and changes
+// none is named) envelope digest, admission, hash chain, sequence continuity,
+// event count, terminal hash, checks and verdict against the chained
+// check_recorded and run_finalized events, verdict consistency and artifact
+// digests, and reports one RunVerification per run. It also checks the
+// store-wide admissions chain (gaps and broken links are reported on the run
+// whose admission breaks it) and reports, as a tampered RunVerification of
+// its own, every run id missing from runs that another table (events,
+// verdicts, admissions, ...) or a run's corrects_run_id still names: a
+// deleted run. With runs named, only findings about those runs are reported;
+// a named run that is missing from runs but leaves such traces is reported
+// tampered rather than refused. It works on a read-only store and changes
 // nothing.
 //
 // Detection is against accidental corruption and against edits that do not
 // also recompute every downstream hash: the hashes are unkeyed, so someone
-// able to rewrite the whole file consistently is out of its reach.
+// able to rewrite the whole file consistently (every later admission, a run's
+// events and its terminal hash), or to delete the most recently admitted runs
+// together with their admissions, is out of its reach. A manifest kept
+// elsewhere (BuildManifest, CheckManifest) covers that.
 //
-// Errors: ErrNoRun when a named run does not exist; ErrClosed; database errors.
+// Errors: ErrNoRun when a named run neither exists nor leaves traces;
+// ErrClosed; database errors.
 func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification, error) {
 	if err := s.beginRead(); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	if len(runIDs) == 0 {
+	chain, missing, err := s.storeFindings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	missingByID := map[string]RunVerification{}
+	for _, m := range missing {
+		missingByID[m.RunID] = m
+	}
+	named := len(runIDs) > 0
+	if !named {
 		rows, err := s.conn.QueryContext(ctx, `SELECT run_id FROM runs ORDER BY ordinal`)
 		if err != nil {
 			return nil, fmt.Errorf("evidence: verify: list runs: %w", err)
@@ -501,18 +569,29 @@ func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification
 			return nil, fmt.Errorf("evidence: verify: list runs: %w", err)
 		}
 	}
-	out := make([]RunVerification, 0, len(runIDs))
+	out := make([]RunVerification, 0, len(runIDs)+len(missing))
 	for _, id := range runIDs {
-		v, err := s.verifyRun(ctx, id)
+		v, err := s.verifyRun(ctx, id, chain[id])
+		if errors.Is(err, ErrNoRun) && named {
+			if m, ok := missingByID[id]; ok {
+				out = append(out, m)
+				continue
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, v)
 	}
+	if !named {
+		out = append(out, missing...)
+	}
 	return out, nil
 }
 
-func (s *Store) verifyRun(ctx context.Context, runID string) (RunVerification, error) {
+// verifyRun verifies one run; store holds the store-wide findings about it
+// (its place in the admissions chain).
+func (s *Store) verifyRun(ctx context.Context, runID string, store []finding) (RunVerification, error) {
 	re, err := s.loadRunEvidence(ctx, s.conn, runID)
 	if err != nil {
 		return RunVerification{}, err
@@ -521,6 +600,7 @@ func (s *Store) verifyRun(ctx context.Context, runID string) (RunVerification, e
 	if err != nil {
 		return RunVerification{}, err
 	}
+	findings = append(findings, store...)
 	findings = append(findings, finalizationFindings(re, !s.readOnly)...)
 	v := RunVerification{RunID: runID, Status: VerifyOK, Events: re.chain.count, TerminalHash: re.terminal.String}
 	v.FirstBadSeq = re.chain.firstBad

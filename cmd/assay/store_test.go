@@ -135,7 +135,8 @@ func TestExportParquet(t *testing.T) {
 			t.Errorf("%s: sha256 %s, export.json says %s", tb.File, got, tb.SHA256)
 		}
 	}
-	for table, want := range map[string]int64{"runs": 2, "events": 10, "checks": 2, "verdicts": 2, "artifacts": 2, "envelopes": 2} {
+	// Per run: 5 events, then the store's check_recorded and run_finalized.
+	for table, want := range map[string]int64{"runs": 2, "admissions": 2, "events": 14, "checks": 2, "verdicts": 2, "artifacts": 2, "envelopes": 2} {
 		if rows[table] != want {
 			t.Errorf("%s: %d rows exported, want %d", table, rows[table], want)
 		}
@@ -148,7 +149,7 @@ func TestExportParquet(t *testing.T) {
 	defer db.Close()
 	var n int
 	var last string
-	if err := db.QueryRow(`SELECT count(*), max(hash) FILTER (WHERE seq = 5 AND run_id = 'run-b') FROM read_parquet('`+filepath.Join(out, "events.parquet")+`')`).Scan(&n, &last); err != nil || n != 10 || len(last) != 64 {
+	if err := db.QueryRow(`SELECT count(*), max(hash) FILTER (WHERE seq = 5 AND run_id = 'run-b') FROM read_parquet('`+filepath.Join(out, "events.parquet")+`')`).Scan(&n, &last); err != nil || n != 14 || len(last) != 64 {
 		t.Fatalf("reading events.parquet: %d %q %v", n, last, err)
 	}
 	// One run only.
