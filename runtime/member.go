@@ -148,6 +148,9 @@ type exchangePayload struct {
 	RequestArtifact  string          `json:"request_artifact"`
 	ResponseSHA256   string          `json:"response_sha256"`
 	ResponseArtifact string          `json:"response_artifact"`
+	// MessageArtifact is the digest of the parsed reply in canonical form (canonicalReply), kept
+	// beside the raw bytes so a report can show both what the wire said and what was understood.
+	MessageArtifact string `json:"message_artifact,omitempty"`
 	FinishReason     string          `json:"finish_reason"`
 	Usage            *provider.Usage `json:"usage"` // null when the response reported none
 	ToolCalls        int             `json:"tool_calls"`
@@ -358,11 +361,49 @@ func (e *Engine) recordExchange(ctx context.Context, memberID, session string, s
 			return fmt.Errorf("store response %d artifact: %w", seq, err)
 		}
 		p.ResponseArtifact, p.ResponseSHA256 = d, d
+		if callErr == nil {
+			parsed, err := json.Marshal(canonicalReply(resp))
+			if err != nil {
+				return fmt.Errorf("encode parsed response %d: %w", seq, err)
+			}
+			d, err := e.sink.PutArtifact(ctx, fmt.Sprintf("provider/%s/%d/message.json", session, seq), "application/json", parsed)
+			if err != nil {
+				return fmt.Errorf("store parsed response %d artifact: %w", seq, err)
+			}
+			p.MessageArtifact = d
+		}
 	}
 	if err := e.Emit(ctx, "provider_exchange", memberID, session, p); err != nil {
 		return fmt.Errorf("record provider_exchange %d: %w", seq, err)
 	}
 	return nil
+}
+
+// parsedReply is the canonical form of a parsed response: what the runtime understood the wire
+// to say (streamed fragments joined, arguments as received), with fixed key order.
+type parsedReply struct {
+	Role         string          `json:"role"`
+	Content      string          `json:"content"`
+	ToolCalls    []parsedCall    `json:"tool_calls"`
+	FinishReason string          `json:"finish_reason"`
+	Model        string          `json:"model"`
+	Usage        *provider.Usage `json:"usage"`
+}
+
+type parsedCall struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+func canonicalReply(resp *provider.Response) parsedReply {
+	r := parsedReply{Role: resp.Message.Role, Content: resp.Message.Content, ToolCalls: []parsedCall{},
+		FinishReason: resp.FinishReason, Model: resp.Model, Usage: resp.Usage}
+	for _, tc := range resp.Message.ToolCalls {
+		r.ToolCalls = append(r.ToolCalls, parsedCall{ID: tc.ID, Type: tc.Type, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return r
 }
 
 // sinkJournal records the boundary's intents and outcomes as tool_call and tool_result events.

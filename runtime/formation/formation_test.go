@@ -166,6 +166,19 @@ func TestSequentialRunsMembersInOrderWithContext(t *testing.T) {
 	if !strings.Contains(string(msgs), "[a] ") {
 		t.Fatalf("b did not receive a's output: %s", msgs)
 	}
+	// The parsed reply is kept beside the raw bytes, in canonical form.
+	var parsed struct {
+		Content   string
+		ToolCalls []struct{ Name, Arguments string } `json:"tool_calls"`
+		Usage     *struct{ TotalTokens int64 }
+	}
+	if err := json.Unmarshal(sink.artifacts["provider/run-test-a/0/message.json"], &parsed); err != nil || len(parsed.ToolCalls) != 2 ||
+		parsed.ToolCalls[0].Name != "write_file" || parsed.Usage == nil {
+		t.Fatalf("parsed reply of request 0: %+v %v", parsed, err)
+	}
+	if err := json.Unmarshal(sink.artifacts["provider/run-test-a/1/message.json"], &parsed); err != nil || parsed.Content != res.Members[0].Output {
+		t.Fatalf("parsed reply of request 1: %+v %v", parsed, err)
+	}
 	// Causal order per member: started, then exchanges and tool calls, then completed last.
 	ev := sink.memberEvents("a")
 	if ev[0] != "member_started" || ev[len(ev)-1] != "member_completed" {
