@@ -173,6 +173,13 @@ func TestClientStreamFixtures(t *testing.T) {
 			wantFinish: "tool_calls",
 		},
 		{
+			name: "finish_reason missing: the joined call is kept and the finish reason stays empty, not guessed",
+			stream: ev(delta(`{"tool_calls":[{"index":0,"id":"c9","type":"function","function":{"name":"f","arguments":"{\"x\""}}]}`, "")) +
+				ev(delta(`{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}`, "")) + done,
+			wantMsg:    provider.Message{Role: "assistant", ToolCalls: []provider.ToolCall{call("c9", "f", `{"x":1}`)}},
+			wantFinish: "",
+		},
+		{
 			name:    "stream cut without [DONE]",
 			stream:  ev(delta(`{"content":"Hel"}`, "")) + `data: {"id":"c1","choi`,
 			wantErr: provider.ErrBrokenStream,
