@@ -36,32 +36,36 @@ func (p *incrementalPlan) signatureOnly(pkg *packages.Package) bool {
 	return p != nil && !p.affected[unitOf(pkg.PkgPath, pkg.ForTest)]
 }
 
-// matches reports whether the typed load found the packages the plan was
-// made for, and whether every package that was not re-indexed loaded
+// matches returns "" when the typed load found the packages the plan was
+// made for, and every package that was not re-indexed loaded
 // without errors (stripping bodies must not change what the type checker
 // reports; it only ever plans for packages that had none).
-func (p *incrementalPlan) matches(res *loadResult) bool {
+func (p *incrementalPlan) matches(res *loadResult) string {
 	if len(res.roots) != len(p.roots) {
-		return false
+		return "the typed load found other packages than the listing"
 	}
 	for _, r := range res.roots {
 		if !p.roots[r.ID] {
-			return false
+			return "the typed load found package " + r.ID + " the listing did not"
 		}
 		if p.signatureOnly(r) && (len(r.Errors) > 0 || r.IllTyped) {
-			return false
+			msg := "a dependency is ill-typed"
+			if len(r.Errors) > 0 {
+				msg = r.Errors[0].Msg
+			}
+			return "package " + r.ID + " does not type-check without function bodies: " + msg
 		}
 	}
-	return true
+	return ""
 }
 
 // planIncremental compares the listing with the database at dbPath. It
 // returns nil (index everything) when the root packages differ or when
 // more than half of the units are affected.
-func planIncremental(ctx context.Context, dbPath string, l *listing) (*incrementalPlan, error) {
+func planIncremental(ctx context.Context, dbPath string, l *listing) (*incrementalPlan, string, error) {
 	db, err := OpenDatabase(ctx, dbPath)
 	if err != nil {
-		return nil, nil // not an error of the index: it is simply not reusable
+		return nil, "the previous database cannot be read: " + err.Error(), nil
 	}
 	defer db.Close()
 
@@ -74,27 +78,27 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 	old := map[string]*oldPkg{}
 	rows, err := db.QueryContext(ctx, `SELECT go_id, import_path, coalesce(for_test, ''), error_count + ill_typed FROM packages`)
 	if err != nil {
-		return nil, fmt.Errorf("indexer: read previous packages: %w", err)
+		return nil, "", fmt.Errorf("indexer: read previous packages: %w", err)
 	}
 	for rows.Next() {
 		var id, path, forTest string
 		var bad int
 		if err := rows.Scan(&id, &path, &forTest, &bad); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("indexer: read previous packages: %w", err)
+			return nil, "", fmt.Errorf("indexer: read previous packages: %w", err)
 		}
 		old[id] = &oldPkg{unit: unitOf(path, forTest), files: map[string]string{}, bad: bad > 0}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("indexer: read previous packages: %w", err)
+		return nil, "", fmt.Errorf("indexer: read previous packages: %w", err)
 	}
 	if len(old) != len(l.roots) {
-		return nil, nil
+		return nil, fmt.Sprintf("the package list changed (%d packages before, %d now)", len(old), len(l.roots)), nil
 	}
 	for id := range l.roots {
 		if old[id] == nil {
-			return nil, nil
+			return nil, fmt.Sprintf("package %s is new", id), nil
 		}
 	}
 	err = scan(ctx, db, `SELECT p.go_id, f.path, coalesce(f.sha256, '') FROM files f JOIN packages p ON p.id = f.package_id WHERE f.synthesized = 0`,
@@ -107,7 +111,7 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 			return nil
 		})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	err = scan(ctx, db, `SELECT p.go_id, i.imported_id FROM imports i JOIN packages p ON p.id = i.package_id`,
 		func(r *sql.Rows) error {
@@ -119,7 +123,7 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 			return nil
 		})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 
 	plan := &incrementalPlan{oldDB: dbPath, affected: map[string]bool{}, strip: map[string]bool{}, roots: map[string]bool{}}
@@ -151,7 +155,7 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 		}
 	}
 	if 2*len(plan.affected) > len(units) {
-		return nil, nil
+		return nil, fmt.Sprintf("%d of %d packages are affected", len(plan.affected), len(units)), nil
 	}
 	for id, lp := range l.roots {
 		if plan.affected[lp.unit] {
@@ -163,7 +167,7 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 		}
 	}
 	slices.Sort(plan.kept)
-	return plan, nil
+	return plan, "", nil
 }
 
 func scan(ctx context.Context, db *sql.DB, q string, f func(*sql.Rows) error) error {

@@ -171,6 +171,9 @@ type Snapshot struct {
 	// Reindexed lists the import paths re-indexed by an incremental index,
 	// sorted; nil after a full index.
 	Reindexed []string
+	// FullReason says why a full index was made although Options.Reuse
+	// found a previous database; "" otherwise.
+	FullReason string
 	// Counts are the rows written per kind.
 	Counts Counts
 	// Coverage is the fraction (0..1) of matched packages that loaded
@@ -264,6 +267,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		keyCh <- keyResult{k, err}
 	}
 	var plan *incrementalPlan
+	var fullReason string
 	_, statErr := os.Stat(dbPath)
 	if opts.Reuse && statErr == nil {
 		computeKey()
@@ -277,9 +281,11 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 				return prev, nil
 			}
 			if prev.ConfigKey == kr.keys.config {
-				if plan, err = planIncremental(ctx, dbPath, kr.keys.listing); err != nil {
+				if plan, fullReason, err = planIncremental(ctx, dbPath, kr.keys.listing); err != nil {
 					return Snapshot{}, err
 				}
+			} else {
+				fullReason = "the build context, options or dependency versions changed"
 			}
 		}
 		keyCh <- kr
@@ -304,7 +310,10 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		}
 		return Snapshot{}, fmt.Errorf("%w in %s (patterns %q)", ErrNoPackages, dir, patterns)
 	}
-	if plan != nil && !plan.matches(res) {
+	if plan != nil {
+		fullReason = plan.matches(res)
+	}
+	if plan != nil && fullReason != "" {
 		// The typed load disagrees with the listing (a file changed in
 		// between): index everything from scratch.
 		plan = nil
@@ -346,6 +355,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		snap.Incremental = true
 		snap.Reindexed = plan.affectedUnits()
 	}
+	snap.FullReason = fullReason
 	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan)
 	if err != nil {
 		return Snapshot{}, err

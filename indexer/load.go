@@ -195,6 +195,13 @@ func packageVariant(p *packages.Package) string {
 // name shows up as a type error, and Index then indexes in full.
 func stripBodies(f *ast.File) map[*ast.FuncDecl]token.Pos {
 	ends := map[*ast.FuncDecl]token.Pos{}
+	for _, imp := range f.Imports {
+		if imp.Name != nil && imp.Name.Name == "." {
+			// What a dot import provides cannot be told from syntax, so
+			// whether the bodies alone used it cannot either: keep them.
+			return ends
+		}
+	}
 	for _, d := range f.Decls {
 		fd, ok := d.(*ast.FuncDecl)
 		if !ok || fd.Body == nil || fd.Type.TypeParams.NumFields() > 0 || (fd.Recv == nil && fd.Name.Name == "init") {
@@ -219,7 +226,7 @@ func stripBodies(f *ast.File) map[*ast.FuncDecl]token.Pos {
 		} else if path, err := strconv.Unquote(imp.Path.Value); err == nil {
 			name = guessPackageName(path)
 		}
-		if name == "_" || name == "." || name == "" || used[name] {
+		if name == "_" || name == "" || used[name] {
 			continue
 		}
 		imp.Name = &ast.Ident{NamePos: imp.Path.Pos(), Name: "_"}

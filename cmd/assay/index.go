@@ -142,6 +142,9 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	if snap.Reused {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: nothing changed since the last index; reused %s\n", snap.DBPath)
 	}
+	if snap.FullReason != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "assay: full index: %s\n", snap.FullReason)
+	}
 	if snap.Incremental {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: re-indexed %d of the packages (%s); kept the rest\n",
 			len(snap.Reindexed), strings.Join(snap.Reindexed, ", "))
