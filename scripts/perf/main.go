@@ -32,15 +32,15 @@ import (
 
 // childResult is what a child prints.
 type childResult struct {
-	Files    int    `json:"files"`
-	Nodes    int    `json:"nodes"`
-	Edges    int    `json:"edges"`
-	Packages int    `json:"packages"`
-	Reused   bool   `json:"reused"`
+	Files    int  `json:"files"`
+	Nodes    int  `json:"nodes"`
+	Edges    int  `json:"edges"`
+	Packages int  `json:"packages"`
+	Reused   bool `json:"reused"`
 	// Incremental and Note (the re-indexed packages) describe an
 	// incremental index.
-	Incremental bool `json:"incremental"`
-	Note     string `json:"note,omitempty"`
+	Incremental bool   `json:"incremental"`
+	Note        string `json:"note,omitempty"`
 }
 
 func main() {
