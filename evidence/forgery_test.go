@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // runSpec is one run buildRuns writes through the API.
@@ -231,6 +230,20 @@ func TestVerifyFindsErasedRuns(t *testing.T) {
 		{"every row of a middle run deleted", []runSpec{{"run-a", "", CheckPassed}, {"run-b", "", CheckUnknown}, {"run-c", "", CheckPassed}},
 			func(t *testing.T, path string) { eraseRun(t, path, "run-b") },
 			map[string]wantVerify{"run-a": ok, "run-c": {VerifyTampered, []string{"admission", "deleted"}}}},
+		{"middle run erased, next admission renumbered and rehashed but not relinked",
+			[]runSpec{{"run-a", "", CheckPassed}, {"run-b", "", CheckUnknown}, {"run-c", "", CheckPassed}},
+			func(t *testing.T, path string) {
+				eraseRun(t, path, "run-b")
+				c := mustAdmission(t, path, "run-c")
+				c.Ordinal = 2
+				h, err := AdmissionHash(c.PrevHash, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rawExec(t, path, `UPDATE admissions SET ordinal = 2, hash = '`+h+`' WHERE run_id = 'run-c'`, `UPDATE runs SET ordinal = 2 WHERE run_id = 'run-c'`)
+				forgeTerminal(t, path, "run-c", TerminalV3)
+			},
+			map[string]wantVerify{"run-a": ok, "run-c": {VerifyTampered, []string{"admission 2: prev_hash does not link to admission 1"}}}},
 		{"every row of a corrected run deleted", []runSpec{{"run-a", "", CheckPassed}, {"run-b", "", CheckUnknown}, {"run-d", "run-b", CheckPassed}},
 			func(t *testing.T, path string) { eraseRun(t, path, "run-b") },
 			map[string]wantVerify{"run-a": ok, "run-d": {VerifyTampered, []string{"admission"}},
@@ -243,11 +256,27 @@ func TestVerifyFindsErasedRuns(t *testing.T) {
 			checkVerify(t, verifyAll(t, path), tc.want)
 		})
 	}
-	t.Run("a deleted run named explicitly", func(t *testing.T) {
+	t.Run("a deleted run named explicitly, then a new run admitted", func(t *testing.T) {
 		path := buildRuns(t, runSpec{"run-a", "", CheckPassed}, runSpec{"run-b", "", CheckUnknown})
 		rawExec(t, path, `DELETE FROM runs WHERE run_id = 'run-b'`)
-		got := verifyAll(t, path, "run-b")
-		checkVerify(t, got, map[string]wantVerify{"run-b": {VerifyTampered, []string{"missing from runs"}}})
+		checkVerify(t, verifyAll(t, path, "run-b"), map[string]wantVerify{"run-b": {VerifyTampered, []string{"missing from runs"}}})
+		ro := mustOpen(t, path, OpenOptions{ReadOnly: true})
+		if _, err := ro.Verify(context.Background(), "run-none"); !errorsIs(err, ErrNoRun) {
+			t.Errorf("Verify of a run that never existed: %v, want ErrNoRun", err)
+		}
+		mustClose(t, ro)
+		// The deleted run's ordinal is not reused: the new run is admitted
+		// after it and verifies, while run-b stays reported.
+		s := mustOpen(t, path, OpenOptions{})
+		if err := s.OpenRun(context.Background(), "run-c", testEnvelope(ModeLive), ""); err != nil {
+			t.Fatalf("OpenRun after a runs row was deleted: %v", err)
+		}
+		mustClose(t, s)
+		if a := mustAdmission(t, path, "run-c"); a.Ordinal != 3 {
+			t.Errorf("run-c admitted as %d, want 3", a.Ordinal)
+		}
+		checkVerify(t, verifyAll(t, path), map[string]wantVerify{"run-a": {status: VerifyOK}, "run-c": {status: VerifyUnfinalized},
+			"run-b": {VerifyTampered, []string{"missing from runs"}}})
 	})
 }
 
@@ -285,5 +314,3 @@ func TestVerifyDetectsForgedChecksAndVerdict(t *testing.T) {
 		})
 	}
 }
-
-var _ = time.Now
