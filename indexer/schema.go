@@ -161,7 +161,6 @@ func schemaDDL() []string {
 		`CREATE INDEX nodes_kind ON nodes(kind)`,
 		`CREATE INDEX nodes_package ON nodes(package_id)`,
 		`CREATE INDEX edges_dst ON edges(dst, kind)`,
-		`CREATE INDEX edges_kind ON edges(kind)`,
 		`CREATE INDEX load_errors_package ON load_errors(package_id)`,
 		`CREATE INDEX nodes_file ON nodes(file_id)`,
 		`CREATE INDEX members_type ON members(type_id)`,

@@ -79,14 +79,11 @@ func (in *Input) callFacts() *callFacts {
 // recursive reports the functions that take part in a recursion cycle.
 func (in *Input) recursive() map[string]bool { return in.callFacts().recursive }
 
-const callGraphDetail = "graph=static call graph (calls edges: go/types static callees; calls inside closures are the enclosing function's; dynamic calls excluded)"
-
 func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descriptor {
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		var out []Value
 		for _, fn := range in.Funcs {
 			v := d.measured(in, fn.ID, float64(count(in, fn.ID)))
-			v.Detail = callGraphDetail
 			if p := in.Packages[fn.PackageID]; p != nil {
 				v.Coverage = okCoverage(p)
 			}

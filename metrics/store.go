@@ -81,8 +81,6 @@ var schema = []string{
 	) WITHOUT ROWID`,
 }
 
-// index is created after the values are inserted.
-const index = `CREATE INDEX metric_values_subject ON metric_values(subject)`
 
 // Write creates the metric tables in tx and inserts the registry's
 // descriptors and vals.
@@ -110,9 +108,6 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, index); err != nil {
-		return fmt.Errorf("metrics: create index: %w", err)
 	}
 	return nil
 }
