@@ -81,7 +81,7 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.StringVar(&opts.Harness.Tenant, "tenant", "local", "tenant recorded in every run's envelope")
 	f.DurationVar(&opts.Harness.RequestTimeout, "request-timeout", 60*time.Second, "deadline of one provider request")
 	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
-		strings.Join(reference.FaultKinds, "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
+		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	cmd.AddCommand(run)
 	return cmd

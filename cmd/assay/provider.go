@@ -39,7 +39,7 @@ and reports usage by a documented rule (see the package documentation of runtime
 
 --faults scripts failures per member and turn: MEMBER:TURN:KIND[:ARG], where MEMBER matches a session id
 ending in "-MEMBER" (empty = every session), TURN is the session's 0-based request index (-1 = every
-turn), KIND is one of ` + strings.Join(reference.FaultKinds, ", ") + `, and ARG is the reply of
+turn), KIND is one of ` + strings.Join(reference.FaultKinds(), ", ") + `, and ARG is the reply of
 replace_reply or the delay of slow (e.g. 2s).
 
 It prints the base URL on stdout and serves until interrupted (Ctrl-C or SIGTERM).`,

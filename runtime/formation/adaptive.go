@@ -145,7 +145,7 @@ func adaptive() Formation {
 func adaptiveCycle(o AdaptiveOptions) ([]string, error) {
 	cycle := o.Cycle
 	if len(cycle) == 0 {
-		cycle = DefaultAdaptiveCycle
+		cycle = DefaultAdaptiveCycle()
 	}
 	for _, name := range cycle {
 		if name == "adaptive" {

@@ -125,9 +125,11 @@ type AdaptiveOptions struct {
 	TargetSeconds float64
 }
 
-// Adaptive defaults.
-var DefaultAdaptiveCycle = []string{"sequential", "hierarchical", "consensus"}
+// DefaultAdaptiveCycle returns the adaptive formation's default cycle (FORMATIONS.md), a new slice
+// on every call.
+func DefaultAdaptiveCycle() []string { return []string{"sequential", "hierarchical", "consensus"} }
 
+// DefaultMaxSwitches is the adaptive formation's default bound on formation switches.
 const DefaultMaxSwitches = 3
 
 // ConversationOptions configures group_chat, debate and handoff.

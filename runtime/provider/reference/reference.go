@@ -108,7 +108,7 @@
 // the session header, "" when absent); a request's turn is the 0-based count
 // of that session's requests before it, every POST counted, failed ones
 // included. A fault applies when its Member matches the session and its Turn
-// matches the turn. The kinds are FaultKinds: drop usage, HTTP 500, HTTP 500
+// matches the turn. The kinds are FaultKinds(): drop usage, HTTP 500, HTTP 500
 // after a tool-call reply, malformed structured JSON, a scripted reply, split
 // tool arguments, a slow reply, and a wrong session echo. Every chat response
 // echoes the session header it received (the wrong_session fault echoes
@@ -186,9 +186,11 @@ const (
 	FaultWrongSession = "wrong_session"
 )
 
-// FaultKinds lists every fault kind, in documentation order.
-var FaultKinds = []string{FaultDropUsage, FaultHTTP500, FaultHTTP500AfterToolCall, FaultMalformedJSON,
-	FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession}
+// FaultKinds returns every fault kind, in documentation order; a new slice on every call.
+func FaultKinds() []string {
+	return []string{FaultDropUsage, FaultHTTP500, FaultHTTP500AfterToolCall, FaultMalformedJSON,
+		FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession}
+}
 
 // DefaultSlowDelay is FaultSlow's delay when Fault.Delay is 0: past the
 // runtime's default 60 s request timeout.
@@ -263,8 +265,8 @@ func ParseFault(spec string) (Fault, error) {
 
 // validate checks one fault; the message says what is wrong.
 func (f Fault) validate() error {
-	if !slices.Contains(FaultKinds, f.Kind) {
-		return fmt.Errorf("unknown kind %q (want one of %s)", f.Kind, strings.Join(FaultKinds, ", "))
+	if !slices.Contains(FaultKinds(), f.Kind) {
+		return fmt.Errorf("unknown kind %q (want one of %s)", f.Kind, strings.Join(FaultKinds(), ", "))
 	}
 	if f.Turn < -1 {
 		return fmt.Errorf("turn %d (want -1 for every turn, or >= 0)", f.Turn)
