@@ -26,6 +26,7 @@ type SQLOptions struct {
 	Store  storeFlags
 	Format string
 	Query  string
+	Wait   time.Duration // how long to wait for a writer holding the store; 0 = refuse at once
 }
 
 // NewCmdSQL builds `assay sql QUERY`.
@@ -36,10 +37,17 @@ func NewCmdSQL(io IOStreams, runF func(context.Context, *SQLOptions) error) *cob
 		Short: "Query the evidence store with SQL (read-only)",
 		Long: `Run one SQL statement against the DuckDB evidence store, opened read-only. Statements that would write —
 INSERT, UPDATE, CREATE, COPY ... TO, ATTACH, INSTALL, LOAD — are refused by the read-only connection
-and its locked configuration, not by parsing your SQL. Tables: runs, envelopes, events, artifacts,
-run_artifacts, usage, usage_verdicts, checks, verdicts, checkpoints (see docs/evidence-schema.md).`,
+and its locked configuration, not by parsing your SQL. Tables: runs, admissions, envelopes, events,
+artifacts, run_artifacts, usage, usage_calls, usage_verdicts, checks, verdicts, checkpoints, writers,
+run_status_changes, meta (see docs/evidence-schema.md).
+
+While a writer (assay matrix run) holds the store, reading it is refused naming the writer's pid;
+--wait DURATION waits up to that long for it to finish instead.
+
+Exit status: 0 on success; 2 on bad input (no store, a refused or failing query, the store locked).`,
 		Example: `  assay sql "SELECT run_id, verdict FROM verdicts"
-  assay sql --format json "SELECT member_id, source, state, total_tokens FROM usage"`,
+  assay sql --format json "SELECT member_id, source, state, total_tokens FROM usage"
+  assay sql --wait 2m "SELECT run_id, status FROM runs ORDER BY ordinal"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return badInput(fmt.Errorf("assay sql takes exactly one QUERY argument, got %d", len(args)))
@@ -56,6 +64,7 @@ run_artifacts, usage, usage_verdicts, checks, verdicts, checkpoints (see docs/ev
 	}
 	opts.Store.register(cmd)
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table, csv or json")
+	cmd.Flags().DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
 	return cmd
 }
 
@@ -63,7 +72,10 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 	if err := checkFormat(opts.Format, "table", "csv", "json"); err != nil {
 		return err
 	}
-	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Command: "assay sql"})
+	if opts.Wait < 0 {
+		return badInput(fmt.Errorf("--wait %s is negative", opts.Wait))
+	}
+	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay sql"})
 	if errors.Is(err, fs.ErrNotExist) {
 		return badInput(fmt.Errorf("no evidence store at %s: run `assay matrix run` first, or name one with --out or --store", opts.Store.path()))
 	}

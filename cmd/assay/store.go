@@ -35,8 +35,11 @@ func NewCmdStore(io IOStreams, runF func(context.Context, *StoreMigrateOptions) 
 		Long: `Upgrade the evidence store in place to the schema version this assay writes, holding the writer
 lock. Every step runs in one transaction: a failed migration leaves the file as it was. Reading a store
 never migrates it; other commands refuse an older store and point here. Runs finalized under an older
-schema keep the terminal hash definition they were finalized with, so they verify as before; every run
-is verified after migrating and the result printed. A store newer than this assay is refused.
+schema keep the terminal hash definition they were finalized with, so they verify as before. Migrating
+from schema 2 chains every existing run into the store-wide admissions chain in creation order (a run
+deleted before the migration stays visible as a gap) and refuses a store holding events of the types
+check_recorded or run_finalized, which schema 3 reserves for the store. Every run is verified after
+migrating and the result printed. A store newer than this assay is refused.
 
 Exit status: 0 migrated (or already current) and every run verifies or is unfinalized; 1 when a run
 does not verify; 2 on bad input (no such file, not a store, newer schema, lock held).`,

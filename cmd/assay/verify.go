@@ -27,16 +27,26 @@ func NewCmdVerify(io IOStreams, runF func(context.Context, *VerifyOptions) error
 	opts := &VerifyOptions{IO: io}
 	cmd := &cobra.Command{
 		Use:   "verify [RUN...]",
-		Short: "Recompute every trace's hash chain and terminal hash; report tampering",
+		Short: "Recompute every trace's hash chain and terminal hash; report tampering and deleted runs",
 		Long: `Recompute, for each run (all runs when none are named), the hash chain of its events, the sequence
 continuity, the event count, the terminal hash and the artifact digests, from the bytes stored in the
-evidence store. Each run is reported ok, tampered (with the first bad sequence number),
-missing_payload, corrupt_payload or unfinalized (an interrupted run is unfinalized; its recorded
-events must still verify).
+evidence store, and compare its checks and verdict with the check_recorded and run_finalized events
+the store chained into its trace. Each run is reported ok, tampered (with the first bad sequence
+number when the chain itself breaks), missing_payload, corrupt_payload or unfinalized (an
+interrupted run is unfinalized; its recorded events must still verify).
 
-The hashes are unkeyed: someone who rewrites the whole database consistently is out of their reach.
-Keep a manifest elsewhere for that: --manifest FILE --write records the run ids and terminal hashes of
-every finalized run that verifies (refused when any run is tampered or has a missing or corrupt
+Deleted runs are found too: every run is chained into a store-wide admissions chain when it is opened,
+so erasing a run leaves a gap or a broken link there (reported on the run after it), and a run id that
+is missing from the runs table but still named by rows of another table (events, verdicts, checks,
+admissions, ...) or by a run's corrects_run_id is reported tampered on a row of its own.
+
+The hashes are unkeyed. Without a copy kept elsewhere they cannot show: a run erased with every later
+admission and terminal hash rewritten consistently; the most recently admitted runs erased together
+with their admissions; a run's trace rewritten consistently (its checks or verdict changed together
+with their events, the chain and terminal hash recomputed); or a run finalized by an assay older than
+schema 3 edited with its terminal hash recomputed. The defense is a manifest kept elsewhere (another
+machine, a signed commit, a ticket): --manifest FILE --write records the run ids and terminal hashes
+of every finalized run that verifies (refused when any run is tampered or has a missing or corrupt
 payload); --manifest FILE checks the store against it, and a run whose terminal hash differs from the
 manifest's, or that the manifest lists but the store lacks, is reported tampered.
 

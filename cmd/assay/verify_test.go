@@ -2,6 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,4 +152,213 @@ func TestVerifyWaitsForTheWriter(t *testing.T) {
 		t.Fatalf("verify after the writer left: exit %d %s", r.code, r.stderr)
 	}
 	_ = evidence.VerifyOK
+}
+
+// storeWithRejectedRun writes run-a and run-c (accepted) and, between them,
+// run-b, whose required usage check is unknown, so the store rejects it.
+func storeWithRejectedRun(t *testing.T, dir string) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(dir, "evidence.duckdb")
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	env := evidence.Envelope{Tenant: "t", ManifestDigest: strings.Repeat("a", 64), Mode: "live", EnvironmentFingerprint: strings.Repeat("b", 64)}
+	for _, run := range []string{"run-a", "run-b", "run-c"} {
+		if err := s.OpenRun(ctx, run, env, ""); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			if _, err := s.AppendEvent(ctx, run, evidence.Event{Type: "step", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		usage := "passed"
+		if run == "run-b" {
+			usage = "unknown"
+		}
+		for _, c := range []evidence.Check{{Name: "tests", Required: true, Status: "passed"}, {Name: "usage", Required: true, Status: usage}} {
+			if err := s.RecordCheck(ctx, run, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fin, err := s.Finalize(ctx, run, evidence.Verdict{Verdict: "accepted"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: "rejected", false: "accepted"}[run == "run-b"]; fin.Verdict.Verdict != want {
+			t.Fatalf("%s finalized %s, want %s", run, fin.Verdict.Verdict, want)
+		}
+	}
+	return path
+}
+
+// The adversarial tester's first report: a rejected run erased from every
+// table (or only from runs) left a store that verified ok.
+func TestVerifyCLIFindsAnErasedRun(t *testing.T) {
+	cases := []struct {
+		name  string
+		erase func(t *testing.T, path string)
+		args  []string
+		want  map[string]string // run id -> substring of its detail
+	}{
+		{"every row of the rejected run deleted", func(t *testing.T, path string) {
+			stmts := []string{`DELETE FROM runs WHERE run_id = 'run-b'`}
+			for _, tb := range runTables(t, path) {
+				stmts = append(stmts, `DELETE FROM `+tb+` WHERE run_id = 'run-b'`)
+			}
+			rawSQL(t, path, stmts...)
+		}, nil, map[string]string{"run-c": "admission 3: admission 2 is missing: the run admitted there was deleted"}},
+		{"only the runs row deleted", func(t *testing.T, path string) {
+			rawSQL(t, path, `DELETE FROM runs WHERE run_id = 'run-b'`)
+		}, nil, map[string]string{"run-b": "run run-b is missing from runs, but rows for it remain in admissions (1), checks (2), envelopes (1), events (6), verdicts (1)"}},
+		{"only the runs row deleted, run named", func(t *testing.T, path string) {
+			rawSQL(t, path, `DELETE FROM runs WHERE run_id = 'run-b'`)
+		}, []string{"run-b"}, map[string]string{"run-b": "missing from runs"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := storeWithRejectedRun(t, t.TempDir())
+			if r := runCLI(t, "verify", "--store", path); r.code != 0 {
+				t.Fatalf("before erasing: exit %d %s %s", r.code, r.stdout, r.stderr)
+			}
+			tc.erase(t, path)
+			r := runCLI(t, append([]string{"verify", "--store", path, "--format", "json"}, tc.args...)...)
+			if r.code != 1 {
+				t.Fatalf("exit %d, want 1: %s %s", r.code, r.stdout, r.stderr)
+			}
+			var got []evidence.RunVerification
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatal(err)
+			}
+			byID := map[string]evidence.RunVerification{}
+			for _, v := range got {
+				byID[v.RunID] = v
+			}
+			for id, detail := range tc.want {
+				if v := byID[id]; v.Status != "tampered" || !strings.Contains(v.Detail, detail) {
+					t.Errorf("%s: %+v, want tampered with %q", id, v, detail)
+				}
+				oneLine(t, r, id+" tampered")
+			}
+			if tc.args == nil && byID["run-a"].Status != "ok" {
+				t.Errorf("run-a: %+v, want ok", byID["run-a"])
+			}
+		})
+	}
+}
+
+// runTables lists the tables with a run_id column other than runs.
+func runTables(t *testing.T, path string) []string {
+	t.Helper()
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT table_name FROM duckdb_columns() WHERE column_name = 'run_id' AND table_name <> 'runs'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d tables with run_id: %v", len(out), out)
+	}
+	return out
+}
+
+// The adversarial tester's second report: checks set to passed, the verdict
+// to accepted and only the terminal hash recomputed verified ok.
+func TestVerifyCLIFindsAForgedVerdict(t *testing.T) {
+	ctx := context.Background()
+	path := storeWithRejectedRun(t, t.TempDir())
+	rawSQL(t, path, `UPDATE checks SET status = 'passed' WHERE run_id = 'run-b'`,
+		`UPDATE verdicts SET verdict = 'accepted', reasons = [] WHERE run_id = 'run-b'`)
+	// Recompute the terminal hash from what is stored now, with the public API.
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := s.Run(ctx, "run-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, "run-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	th, err := evidence.TerminalHash(evidence.TerminalRecord{Version: sum.TerminalVersion, RunID: sum.RunID, EnvelopeDigest: sum.EnvelopeDigest,
+		LastEventHash: evs[len(evs)-1].Hash, EventCount: int64(len(evs)), Artifacts: sum.Artifacts, Checks: sum.Checks, Usage: sum.Usage,
+		UsageCalls: sum.UsageCalls, UsageVerdicts: sum.UsageVerdicts, Checkpoints: sum.Checkpoints, Verdict: *sum.Verdict, AdmissionHash: sum.AdmissionHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawSQL(t, path, `UPDATE runs SET terminal_hash = '`+th+`' WHERE run_id = 'run-b'`)
+	r := runCLI(t, "verify", "--store", path)
+	if r.code != 1 {
+		t.Fatalf("forged verdict: exit %d, want 1: %s", r.code, r.stdout)
+	}
+	oneLine(t, r, "run-b tampered")
+	for _, want := range []string{"check usage: status passed but its check_recorded event (seq 5) says unknown",
+		"verdict accepted but its run_finalized event (seq 6) says rejected"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "terminal hash mismatch") {
+		t.Errorf("the forger's terminal hash should match (only the chained events give it away):\n%s", r.stdout)
+	}
+}
+
+func TestSQLWaitsForTheWriter(t *testing.T) {
+	path := storeWithRuns(t, t.TempDir(), "run-a")
+	holder := exec.Command(os.Args[0], "-test.run=^$")
+	holder.Env = append(os.Environ(), "ASSAY_TEST_HOLD_STORE="+path)
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); holder.Wait() }()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(line) != "ready" {
+		t.Fatalf("holder: %q", line)
+	}
+	query := "SELECT count(*) AS runs FROM runs"
+	r := runCLI(t, "sql", "--store", path, query)
+	if r.code != 2 {
+		t.Fatalf("no wait: exit %d %q", r.code, r.stderr)
+	}
+	oneLine(t, r, "assay-test-holder")
+	if !strings.Contains(r.stderr, "--wait") {
+		t.Errorf("the refusal does not point at --wait: %q", r.stderr)
+	}
+	if r := runCLI(t, "sql", "--store", path, "--wait", "50ms", query); r.code != 2 || !strings.Contains(r.stderr, "assay-test-holder") {
+		t.Fatalf("short wait: exit %d %q", r.code, r.stderr)
+	}
+	if r := runCLI(t, "sql", "--store", path, "--wait", "-1s", query); r.code != 2 {
+		t.Fatalf("negative wait: exit %d %q", r.code, r.stderr)
+	}
+	done := make(chan result, 1)
+	go func() { done <- runCLI(t, "sql", "--store", path, "--wait", "2m", "--format", "csv", query) }()
+	select {
+	case r := <-done:
+		t.Fatalf("sql returned while the writer held the store: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	stdin.Close()
+	r = <-done
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "runs\n1" {
+		t.Fatalf("sql after the writer left: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
 }
