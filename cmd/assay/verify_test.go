@@ -362,3 +362,16 @@ func TestSQLWaitsForTheWriter(t *testing.T) {
 		t.Fatalf("sql after the writer left: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// What the hashes cannot show, and the defense, are in the help.
+func TestVerifyHelpNamesTheManifestDefense(t *testing.T) {
+	r := runCLI(t, "verify", "--help")
+	if r.code != 0 {
+		t.Fatalf("verify --help: exit %d %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"admissions chain", "check_recorded", "most recently admitted runs erased", "manifest kept elsewhere", "--manifest FILE --write"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("verify --help lacks %q", want)
+		}
+	}
+}
