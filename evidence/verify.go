@@ -153,7 +153,7 @@ type chainResult struct {
 	detail   string             // what failed at firstBad
 	refs     map[string][]int64 // artifact digest -> seqs of events whose payload references it (*_artifact keys)
 	// storeEvents are the events of the types only the store writes
-	// (check_recorded, run_finalized), in storage order.
+	// (check_recorded, run_finalized), in seq order.
 	storeEvents []storeEvent
 }
 
