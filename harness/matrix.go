@@ -73,6 +73,9 @@ type Options struct {
 	ToolVersion string
 	// Command is recorded as the evidence store's lock holder (e.g. "assay matrix run").
 	Command string
+	// StoreWait is how long to wait for the evidence store's writer lock held by another process;
+	// 0 fails at once, naming the holder.
+	StoreWait time.Duration
 	// Progress receives one line per case step; nil for none. Lines are written whole, one at a
 	// time, even when cases run concurrently.
 	Progress io.Writer
@@ -192,13 +195,22 @@ func (o *Options) Normalize() error {
 	if _, err := reference.New(reference.Config{Faults: o.ReferenceFaults}); err != nil {
 		return fmt.Errorf("%w: reference provider faults: %v", ErrBadOptions, err)
 	}
+	if err := o.checkFaultsTarget(); err != nil {
+		return err
+	}
 	if o.SessionHeader == "" {
 		o.SessionHeader = "X-Session-Id"
+	}
+	if err := checkSessionHeader(o.SessionHeader); err != nil {
+		return err
 	}
 	if o.Tenant == "" {
 		o.Tenant = "local"
 	}
-	if o.RequestTimeout <= 0 {
+	if o.RequestTimeout < 0 {
+		return fmt.Errorf("%w: --request-timeout %s is negative", ErrBadOptions, o.RequestTimeout)
+	}
+	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 60 * time.Second
 	}
 	if o.TestDeadline <= 0 {
@@ -210,6 +222,111 @@ func (o *Options) Normalize() error {
 	return nil
 }
 
+// credentialHeaders are headers that carry credentials: the session header must not be one of them,
+// or the gateway, which records the session header's value, would record a credential.
+var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",
+	"Api-Key", "Openai-Organization", "Openai-Project", "X-Goog-Api-Key", "Anthropic-Api-Key"}
+
+// checkSessionHeader refuses a session header that is not an RFC 9110 token, that HTTP itself
+// manages, or that carries credentials.
+func checkSessionHeader(h string) error {
+	if h == "" || strings.IndexFunc(h, func(r rune) bool {
+		return r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+	}) >= 0 {
+		return fmt.Errorf("%w: --session-header %q is not a valid HTTP header name", ErrBadOptions, h)
+	}
+	canon := http.CanonicalHeaderKey(h)
+	if slices.Contains(credentialHeaders, canon) {
+		return fmt.Errorf("%w: --session-header %s carries credentials; the gateway records the session header's value, so pick another name", ErrBadOptions, canon)
+	}
+	switch canon {
+	case "Content-Length", "Content-Type", "Host", "Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Accept-Encoding", "Content-Encoding":
+		return fmt.Errorf("%w: --session-header %s is managed by HTTP itself; pick a header of your own such as X-Session-Id", ErrBadOptions, canon)
+	}
+	return nil
+}
+
+// checkFaultsTarget refuses a reference fault whose member is in none of the selected cases: it
+// would never fire, and the run would look like a fault that changed nothing.
+func (o *Options) checkFaultsTarget() error {
+	if len(o.ReferenceFaults) == 0 {
+		return nil
+	}
+	if o.BaseURL != "" {
+		return fmt.Errorf("%w: reference faults apply only to the embedded reference provider, not with --base-url", ErrBadOptions)
+	}
+	members := map[string]bool{}
+	for _, name := range o.Formations {
+		e, err := LookupCase(name)
+		if err != nil {
+			return err
+		}
+		for _, m := range e.Members {
+			members[m.ID] = true
+		}
+	}
+	for _, f := range o.ReferenceFaults {
+		if f.Member != "" && !members[f.Member] {
+			known := make([]string, 0, len(members))
+			for m := range members {
+				known = append(known, m)
+			}
+			slices.Sort(known)
+			return fmt.Errorf("%w: reference fault names member %q, which no selected case has (members: %s)", ErrBadOptions, f.Member, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+// preflight asks the provider for its models (GET {base}/models, OpenAI's list-models endpoint)
+// directly, not through the gateway, so that nothing of a run is recorded. An unreachable
+// provider, a refused key, an error status, or a model list that lacks the requested model is an
+// error; a provider without the endpoint (404, 405, 501) is given the benefit of the doubt, since
+// the cases themselves then show what it serves.
+func preflight(ctx context.Context, o Options) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(o.BaseURL, "/")+"/models", nil)
+	if err != nil {
+		return fmt.Errorf("provider %s: %v", o.BaseURL, err)
+	}
+	if o.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+o.APIKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("provider %s is unreachable: %v", o.BaseURL, errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("provider %s refused the request for its models with status %d: check --api-key-env", o.BaseURL, resp.StatusCode)
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
+		return nil
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("provider %s answered GET /models with status %d; is it OpenAI-compatible?", o.BaseURL, resp.StatusCode)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil || list.Data == nil {
+		return fmt.Errorf("provider %s answered GET /models with something that is not an OpenAI model list; is it OpenAI-compatible?", o.BaseURL)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		if m.ID == o.Model {
+			return nil
+		}
+		ids = append(ids, m.ID)
+	}
+	if len(ids) > 10 {
+		ids = append(ids[:10], "...")
+	}
+	return fmt.Errorf("provider %s does not list model %q (it lists: %s)", o.BaseURL, o.Model, strings.Join(ids, ", "))
+}
+
 // Run runs the matrix and returns its summary. Every case is finalized in the evidence store,
 // accepted or rejected; a failed case is never re-run. Errors are for what stopped the matrix
 // itself (bad options, the store locked by another process — evidence.ErrLocked —, a provider or
@@ -218,11 +335,18 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if err := opts.Normalize(); err != nil {
 		return Summary{}, err
 	}
+	if opts.BaseURL != "" {
+		// Before anything is written: an unreachable provider or an unserved model is bad input,
+		// not a matrix of rejected cases.
+		if err := preflight(ctx, opts); err != nil {
+			return Summary{}, fmt.Errorf("%w: %v", ErrBadOptions, err)
+		}
+	}
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("create output directory: %w", err)
 	}
 	storePath := filepath.Join(opts.OutDir, "evidence.duckdb")
-	store, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: opts.Command})
+	store, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: opts.Command, Wait: opts.StoreWait})
 	if err != nil {
 		return Summary{}, err
 	}

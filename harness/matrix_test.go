@@ -3,14 +3,18 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
 // scriptedProvider is an OpenAI-compatible endpoint whose members write the given files and then
@@ -19,6 +23,11 @@ import (
 func scriptedProvider(t *testing.T, files map[string]string, finalReply string) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"scripted-model","object":"model"}]}`)
+			return
+		}
 		var req struct {
 			Model    string `json:"model"`
 			Messages []struct {
@@ -156,5 +165,80 @@ func TestNormalizeRefusesBadOptionsBeforeWriting(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestPreflightRefusesAnUnusableProviderBeforeWriting(t *testing.T) {
+	notOpenAI := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "<html>hello</html>")
+	}))
+	defer notOpenAI.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer refusing.Close()
+	scripted := scriptedProvider(t, nil, done)
+	cases := []struct {
+		name, base, model, want string
+	}{
+		{"unreachable", "http://127.0.0.1:1/v1", "m", "unreachable"},
+		{"not OpenAI-compatible", notOpenAI.URL + "/v1", "m", "not an OpenAI model list"},
+		{"key refused", refusing.URL + "/v1", "m", "refused"},
+		{"model not served", scripted.URL + "/v1", "other-model", `does not list model "other-model"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			_, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"}, BaseURL: c.base, Model: c.model})
+			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want ErrBadOptions containing %q", err, c.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Fatalf("the output directory was created for a provider refused at preflight")
+			}
+		})
+	}
+}
+
+func TestSessionHeaderAndFaultTargetsAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"credential header", Options{SessionHeader: "authorization"}, "carries credentials"},
+		{"api key header", Options{SessionHeader: "X-API-Key"}, "carries credentials"},
+		{"not a token", Options{SessionHeader: "X Y"}, "not a valid HTTP header name"},
+		{"managed by HTTP", Options{SessionHeader: "Content-Length"}, "managed by HTTP"},
+		{"negative timeout", Options{RequestTimeout: -time.Second}, "negative"},
+		{"fault on no member", Options{Formations: []string{"sequential"}, ReferenceFaults: []reference.Fault{{Member: "exec-9", Turn: 0, Kind: reference.FaultDropUsage}}}, `"exec-9"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.OutDir = filepath.Join(dir, c.name)
+			err := c.opts.Normalize()
+			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want ErrBadOptions containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestARetriedServerErrorKeepsSessionsAndRoutingMatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs member code; skipped with -short")
+	}
+	out := t.TempDir()
+	sum, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"},
+		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultHTTP500}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := checkStatus(sum.Cases[0])
+	// The client retried the model request once: the gateway saw one request more than the
+	// runtime's exchanges, and the runtime counted it.
+	if got["sessions"] != "passed" || got["routing"] != "passed" || got["files"] != "passed" || got["oracle"] != "passed" {
+		t.Fatalf("check statuses %v", got)
 	}
 }

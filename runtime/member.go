@@ -140,22 +140,24 @@ var ErrInvalidToolArguments = errors.New("tool call arguments are not a JSON obj
 // exchangePayload is the provider_exchange event: what replay verification needs to serve the
 // recorded response for this member request (DESIGN.md, "Replay verification").
 type exchangePayload struct {
-	Seq              int             `json:"seq"`
-	Model            string          `json:"model"`
-	Stream           bool            `json:"stream"`
-	Status           int             `json:"status"`
-	RequestSHA256    string          `json:"request_sha256"`
-	RequestArtifact  string          `json:"request_artifact"`
-	ResponseSHA256   string          `json:"response_sha256"`
-	ResponseArtifact string          `json:"response_artifact"`
+	Seq              int    `json:"seq"`
+	Model            string `json:"model"`
+	Stream           bool   `json:"stream"`
+	Status           int    `json:"status"`
+	RequestSHA256    string `json:"request_sha256"`
+	RequestArtifact  string `json:"request_artifact"`
+	ResponseSHA256   string `json:"response_sha256"`
+	ResponseArtifact string `json:"response_artifact"`
 	// MessageArtifact is the digest of the parsed reply in canonical form (canonicalReply), kept
 	// beside the raw bytes so a report can show both what the wire said and what was understood.
-	MessageArtifact string `json:"message_artifact,omitempty"`
-	FinishReason     string          `json:"finish_reason"`
-	Usage            *provider.Usage `json:"usage"` // null when the response reported none
-	ToolCalls        int             `json:"tool_calls"`
-	LatencyMS        float64         `json:"latency_ms"` // volatile
-	Error            string          `json:"error,omitempty"`
+	MessageArtifact string          `json:"message_artifact,omitempty"`
+	FinishReason    string          `json:"finish_reason"`
+	Usage           *provider.Usage `json:"usage"` // null when the response reported none
+	ToolCalls       int             `json:"tool_calls"`
+	// Attempts is how many HTTP requests the client sent for this exchange (retries of 429/5xx).
+	Attempts  int     `json:"attempts"`
+	LatencyMS float64 `json:"latency_ms"` // volatile
+	Error     string  `json:"error,omitempty"`
 }
 
 type memberPayload struct {
@@ -260,6 +262,7 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			Messages: messages, Tools: defs, Stream: e.stream})
 		if resp != nil {
 			res.Usage.Add(resp.Usage)
+			res.HTTPAttempts += resp.Attempts
 		}
 		if rerr := e.recordExchange(ctx, m.ID, session, seq, resp, err); rerr != nil {
 			return fail(rerr)
@@ -340,7 +343,7 @@ func (e *Engine) recordExchange(ctx context.Context, memberID, session string, s
 	}
 	if resp != nil {
 		p.Status, p.RequestSHA256, p.FinishReason, p.Usage = resp.Status, resp.RequestSHA256, resp.FinishReason, resp.Usage
-		p.ToolCalls = len(resp.Message.ToolCalls)
+		p.ToolCalls, p.Attempts = len(resp.Message.ToolCalls), resp.Attempts
 		p.LatencyMS = float64(resp.Latency.Microseconds()) / 1000
 		if resp.Model != "" {
 			p.Model = resp.Model

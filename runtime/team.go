@@ -125,6 +125,9 @@ type MemberResult struct {
 	// Usage is what this member's provider responses reported, accumulated by the runtime's client
 	// (the "store" usage source). Responses without usage make it unknown, never zero.
 	Usage provider.UsageTotal `json:"usage"`
+	// HTTPAttempts counts the HTTP requests sent to the provider for this member, retries of the
+	// model request included: what an observer on the wire should have seen.
+	HTTPAttempts int `json:"http_attempts"`
 	// ToolCalls counts calls that went through the boundary (refused ones included).
 	ToolCalls int `json:"tool_calls"`
 	// ToolsUsed names the tools the member called, each once, in first-call order.
@@ -164,6 +167,7 @@ func (r *MemberResult) Accumulate(next MemberResult) {
 	}
 	r.Usage.Merge(next.Usage)
 	r.ToolCalls += next.ToolCalls
+	r.HTTPAttempts += next.HTTPAttempts
 	for _, t := range next.ToolsUsed {
 		if !slices.Contains(r.ToolsUsed, t) {
 			r.ToolsUsed = append(r.ToolsUsed, t)

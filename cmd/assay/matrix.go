@@ -83,6 +83,7 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
 		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
+	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
 	cmd.AddCommand(run)
 	return cmd
 }
@@ -121,13 +122,27 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		return badInput(errors.New("--reference-fault applies only to the embedded reference provider, not with --base-url"))
 	}
 	h.ToolVersion = version
-	h.Command = "assay matrix run (pid " + fmt.Sprint(os.Getpid()) + ")"
+	h.Command = "assay matrix run"
+	if h.OutDir == "" {
+		return badInput(errors.New("--out is empty; name an output directory"))
+	}
+	if h.RequestTimeout <= 0 {
+		return badInput(fmt.Errorf("--request-timeout %s must be positive", h.RequestTimeout))
+	}
+	if h.StoreWait < 0 {
+		return badInput(fmt.Errorf("--wait %s is negative", h.StoreWait))
+	}
 	h.Progress = opts.IO.ErrOut
 	if err := h.Normalize(); err != nil {
 		return badInput(err)
 	}
 
 	sum, err := harness.Run(ctx, h)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted: the case in progress stays open in the store and is marked interrupted (never
+		// accepted) when a writer next opens it; finished cases stay finalized.
+		return failed("interrupted after %d finished cases; the case in progress was not finalized and will be marked interrupted: %v", len(sum.Cases), err)
+	}
 	if err != nil {
 		return badInput(err)
 	}
@@ -188,7 +203,8 @@ func writeMatrixReport(ctx context.Context, sum harness.Summary, path string) er
 		return err
 	}
 	defer store.Close()
-	rep := reports.MatrixReport{Provider: sum.Provider, Model: sum.Model, Reference: sum.Reference, StorePath: sum.StorePath}
+	rep := reports.MatrixReport{Provider: sum.Provider, Model: sum.Model, Reference: sum.Reference, StorePath: sum.StorePath,
+		CasesDir: filepath.Join(sum.OutDir, "cases")}
 	for _, c := range sum.Cases {
 		r, err := store.Run(ctx, c.RunID)
 		if err != nil {
