@@ -48,6 +48,11 @@ type EngineConfig struct {
 	MaxTurns int
 	// ToolBudget is the default maximum tool calls per member invocation (default 16).
 	ToolBudget int
+	// BoundaryOptions configure the one tool boundary every call of every member passes
+	// (tool.WithPolicy, tool.WithApprovals, tool.WithMode, tool.WithBudget, tool.WithRedactor, ...).
+	// Without any, the boundary allows every call within a member's allowed tools, in live mode,
+	// with no budget beyond ToolBudget and no redaction of secret values.
+	BoundaryOptions []tool.Option
 }
 
 // NewEngine returns an Engine. Provider, Model and Sink are required.
@@ -66,8 +71,30 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	e := &Engine{provider: cfg.Provider, model: cfg.Model, stream: cfg.Stream, sink: cfg.Sink, tools: cfg.Tools,
 		maxTurns: cfg.MaxTurns, budget: cfg.ToolBudget, seqs: map[string]int{}, invocations: map[string]int{}}
-	e.boundary = tool.NewBoundary(cfg.Tools, sinkJournal{sink: cfg.Sink})
+	e.boundary = tool.NewBoundary(cfg.Tools, sinkJournal{sink: cfg.Sink}, cfg.BoundaryOptions...)
 	return e, nil
+}
+
+// Boundary returns the engine's tool boundary (its approval store, effect ledger and policy digest).
+func (e *Engine) Boundary() *tool.Boundary { return e.boundary }
+
+// ErrPausedForApproval is returned (wrapped, naming the call and its idempotency key) when policy
+// sent a member's tool call to an approver and no approval covered it: nothing was dispatched, and
+// the member fails explicitly instead of showing the model an error. The pending question stays in
+// the boundary's approval store and in the run's evidence; resuming the member durably is not
+// built yet, so the invocation ends here.
+var ErrPausedForApproval = errors.New("paused for approval")
+
+// MemberTools returns the tool names a member may call and whether it is restricted to read-only
+// tools: its AllowedTools, or tool.DefaultAllowedTools for its roles when it lists none; reviewers
+// (tool.IsReviewer: reviewer, critic, judge by domain or formation role) are read-only whatever
+// their spec lists.
+func (e *Engine) MemberTools(m MemberSpec) (allowed []string, readOnly bool) {
+	allowed = m.AllowedTools
+	if len(allowed) == 0 {
+		allowed = tool.DefaultAllowedTools(e.tools, m.DomainRole, m.FormationRole)
+	}
+	return slices.Clone(allowed), tool.IsReviewer(m.DomainRole, m.FormationRole)
 }
 
 // Model is the model id the engine asks the provider for.
@@ -244,8 +271,9 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		{Role: "system", Content: m.Goal},
 		{Role: "user", Content: user.String()},
 	}
+	allowed, readOnly := e.MemberTools(m)
 	var defs []provider.ToolDef
-	for _, t := range e.boundary.Definitions(m.AllowedTools) {
+	for _, t := range e.boundary.DefinitionsFor(allowed, readOnly) {
 		defs = append(defs, provider.ToolDef{Name: t.Name, Description: t.Doc, Parameters: t.Parameters})
 	}
 	budget := m.ToolBudget
@@ -309,9 +337,13 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			}
 			out, err := e.boundary.Invoke(ctx, tool.Call{RunID: team.RunID, MemberID: m.ID, SessionID: session,
 				CallID: fmt.Sprintf("r%d-%s", seq, tc.ID), Tool: tc.Function.Name, Arguments: tc.Function.Arguments,
-				Root: m.Dir, Allowed: m.AllowedTools})
+				Root: m.Dir, Allowed: allowed, ReadOnly: readOnly})
 			if err != nil {
 				return fail(fmt.Errorf("tool call %s: %w", tc.ID, err))
+			}
+			if out.State == tool.StateAwaitingApproval {
+				return fail(fmt.Errorf("%w: tool call %s (%s, key %s) needs an approval; nothing was dispatched (grant it with an approval file: assay approve)",
+					ErrPausedForApproval, tc.ID, tc.Function.Name, out.IdempotencyKey))
 			}
 			if out.State == tool.StateUnknown {
 				return fail(fmt.Errorf("tool call %s (%s) ended unknown: reconciliation required", tc.ID, tc.Function.Name))
