@@ -16,6 +16,7 @@ import (
 	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
@@ -51,6 +52,8 @@ type caseState struct {
 	oraclePythonErr error
 	pytestPython    oracle.Python
 	pytestPythonErr error
+	// redactor is the run's redaction projection; deliverables are stored through it.
+	redactor *policy.Redactor
 }
 
 // Check is a matrix check descriptor: adding a check is adding one value to Checks, with its test.
@@ -70,11 +73,12 @@ func Checks() []Check {
 }
 
 var filesExist = Check{
-	Name:     "files",
-	Doc:      "every implementing member's declared files exist as non-empty regular files in its directory; their bytes are stored as artifacts",
+	Name: "files",
+	Doc: "every implementing member's declared files exist as non-empty regular files in its directory; their bytes are stored as " +
+		"artifacts; a file holding a credential value is stored masked and fails the check",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		var missing []string
+		var missing, secret []string
 		digests := map[string]string{}
 		for _, p := range s.plans {
 			for _, f := range p.Deliverables {
@@ -89,6 +93,12 @@ var filesExist = Check{
 					missing = append(missing, p.Spec.ID+"/"+f)
 					continue
 				}
+				if masked := s.redactor.String(string(data)); masked != string(data) {
+					// A credential never enters the store; the masked bytes are not the artifact the
+					// oracle checks, so the case cannot be accepted on them.
+					secret = append(secret, p.Spec.ID+"/"+f)
+					data = []byte(masked)
+				}
 				d, err := s.store.PutArtifact(ctx, s.runID, "deliverable/"+p.Spec.ID+"/"+f, "text/plain", data)
 				if err != nil {
 					return statusFailed, fmt.Sprintf("store artifact %s/%s: %v", p.Spec.ID, f, err), nil
@@ -99,8 +109,15 @@ var filesExist = Check{
 				}
 			}
 		}
-		if len(missing) > 0 {
-			return statusFailed, "missing or empty: " + strings.Join(missing, ", "), map[string]any{"missing": missing, "sha256": digests}
+		if len(missing) > 0 || len(secret) > 0 {
+			var parts []string
+			if len(missing) > 0 {
+				parts = append(parts, "missing or empty: "+strings.Join(missing, ", "))
+			}
+			if len(secret) > 0 {
+				parts = append(parts, "holding a credential value (stored masked): "+strings.Join(secret, ", "))
+			}
+			return statusFailed, strings.Join(parts, "; "), map[string]any{"missing": missing, "credential": secret, "sha256": digests}
 		}
 		return statusPassed, fmt.Sprintf("%d files", len(digests)), map[string]any{"sha256": digests}
 	},

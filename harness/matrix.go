@@ -32,8 +32,10 @@ import (
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/formation"
+	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider"
 	"github.com/assay-audit/assay/runtime/provider/reference"
+	"github.com/assay-audit/assay/runtime/tool"
 )
 
 // Options configures a matrix run.
@@ -77,9 +79,46 @@ type Options struct {
 	// 0 fails at once, naming the holder.
 	StoreWait time.Duration
 	// Progress receives one line per case step; nil for none. Lines are written whole, one at a
-	// time, even when cases run concurrently.
+	// time, even when cases run concurrently. Every line passes the run's redaction projection.
 	Progress io.Writer
+
+	// PolicyFile is a policy file (YAML or JSON, policy.LoadFile) deciding every tool call of every
+	// case; "" runs with the built-in allow-within-allowed-tools policy. The SHA-256 of its bytes is
+	// every run's envelope policy digest ("" without a file).
+	PolicyFile string
+	// ApprovalsFile is an approval file (policy.LoadApprovalFile) whose grants are preloaded into
+	// every case's boundary: a call policy sends to an approver runs only when an entry binds it
+	// exactly (docs/safety.md, "Approvals"); otherwise the member fails as paused for approval.
+	ApprovalsFile string
+	// Mode is the run mode: "live" (default), "dry_run" (tools that are not readonly are simulated)
+	// or "observe" (asks are recorded, not enforced). It is the envelope's mode; a run that is not
+	// live is finalized non_certifiable by the evidence store, never accepted.
+	Mode string
+	// MemberToolCalls and TeamToolCalls are hard limits on tool calls dispatched through the
+	// boundary, per member over a whole case and per case's team, reserved atomically before each
+	// dispatch, retries and reconciliation lookups included (policy.Budget). 0 means the defaults
+	// DefaultMemberToolCalls and DefaultTeamToolCalls; negative values are refused. A call over a
+	// limit is refused before dispatch and recorded as such.
+	MemberToolCalls int64
+	TeamToolCalls   int64
+	// APIKeyEnv names the environment variable that held APIKey; its value, APIKey itself and the
+	// values of secret-looking environment variables (policy.SecretsFromEnv) are masked in every
+	// event payload, artifact, check detail and progress line.
+	APIKeyEnv string
+
+	// Filled by Normalize from PolicyFile and ApprovalsFile.
+	policyFile   *policy.File
+	policyDigest string
+	approvals    *policy.ApprovalFile
 }
+
+// Default tool-call budgets (Options.MemberToolCalls, Options.TeamToolCalls). The reference
+// provider's members call one or two tools per invocation; these leave room for real models and
+// iterating formations while bounding a runaway member.
+const (
+	DefaultMemberToolCalls int64 = 200
+	DefaultTeamToolCalls   int64 = 2000
+)
 
 // CaseResult is one case's outcome as finalized in the evidence store.
 type CaseResult struct {
@@ -219,7 +258,61 @@ func (o *Options) Normalize() error {
 	if o.Command == "" {
 		o.Command = "assay matrix run"
 	}
+	switch o.Mode {
+	case "":
+		o.Mode = string(tool.Live)
+	case string(tool.Live), string(tool.DryRun), string(tool.Observe):
+	default:
+		return fmt.Errorf("%w: --mode %q is not one of live, dry_run, observe", ErrBadOptions, o.Mode)
+	}
+	if o.MemberToolCalls < 0 || o.TeamToolCalls < 0 {
+		return fmt.Errorf("%w: tool-call budgets must not be negative (member %d, team %d)", ErrBadOptions, o.MemberToolCalls, o.TeamToolCalls)
+	}
+	if o.MemberToolCalls == 0 {
+		o.MemberToolCalls = DefaultMemberToolCalls
+	}
+	if o.TeamToolCalls == 0 {
+		o.TeamToolCalls = DefaultTeamToolCalls
+	}
+	o.policyFile, o.policyDigest, o.approvals = nil, "", nil
+	if o.PolicyFile != "" {
+		f, digest, err := policy.LoadFile(o.PolicyFile)
+		if err != nil {
+			return fmt.Errorf("%w: --policy %s: %s", ErrBadOptions, o.PolicyFile, oneLine(err.Error()))
+		}
+		o.policyFile, o.policyDigest = f, digest
+	}
+	if o.ApprovalsFile != "" {
+		f, err := policy.LoadApprovalFile(o.ApprovalsFile)
+		if err != nil {
+			return fmt.Errorf("%w: --approvals %s: %s", ErrBadOptions, o.ApprovalsFile, oneLine(err.Error()))
+		}
+		o.approvals = f
+	}
 	return nil
+}
+
+// PolicyDigest returns the SHA-256 hex of the policy file Normalize loaded, "" without one.
+func (o *Options) PolicyDigest() string { return o.policyDigest }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// newRedactor returns the run's one redaction projection: the API key, the value of the variable
+// APIKeyEnv names and every secret-looking environment variable, each also in its JSON-escaped
+// form (so a value inside a raw JSON body is found too).
+func newRedactor(o Options, environ []string) *policy.Redactor {
+	secrets := policy.SecretsFromEnv(environ, o.APIKeyEnv)
+	if o.APIKey != "" {
+		secrets = append(secrets, o.APIKey)
+	}
+	for _, v := range slices.Clone(secrets) {
+		if b, err := json.Marshal(v); err == nil {
+			if esc := string(b[1 : len(b)-1]); esc != v {
+				secrets = append(secrets, esc)
+			}
+		}
+	}
+	return policy.NewRedactor(secrets...)
 }
 
 // credentialHeaders are headers that carry credentials: the session header must not be one of them,
@@ -387,14 +480,18 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 
 	profile := Profiles()[opts.Profile]
-	env := caseEnv{store: store, gateway: gw, client: client}
+	env := caseEnv{store: store, gateway: gw, client: client, redactor: newRedactor(opts, os.Environ())}
 	if opts.Language == reference.LanguagePython {
 		// One interpreter for the whole matrix, chosen deliberately (oracle.FindPython); when none
 		// qualifies the tests and oracle checks fail as unavailable, never pass.
 		env.oraclePython, env.oraclePythonErr = oracle.FindPython(ctx, false)
 		env.pytestPython, env.pytestPythonErr = oracle.FindPython(ctx, true)
 	}
-	prog := &lineWriter{w: opts.Progress}
+	prog := &lineWriter{w: opts.Progress, redactor: env.redactor}
+	if opts.PolicyFile != "" || opts.Mode != string(tool.Live) || opts.ApprovalsFile != "" {
+		prog.line("mode %s, policy %s (sha256 %s), approvals %s", opts.Mode, labelOr(opts.PolicyFile, "built-in"),
+			labelOr(opts.policyDigest, "none"), labelOr(opts.ApprovalsFile, "none"))
+	}
 	cases := make([]Case, len(opts.Formations))
 	for i, name := range opts.Formations {
 		entry, _ := LookupCase(name) // Normalize resolved every name
@@ -453,12 +550,22 @@ type caseEnv struct {
 	oraclePythonErr error
 	pytestPython    oracle.Python
 	pytestPythonErr error
+	// redactor is the run's one redaction projection (newRedactor).
+	redactor *policy.Redactor
 }
 
-// lineWriter writes whole progress lines, one at a time.
+func labelOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
+}
+
+// lineWriter writes whole progress lines, one at a time, redacted.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu       sync.Mutex
+	w        io.Writer
+	redactor *policy.Redactor
 }
 
 func (l *lineWriter) line(format string, args ...any) {
@@ -467,7 +574,7 @@ func (l *lineWriter) line(format string, args ...any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, format+"\n", args...)
+	fmt.Fprintln(l.w, l.redactor.String(fmt.Sprintf(format, args...)))
 }
 
 // manifest is what a case's manifest digest covers: everything that defines the case before it runs.
@@ -549,7 +656,7 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 		return CaseResult{}, err
 	}
 	envelope := evidence.Envelope{
-		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: "live",
+		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: opts.Mode, PolicyDigest: opts.policyDigest,
 		EnvironmentFingerprint: environmentFingerprint(opts.ToolVersion),
 		EntropySources:         []string{"provider_responses", "wall_clock", "run_id"},
 		ReplayTolerance:        "exact",
@@ -560,7 +667,7 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	if err := store.OpenRun(ctx, runID, envelope, ""); err != nil {
 		return CaseResult{}, fmt.Errorf("open run %s: %w", runID, err)
 	}
-	sink := &storeSink{store: store, runID: runID}
+	sink := &storeSink{store: store, runID: runID, redactor: env.redactor}
 	manifestJSON, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: manifest: %w", runID, err)
@@ -569,9 +676,19 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", runID, err)
 	}
 
-	engine, err := runtime.NewEngine(runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink})
+	bopts, grants, err := boundaryOptions(opts, team, env.redactor)
+	if err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
+	}
+	engine, err := runtime.NewEngine(runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink,
+		BoundaryOptions: bopts})
 	if err != nil {
 		return CaseResult{}, err
+	}
+	if err := engine.Emit(ctx, "boundary_configured", "", "", map[string]any{"mode": opts.Mode, "policy_file": opts.PolicyFile,
+		"policy_digest": opts.policyDigest, "approvals_file": opts.ApprovalsFile, "approvals_preloaded": grants,
+		"member_tool_calls": opts.MemberToolCalls, "team_tool_calls": opts.TeamToolCalls}); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: record boundary configuration: %w", runID, err)
 	}
 	teamStart := time.Now()
 	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
@@ -583,13 +700,14 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
 		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{},
 		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
-		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr}
+		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor}
 	var checks []evidence.Check
 	for _, ch := range Checks() {
 		checkStart := time.Now()
 		status, detail, ev := ch.run(ctx, state)
 		timings["check:"+ch.Name] = time.Since(checkStart).Seconds()
-		rec := evidence.Check{Name: ch.Name, Required: ch.Required, Status: status, Detail: detail, Evidence: marshalEvidence(ev)}
+		rec := evidence.Check{Name: ch.Name, Required: ch.Required, Status: status, Detail: env.redactor.String(detail),
+			Evidence: redactJSON(env.redactor, marshalEvidence(ev))}
 		if err := store.RecordCheck(ctx, runID, rec); err != nil {
 			return CaseResult{}, fmt.Errorf("run %s: record check %s: %w", runID, ch.Name, err)
 		}
@@ -611,20 +729,106 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 		Verdict: fin.Verdict, EventCount: fin.EventCount, TerminalHash: fin.TerminalHash}, nil
 }
 
-// storeSink adapts the evidence store to runtime.Sink for one run.
+// boundaryOptions builds one case's tool boundary configuration: its policy engine (from the
+// policy file, else the built-in policy), an approval store with the approval file's grants
+// preloaded for this run (it returns how many), the mode, the tool-call budgets of the case's team
+// and the run's redactor.
+func boundaryOptions(opts Options, team runtime.Team, r *policy.Redactor) ([]tool.Option, int, error) {
+	bopts := []tool.Option{tool.WithRedactor(r)}
+	if opts.Mode != "" && opts.Mode != string(tool.Live) {
+		bopts = append(bopts, tool.WithMode(tool.Mode(opts.Mode)))
+	}
+	if opts.policyFile != nil {
+		bopts = append(bopts, tool.WithPolicy(policy.NewEngine(opts.policyDigest, 0, opts.policyFile.Policy(filepath.Base(opts.PolicyFile)))))
+	}
+	approvals := policy.NewApprovals(nil)
+	grants := 0
+	if opts.approvals != nil {
+		grants = approvals.Preload(opts.approvals, team.RunID, func(memberID string) string {
+			if m, ok := team.Member(memberID); ok {
+				return team.SessionID(m)
+			}
+			return ""
+		})
+	}
+	bopts = append(bopts, tool.WithApprovals(approvals))
+	budget, err := policy.NewBudget(policy.Limits{ToolCalls: opts.TeamToolCalls}, policy.Limits{ToolCalls: opts.MemberToolCalls})
+	if err != nil {
+		return nil, 0, fmt.Errorf("tool-call budget: %w", err)
+	}
+	return append(bopts, tool.WithBudget(budget)), grants, nil
+}
+
+// storeSink adapts the evidence store to runtime.Sink for one run. Every event payload and every
+// artifact passes the run's redaction projection before it is stored.
 type storeSink struct {
-	store *evidence.Store
-	runID string
+	store    *evidence.Store
+	runID    string
+	redactor *policy.Redactor
 }
 
 func (s *storeSink) Emit(ctx context.Context, ev runtime.Event) error {
 	_, err := s.store.AppendEvent(ctx, s.runID, evidence.Event{Type: ev.Type, MemberID: ev.MemberID,
-		SessionID: ev.SessionID, Time: ev.Time, Payload: ev.Payload})
+		SessionID: s.redactor.String(ev.SessionID), Time: ev.Time, Payload: redactJSON(s.redactor, ev.Payload)})
 	return err
 }
 
+// PutArtifact stores data with every secret value masked. A masked artifact's digest is that of the
+// masked bytes; the provider_exchange event keeps the wire's own request hash.
 func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, data []byte) (string, error) {
-	return s.store.PutArtifact(ctx, s.runID, name, mediaType, data)
+	return s.store.PutArtifact(ctx, s.runID, name, mediaType, []byte(s.redactor.String(string(data))))
+}
+
+// redactJSON masks secret values in every string (and object key) of a JSON payload. Unlike
+// policy.Redactor.JSON it does not mask fields by name: an event's vote_key or consensus_key is
+// evidence, not a credential, and tool arguments were already projected by the boundary. Payloads
+// without a secret are returned byte for byte; a payload that is not JSON is masked as text.
+func redactJSON(r *policy.Redactor, raw json.RawMessage) json.RawMessage {
+	if r == nil || len(raw) == 0 {
+		return raw
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return json.RawMessage(r.String(string(raw)))
+	}
+	changed := false
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if m := r.String(x); m != x {
+				changed = true
+				return m
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, e := range x {
+				mk := r.String(k)
+				if mk != k {
+					changed = true
+				}
+				out[mk] = walk(e)
+			}
+			return out
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return raw
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		m, _ := json.Marshal(policy.Mask)
+		return m
+	}
+	return out
 }
 
 // fetchGatewayUsage reads the gateway's usage endpoint over HTTP, as any client of it would.

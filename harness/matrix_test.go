@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,12 +50,13 @@ func scriptedProvider(t *testing.T, files map[string]string, finalReply string) 
 		finish := "stop"
 		if !answered && len(files) > 0 {
 			var calls []map[string]any
-			i := 0
-			for path, content := range files {
+			// In path order, so call ids (call_0, call_1, ...) name the same files on every run.
+			paths := slices.Sorted(maps.Keys(files))
+			for i, path := range paths {
+				content := files[path]
 				args, _ := json.Marshal(map[string]string{"path": path, "content": content})
 				calls = append(calls, map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
 					"function": map[string]string{"name": "write_file", "arguments": string(args)}})
-				i++
 			}
 			msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": calls}
 			finish = "tool_calls"

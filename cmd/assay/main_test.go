@@ -9,6 +9,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -401,4 +404,155 @@ func TestSQLJSONKeepsTypesAndColumnOrder(t *testing.T) {
 		t.Fatalf("missing store: exit %d", missing.code)
 	}
 	oneLine(t, missing, "run `assay matrix run` first")
+}
+
+// secretProvider is an OpenAI-compatible endpoint that leaks secrets the way real ones do: its
+// first reply to each member is a write_file call whose arguments carry envSecret, its second is
+// an HTTP 500 whose error body echoes the API key it was sent. It also checks that the key arrives.
+func secretProvider(t *testing.T, apiKey, envSecret string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+apiKey {
+			http.Error(w, `{"error":{"message":"no key"}}`, http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodGet {
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"leaky-model","object":"model"}]}`)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"role":"tool"`) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"error":{"message":"upstream rejected key %s while deploying with %s","type":"server_error"}}`, apiKey, envSecret)
+			return
+		}
+		args, _ := json.Marshal(map[string]string{"path": "notes.txt", "content": "deploy with " + envSecret + "\n"})
+		reply, _ := json.Marshal(map[string]any{"id": "x", "object": "chat.completion", "created": 1, "model": "leaky-model",
+			"choices": []map[string]any{{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{"role": "assistant", "content": nil,
+				"tool_calls": []map[string]any{{"id": "call_1", "type": "function", "function": map[string]string{"name": "write_file", "arguments": string(args)}}}}}},
+			"usage": map[string]int{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(reply)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// A secret in an environment variable, in a tool argument and in a provider error appears nowhere
+// in evidence.duckdb (its bytes, every table's rows, file-backed artifacts), gateway-usage.db,
+// report.md, stdout or stderr. Only the file the member's tool wrote holds it: that is the world the
+// tool acted on, not a record.
+func TestMatrixRunRedactsSecretsEverywhereItRecords(t *testing.T) {
+	apiKey := "sk-assay-e2e-" + strings.Repeat("k", 24)
+	envSecret := "tok-assay-e2e-" + strings.Repeat("t", 24)
+	t.Setenv("ASSAY_E2E_PROVIDER_KEY", apiKey)
+	t.Setenv("ASSAY_E2E_DEPLOY_TOKEN", envSecret)
+	base := secretProvider(t, apiKey, envSecret)
+	out := t.TempDir()
+	r := runCLI(t, "matrix", "run", "--out", out, "--formations", "sequential", "--base-url", base, "--model", "leaky-model",
+		"--api-key-env", "ASSAY_E2E_PROVIDER_KEY", "--request-timeout", "10s")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (the case is rejected); stderr %s", r.code, r.stderr)
+	}
+	secrets := []string{apiKey, envSecret}
+	for _, s := range secrets {
+		if strings.Contains(r.stdout, s) || strings.Contains(r.stderr, s) {
+			t.Fatalf("secret %q printed", s)
+		}
+	}
+	// The secrets did reach the places they would have leaked from.
+	wrote := 0
+	searched := 0
+	err := filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if d.Name() == "notes.txt" {
+			if strings.Contains(string(data), envSecret) {
+				wrote++
+			}
+			return nil
+		}
+		searched++
+		for _, s := range secrets {
+			if bytes.Contains(data, []byte(s)) {
+				t.Errorf("secret %q found in %s", s, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrote == 0 {
+		t.Fatal("the tool call carrying the secret never ran; the test proves nothing")
+	}
+	for _, f := range []string{"evidence.duckdb", "gateway-usage.db", "report.md"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+	// DuckDB may compress what it stores: read every row of every table back as text too.
+	db, err := sql.Open("duckdb", filepath.Join(out, "evidence.duckdb")+"?access_mode=read_only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	rows.Close()
+	var sawError, sawArgs bool
+	for _, table := range tables {
+		rs, err := db.Query(`SELECT * FROM "` + table + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rs.Columns()
+		for rs.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rs.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vals {
+				text := fmt.Sprint(v)
+				if b, ok := v.([]byte); ok {
+					text = string(b)
+				}
+				for _, s := range secrets {
+					if strings.Contains(text, s) {
+						t.Errorf("secret %q in table %s: %.300s", s, table, text)
+					}
+				}
+				if strings.Contains(text, "upstream rejected key [REDACTED]") {
+					sawError = true
+				}
+				if strings.Contains(text, "deploy with [REDACTED]") {
+					sawArgs = true
+				}
+			}
+		}
+		rs.Close()
+	}
+	if !sawError || !sawArgs {
+		t.Fatalf("the masked provider error (%v) and masked tool arguments (%v) should both be in the store", sawError, sawArgs)
+	}
 }

@@ -50,6 +50,15 @@ wire, store and gateway. Every case is recorded and finalized in <out>/evidence.
 rejected (a rejected case names every failed check and is never re-run); the gateway's records go to
 <out>/gateway-usage.db; <out>/report.md is the readable report. Progress goes to stderr.
 
+Every tool call of every member passes the execution boundary (docs/safety.md): --policy decides it
+(allow, deny, or ask an approver), --approvals preloads exact grants for calls policy asks about (a
+call no grant covers fails its member as "paused for approval"; nothing is dispatched), and the
+tool-call budgets are reserved before each dispatch. --mode dry_run simulates every tool that is not
+readonly and --mode observe records asks without enforcing them; both runs are finalized
+non_certifiable, never accepted, and say so in the table and the report. The provider API key and the
+values of secret-looking environment variables (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIALS) are
+masked in every event, artifact, check detail, report and progress line.
+
 Profiles: standard (two files per implementing member: the function and its test) and single-file
 (one test file that also holds the function). Languages: go and python.
 
@@ -58,6 +67,8 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
   assay matrix run --formations all --concurrency 2
   assay matrix run --formations reflection,parallel+vote --profile single-file --language python
   assay matrix run --formations parallel --format json
+  assay matrix run --policy policy.yaml --approvals assay-out/approvals.json
+  assay matrix run --mode dry_run
   OPENAI_API_KEY=... assay matrix run --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -83,6 +94,11 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
 		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
+	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file (YAML or JSON) deciding every tool call; its SHA-256 is each run's policy digest (default: allow every call within a member's allowed tools)")
+	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants are preloaded for unattended runs (assay approve writes one); a call policy asks about that no grant covers fails its member as paused for approval")
+	f.StringVar(&opts.Harness.Mode, "mode", "live", "run mode: live, dry_run (tools that are not readonly are simulated) or observe (asks recorded, not enforced); dry_run and observe runs are non_certifiable, never accepted")
+	f.Int64Var(&opts.Harness.MemberToolCalls, "member-tool-calls", harness.DefaultMemberToolCalls, "hard limit on tool calls per member over a case, reserved before each dispatch (retries and reconciliation included)")
+	f.Int64Var(&opts.Harness.TeamToolCalls, "team-tool-calls", harness.DefaultTeamToolCalls, "hard limit on tool calls per case's team, shared by its members")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
 	cmd.AddCommand(run)
 	return cmd
@@ -110,6 +126,10 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 			return badInput(fmt.Errorf("environment variable %s (named by --api-key-env) is not set", opts.APIKeyEnv))
 		}
 		h.APIKey = key
+		h.APIKeyEnv = opts.APIKeyEnv
+	}
+	if h.MemberToolCalls <= 0 || h.TeamToolCalls <= 0 {
+		return badInput(fmt.Errorf("--member-tool-calls %d and --team-tool-calls %d must be positive", h.MemberToolCalls, h.TeamToolCalls))
 	}
 	for _, spec := range opts.Faults {
 		fault, err := reference.ParseFault(spec)

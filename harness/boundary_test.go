@@ -1,0 +1,202 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/runtime/policy"
+	"github.com/assay-audit/assay/runtime/tool"
+)
+
+func TestNormalizeRefusesBadBoundaryInputBeforeWriting(t *testing.T) {
+	dir := t.TempDir()
+	badPolicy := filepath.Join(dir, "bad-policy.yaml")
+	if err := os.WriteFile(badPolicy, []byte("version: 1\ndefault: maybe\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badApprovals := filepath.Join(dir, "bad-approvals.json")
+	if err := os.WriteFile(badApprovals, []byte(`{"version":1,"approvals":[{"member_id":"a"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"bad policy", Options{PolicyFile: badPolicy}, "--policy"},
+		{"missing policy", Options{PolicyFile: filepath.Join(dir, "nope.yaml")}, "--policy"},
+		{"bad approvals", Options{ApprovalsFile: badApprovals}, "--approvals"},
+		{"unknown mode", Options{Mode: "pretend"}, "--mode"},
+		{"negative budget", Options{MemberToolCalls: -1}, "budgets"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.OutDir = filepath.Join(dir, "out", string(rune('a'+i)))
+			_, err := Run(context.Background(), c.opts)
+			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want one line with ErrBadOptions naming %q", err, c.want)
+			}
+			if _, err := os.Stat(c.opts.OutDir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s was created", c.opts.OutDir)
+			}
+		})
+	}
+}
+
+// storedEvents opens the store read-only and returns the run's envelope and events.
+func storedEvents(t *testing.T, out, runID string) (evidence.RunSummary, []evidence.StoredEvent) {
+	t.Helper()
+	s, err := evidence.Open(context.Background(), filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run, err := s.Run(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, evs
+}
+
+// A policy that asks about test files stops each implementing member at that call (paused for
+// approval, case rejected, the envelope carries the policy file's SHA-256); an approval file built
+// from the exact questions recorded lets a later run through until the case is accepted, every asked
+// dispatch bound to a consumed approval.
+func TestPolicyAsksAndExactApprovalsLetTheMatrixThrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix and builds member code; skipped with -short")
+	}
+	dir := t.TempDir()
+	policyBytes := []byte("version: 1\ndefault: allow\nrules:\n  - id: tests-need-approval\n    tools: [write_file]\n    paths: [\"**/*_test.go\"]\n    decision: ask\n")
+	policyPath := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyPath, policyBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(policyBytes)
+	wantDigest := hex.EncodeToString(sum[:])
+	approvalsPath := filepath.Join(dir, "approvals.json")
+	// A provider whose call ids repeat across runs: an approval binds the call id, and the reference
+	// provider's ids are per session, so a grant written for one run would never match another's.
+	srv := scriptedProvider(t, map[string]string{"double.go": correct, "double_test.go": goodTest}, done)
+	file := policy.ApprovalFile{Version: 1}
+	for attempt := 0; ; attempt++ {
+		if attempt == 6 {
+			t.Fatal("the case never got through with exact approvals")
+		}
+		opts := Options{OutDir: filepath.Join(dir, "out"), Formations: []string{"sequential"}, PolicyFile: policyPath,
+			BaseURL: srv.URL + "/v1", Model: "scripted-model"}
+		if len(file.Approvals) > 0 {
+			data, _ := json.Marshal(file)
+			if err := os.WriteFile(approvalsPath, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			opts.ApprovalsFile = approvalsPath
+		}
+		s := runMatrix(t, opts)
+		c := s.Cases[0]
+		run, evs := storedEvents(t, opts.OutDir, c.RunID)
+		if run.Envelope.PolicyDigest != wantDigest || run.Envelope.Mode != "live" {
+			t.Fatalf("envelope policy digest %q mode %q, want %s live", run.Envelope.PolicyDigest, run.Envelope.Mode, wantDigest)
+		}
+		var asked []tool.Intent
+		approved := 0
+		for _, ev := range evs {
+			switch ev.Type {
+			case "tool_call":
+				var in tool.Intent
+				if err := json.Unmarshal(ev.Payload, &in); err != nil {
+					t.Fatal(err)
+				}
+				if in.Policy != nil && in.Policy.Effect == policy.Ask {
+					if !in.Dispatched {
+						asked = append(asked, in)
+					} else if in.Approval == nil {
+						t.Fatalf("an asked call dispatched without an approval: %+v", in)
+					} else {
+						approved++
+					}
+				}
+			case "member_failed":
+				if !strings.Contains(string(ev.Payload), "paused for approval") {
+					t.Fatalf("a member failed for another reason: %s", ev.Payload)
+				}
+			}
+		}
+		if approved != len(file.Approvals) {
+			t.Fatalf("attempt %d: %d approved dispatches, want the %d granted", attempt, approved, len(file.Approvals))
+		}
+		if len(asked) == 0 {
+			if c.Verdict.Verdict != "accepted" {
+				t.Fatalf("nothing pending but the case is %s: %+v", c.Verdict.Verdict, c.Checks)
+			}
+			if attempt == 0 {
+				t.Fatal("the policy never asked")
+			}
+			return
+		}
+		if c.Verdict.Verdict != "rejected" {
+			t.Fatalf("attempt %d: a case paused for approval is %s, want rejected", attempt, c.Verdict.Verdict)
+		}
+		for _, in := range asked {
+			if in.Policy.Rule != "tests-need-approval" || !strings.Contains(string(in.Arguments), `_test.go"`) {
+				t.Fatalf("asked about the wrong call: %+v", in)
+			}
+			file.Approvals = append(file.Approvals, policy.FileApproval{MemberID: in.MemberID, CallID: in.CallID, Tool: in.Tool,
+				PayloadSHA256: in.PayloadSHA256, SchemaSHA256: in.SchemaSHA256, Access: string(in.Access), PolicyScope: in.Policy.Scope,
+				Revision: in.Revision, Approver: "test", ExpiresAt: time.Now().Add(time.Hour).UTC()})
+		}
+	}
+}
+
+// --mode dry_run simulates every write: the envelope says dry_run, every write outcome is
+// labelled simulated, nothing is written, and the store finalizes the case non_certifiable.
+func TestDryRunIsSimulatedAndNonCertifiable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	out := t.TempDir()
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Mode: "dry_run"})
+	c := s.Cases[0]
+	if c.Verdict.Verdict != evidence.VerdictNonCertifiable || s.Accepted() {
+		t.Fatalf("dry_run case verdict %s, want non_certifiable", c.Verdict.Verdict)
+	}
+	run, evs := storedEvents(t, out, c.RunID)
+	if run.Envelope.Mode != "dry_run" || run.Envelope.PolicyDigest != "" {
+		t.Fatalf("envelope mode %q policy %q", run.Envelope.Mode, run.Envelope.PolicyDigest)
+	}
+	writes := 0
+	for _, ev := range evs {
+		if ev.Type != "tool_result" {
+			continue
+		}
+		var o tool.Outcome
+		if err := json.Unmarshal(ev.Payload, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.Tool == "write_file" {
+			writes++
+			if !o.Simulated || o.Mode != tool.DryRun {
+				t.Fatalf("a dry_run write is not labelled simulated: %+v", o)
+			}
+		}
+	}
+	if writes == 0 {
+		t.Fatal("no write was proposed")
+	}
+	if st := checkStatus(c)["files"]; st != "failed" {
+		t.Fatalf("files check %s: a dry run wrote files", st)
+	}
+}
