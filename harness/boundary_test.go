@@ -200,3 +200,85 @@ func TestDryRunIsSimulatedAndNonCertifiable(t *testing.T) {
 		t.Fatalf("files check %s: a dry run wrote files", st)
 	}
 }
+
+// A team tool-call budget of one: the first write dispatches, the second is refused before dispatch
+// (recorded as a refusal naming the exhausted budget, nothing written), and the case is rejected.
+func TestTeamToolCallBudgetRefusesCallsBeyondIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	srv := scriptedProvider(t, map[string]string{"double.go": correct, "double_test.go": goodTest}, done)
+	out := t.TempDir()
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, BaseURL: srv.URL + "/v1", Model: "scripted-model",
+		TeamToolCalls: 1})
+	c := s.Cases[0]
+	if c.Verdict.Verdict != "rejected" || checkStatus(c)["files"] != "failed" {
+		t.Fatalf("verdict %s, files %s; want rejected with files missing", c.Verdict.Verdict, checkStatus(c)["files"])
+	}
+	_, evs := storedEvents(t, out, c.RunID)
+	dispatched, refused := 0, 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case "tool_call":
+			var in tool.Intent
+			if err := json.Unmarshal(ev.Payload, &in); err != nil {
+				t.Fatal(err)
+			}
+			if in.Dispatched {
+				dispatched++
+			}
+		case "tool_result":
+			var o tool.Outcome
+			if err := json.Unmarshal(ev.Payload, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.Source == "refusal" && strings.Contains(o.Error, policy.ErrBudgetExhausted.Error()) {
+				refused++
+			}
+		}
+	}
+	if dispatched != 1 || refused == 0 {
+		t.Fatalf("%d dispatched, %d refused for the budget; want exactly 1 dispatched and the rest refused", dispatched, refused)
+	}
+}
+
+// --mode observe records an ask without enforcing it: the asked write runs, its outcome says the
+// ask was not enforced, and the case is non_certifiable.
+func TestObserveRecordsAsksWithoutEnforcingThem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyPath, []byte("version: 1\ndefault: allow\nrules:\n  - id: writes\n    tools: [write_file]\n    decision: ask\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Mode: "observe", PolicyFile: policyPath})
+	c := s.Cases[0]
+	if c.Verdict.Verdict != evidence.VerdictNonCertifiable {
+		t.Fatalf("observe case verdict %s, want non_certifiable", c.Verdict.Verdict)
+	}
+	_, evs := storedEvents(t, out, c.RunID)
+	notEnforced := 0
+	for _, ev := range evs {
+		if ev.Type == "tool_result" {
+			var o tool.Outcome
+			if err := json.Unmarshal(ev.Payload, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.Tool == "write_file" {
+				if o.State != tool.StateSucceeded || o.PolicyNotEnforced != "ask" || o.Mode != tool.Observe {
+					t.Fatalf("observed write outcome %+v", o)
+				}
+				notEnforced++
+			}
+		}
+	}
+	if notEnforced == 0 {
+		t.Fatal("no write was observed")
+	}
+	if checkStatus(c)["files"] != "passed" {
+		t.Fatalf("observe did not let the writes run: %+v", c.Checks)
+	}
+}

@@ -556,3 +556,61 @@ func TestMatrixRunRedactsSecretsEverywhereItRecords(t *testing.T) {
 		t.Fatalf("the masked provider error (%v) and masked tool arguments (%v) should both be in the store", sawError, sawArgs)
 	}
 }
+
+// Bad boundary input is one line on stderr, exit 2, and nothing is written.
+func TestMatrixRunRefusesBadBoundaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	badPolicy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(badPolicy, []byte("version: 1\ndefault: allow\nrules:\n  - id: x\n    tools: [write_file]\n    decision: perhaps\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badApprovals := filepath.Join(dir, "approvals.yaml")
+	if err := os.WriteFile(badApprovals, []byte("version: 1\napprovals:\n  - member_id: exec-1\n    surprise: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		args []string
+		want string
+	}{
+		"policy":         {[]string{"--policy", badPolicy}, "--policy"},
+		"missing policy": {[]string{"--policy", filepath.Join(dir, "none.yaml")}, "--policy"},
+		"approvals":      {[]string{"--approvals", badApprovals}, "--approvals"},
+		"mode":           {[]string{"--mode", "rehearsal"}, "--mode"},
+		"budget":         {[]string{"--team-tool-calls", "0"}, "--team-tool-calls"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(dir, "out-"+strings.ReplaceAll(name, " ", "-"))
+			r := runCLI(t, append([]string{"matrix", "run", "--out", out}, c.args...)...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2; stderr %s", r.code, r.stderr)
+			}
+			oneLine(t, r, c.want)
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Fatalf("%s was created", out)
+			}
+		})
+	}
+}
+
+// A dry run exits 1 (not accepted), and the table, the JSON and the report all say non_certifiable
+// and dry_run.
+func TestMatrixRunDryRunSaysNonCertifiableEverywhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	out := t.TempDir()
+	r := runCLI(t, "matrix", "run", "--out", out, "--formations", "sequential", "--mode", "dry_run")
+	if r.code != 1 || !strings.Contains(r.stdout, "non_certifiable") {
+		t.Fatalf("exit %d, stdout %s; want 1 and the table saying non_certifiable", r.code, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "mode dry_run") {
+		t.Fatalf("progress does not name the mode: %s", r.stderr)
+	}
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(report), "non_certifiable") || !strings.Contains(string(report), "dry_run") {
+		t.Fatalf("report.md does not say non_certifiable and dry_run:\n%s", report)
+	}
+}
