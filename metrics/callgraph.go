@@ -236,11 +236,15 @@ func Betweenness(ctx context.Context, n int, edges [][2]int32, sources []int32) 
 	return out, nil
 }
 
-// brandesNode is one node's per-source state, kept together so that one
-// cache line holds what an edge visit reads.
+// brandesNode is one node's per-source state, 16 bytes, so that one cache
+// line holds four nodes and an edge visit reads one place. val holds σ (the
+// number of shortest paths from the source) during the forward pass; once
+// the node's dependency δ is known in the backward pass it is replaced by
+// (1+δ)/σ, the factor its predecessors need, so that the backward pass
+// divides once per node rather than once per edge.
 type brandesNode struct {
-	sigma, delta float64
-	dist         int32
+	val  float64
+	dist int32
 }
 
 // brandesState is one worker's scratch space, reused across sources.
@@ -257,48 +261,52 @@ func newBrandesState(n int) *brandesState {
 	return s
 }
 
-// accumulate adds source s's dependencies to cb. Predecessors are not
-// stored: w's predecessors are the in-neighbours v with dist[v] = dist[w]-1,
-// found by scanning v's out-edges while popping v. A source without
-// out-edges reaches nothing and is skipped.
+// accumulate adds source s's dependencies to cb: δ(v) = Σ over successors
+// w on a shortest path (dist w = dist v + 1) of σ(v)/σ(w)·(1+δ(w))
+// (Brandes 2001, Theorem 6), computed as σ(v)·Σ (1+δ(w))/σ(w).
+// Predecessor lists are not stored: the successors are found again by
+// scanning v's out-edges. A source without out-edges reaches nothing and
+// is skipped.
 func (st *brandesState) accumulate(g csr, s int32, cb []float64) {
 	if g.offsets[s] == g.offsets[s+1] {
 		return
 	}
 	nodes := st.node
-	st.order = st.order[:0]
-	nodes[s].sigma, nodes[s].dist = 1, 0
-	st.order = append(st.order, s)
-	for head := 0; head < len(st.order); head++ {
-		v := st.order[head]
-		dv, sv := nodes[v].dist, nodes[v].sigma
+	order := st.order[:0]
+	nodes[s] = brandesNode{val: 1, dist: 0}
+	order = append(order, s)
+	for head := 0; head < len(order); head++ {
+		v := order[head]
+		dv, sv := nodes[v].dist, nodes[v].val
 		for _, w := range g.targets[g.offsets[v]:g.offsets[v+1]] {
 			nw := &nodes[w]
 			if nw.dist < 0 {
 				nw.dist = dv + 1
-				st.order = append(st.order, w)
+				order = append(order, w)
 			}
 			if nw.dist == dv+1 {
-				nw.sigma += sv
+				nw.val += sv
 			}
 		}
 	}
-	for i := len(st.order) - 1; i > 0; i-- {
-		v := st.order[i]
+	for i := len(order) - 1; i > 0; i-- {
+		v := order[i]
 		nv := &nodes[v]
-		dv, sv := nv.dist, nv.sigma
-		d := 0.0
+		next := nv.dist + 1
+		sum := 0.0
 		for _, w := range g.targets[g.offsets[v]:g.offsets[v+1]] {
-			if nw := &nodes[w]; nw.dist == dv+1 {
-				d += sv / nw.sigma * (1 + nw.delta)
+			if nw := &nodes[w]; nw.dist == next {
+				sum += nw.val
 			}
 		}
-		nv.delta = d
-		cb[v] += d
+		delta := nv.val * sum
+		cb[v] += delta
+		nv.val = (1 + delta) / nv.val
 	}
-	for _, v := range st.order {
+	for _, v := range order {
 		nodes[v] = brandesNode{dist: -1}
 	}
+	st.order = order
 }
 
 // betweennessMetric computes betweenness over a graph whose nodes are
