@@ -81,7 +81,6 @@ var schema = []string{
 	) WITHOUT ROWID`,
 }
 
-
 // Write creates the metric tables in tx and inserts the registry's
 // descriptors and vals.
 func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
