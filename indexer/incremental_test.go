@@ -198,3 +198,14 @@ func TestIncrementalFallsBackToFull(t *testing.T) {
 		t.Errorf("full re-index lost a change: %d More funcs, %v", n, err)
 	}
 }
+
+// TestProgress: each stage is reported, in order, from the calling goroutine.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	var stages []string
+	index(t, indexer.Options{Dir: "testdata/fixture", Progress: func(s string) { stages = append(stages, s) }})
+	want := []string{"loading and type-checking packages", "building the graph of 2 packages", "writing the database"}
+	if diff := cmp.Diff(want, stages); diff != "" {
+		t.Errorf("stages (-want +got):\n%s", diff)
+	}
+}

@@ -80,6 +80,10 @@ type Options struct {
 	// same rows as a full index. When more than half of the packages are
 	// affected, or the package list changed, the index is full.
 	Reuse bool
+	// Progress, when not nil, is called with a short description of each
+	// stage as it starts ("loading and type-checking packages", ...), from
+	// the goroutine that called Index.
+	Progress func(stage string)
 }
 
 // Counts are the numbers of rows written per kind. A file shared by a package
@@ -296,6 +300,16 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		spec.strip = plan.strip
 	}
 
+	progress := func(stage string) {
+		if opts.Progress != nil {
+			opts.Progress(stage)
+		}
+	}
+	if plan != nil {
+		progress(fmt.Sprintf("loading packages: %d to re-index, the rest without function bodies", len(plan.affected)))
+	} else {
+		progress("loading and type-checking packages")
+	}
 	res, err := load(ctx, spec)
 	kr := <-keyCh
 	if err != nil {
@@ -323,6 +337,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		}
 	}
 
+	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
 	g, err := buildGraph(ctx, res, plan)
 	if err != nil {
 		return Snapshot{}, err
@@ -356,6 +371,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		snap.Reindexed = plan.affectedUnits()
 	}
 	snap.FullReason = fullReason
+	progress("writing the database")
 	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan)
 	if err != nil {
 		return Snapshot{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,9 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	}
 	iopts := indexer.Options{Dir: opts.Dir, Patterns: opts.Patterns, Tests: opts.Tests, DBPath: abs, ToolVersion: version,
 		Tags: opts.Tags, GOOS: opts.GOOS, GOARCH: opts.GOARCH, Reuse: opts.Reuse}
+	if isTerminal(opts.IO.ErrOut) {
+		iopts.Progress = func(stage string) { fmt.Fprintf(opts.IO.ErrOut, "assay: %s...\n", stage) }
+	}
 	if opts.Metrics {
 		mopts := metrics.Options{BetweennessSources: opts.BetweennessSources}
 		iopts.Enrich = metrics.Enrich(mopts)
@@ -168,4 +172,15 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	fmt.Fprintf(opts.IO.Out, "\nsnapshot: %s\nrevision: %s\nbuild:    GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s\ndatabase: %s\nsha256:   %s\n",
 		snap.ID, rev, snap.GOOS, snap.GOARCH, snap.CGOEnabled, strings.Join(snap.Tags, ","), snap.DBPath, snap.DBSHA256)
 	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// progress lines help; piped or captured stderr gets none.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
