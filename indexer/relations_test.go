@@ -324,3 +324,27 @@ func TestSchemaVersionRefused(t *testing.T) {
 		t.Errorf("error %q does not name the versions", msg)
 	}
 }
+
+// TestVendor: a vendored dependency is loaded as the go command resolves
+// it (from vendor/), and calls into it are edges to its declarations.
+func TestVendor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"go.mod":                        "module example.com/app\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n",
+		"vendor/modules.txt":            "# example.com/dep v1.0.0\n## explicit\nexample.com/dep\n",
+		"vendor/example.com/dep/dep.go": "package dep\n\n// Two returns 2.\nfunc Two() int { return 2 }\n",
+		"app.go":                        "package app\n\nimport \"example.com/dep\"\n\n// Four calls into the vendored module.\nfunc Four() int { return dep.Two() * 2 }\n",
+	})
+	snap := index(t, indexer.Options{Dir: dir, Env: []string{"GOFLAGS=-mod=vendor", "GOPROXY=off"}})
+	db := checkDatabaseFile(t, snap)
+	if snap.Coverage != 1 {
+		t.Errorf("Coverage = %v, want 1", snap.Coverage)
+	}
+	if diff := cmp.Diff([][]string{{"func:example.com/app.Four", "func:example.com/dep.Two"}}, queryRows(t, db, "SELECT src, dst FROM edges WHERE kind = 'calls'")); diff != "" {
+		t.Errorf("call into the vendored module (-want +got):\n%s", diff)
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM nodes WHERE id = 'func:example.com/dep.Two' AND origin = 'dependency'"); n != 1 {
+		t.Errorf("vendored function is not a dependency node")
+	}
+}
