@@ -138,8 +138,10 @@ func BenchmarkBetweenness30k(b *testing.B) {
 
 // callGraphLike returns n nodes and m distinct edges shaped like a call
 // graph: nodes in 40 layers, almost every edge calling into a deeper
-// layer, one in a hundred calling back up (recursion and cycles), callee
-// choice skewed towards a few popular functions.
+// layer, one in a hundred calling back to a nearby node (local recursion
+// and small cycles, as in real call graphs, where strongly connected
+// components are small), callee choice skewed towards a few popular
+// functions.
 func callGraphLike(seed uint64, n, m int) [][2]int32 {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	const layers = 40
@@ -150,7 +152,7 @@ func callGraphLike(seed uint64, n, m int) [][2]int32 {
 		src := r.IntN(n)
 		var dst int
 		if r.IntN(100) == 0 || layer(src) == layers-1 {
-			dst = r.IntN(n)
+			dst = max(0, src-1-r.IntN(50))
 		} else {
 			lo := (layer(src) + 1) * n / layers
 			span := n - lo
