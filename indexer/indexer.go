@@ -235,6 +235,9 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("indexer: resolve db path %q: %w", opts.DBPath, err)
 	}
+	if err := checkReplaceable(ctx, dbPath); err != nil {
+		return Snapshot{}, err
+	}
 	env := append(os.Environ(), opts.Env...)
 	if opts.GOOS != "" {
 		env = append(env, "GOOS="+opts.GOOS)

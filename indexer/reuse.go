@@ -345,3 +345,53 @@ func isStd(p *packages.Package) bool {
 	first, _, _ := strings.Cut(p.PkgPath, "/")
 	return p.Module == nil && !strings.Contains(first, ".") && p.PkgPath != "command-line-arguments"
 }
+
+// ErrNotGraphDatabase is returned (wrapped, naming the path) when DBPath names an existing file
+// that is not a graph database: indexing replaces the file, and it must never replace an evidence
+// store, a source file or anyone else's database.
+var ErrNotGraphDatabase = errors.New("indexer: refusing to replace a file that is not a graph database")
+
+// sqliteMagic is the first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html).
+const sqliteMagic = "SQLite format 3\x00"
+
+// checkReplaceable refuses a DBPath that exists and is not a graph database written by this
+// package: not a regular file, not SQLite, or SQLite without a snapshots table. An empty file or a
+// missing path is fine.
+func checkReplaceable(ctx context.Context, path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("indexer: graph database %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file", ErrNotGraphDatabase, path)
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("indexer: graph database %s: %w", path, err)
+	}
+	head := make([]byte, len(sqliteMagic))
+	_, rerr := io.ReadFull(f, head)
+	f.Close()
+	if rerr != nil || string(head) != sqliteMagic {
+		return fmt.Errorf("%w: %s is not an SQLite database", ErrNotGraphDatabase, path)
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_query_only=1")
+	if err != nil {
+		return fmt.Errorf("indexer: graph database %s: %w", path, err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'").Scan(&n); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrNotGraphDatabase, path, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %s has no snapshots table", ErrNotGraphDatabase, path)
+	}
+	return nil
+}
