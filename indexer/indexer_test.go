@@ -406,14 +406,32 @@ func TestIndexIsReproducible(t *testing.T) {
 func TestIndexReplacesDatabaseAtomically(t *testing.T) {
 	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "graph.db")
-	if err := os.WriteFile(dbPath, []byte("previous index"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	previous := writePreviousGraph(t, dbPath)
 	snap := index(t, indexer.Options{Dir: "testdata/fixture", DBPath: dbPath})
+	if snap.DBSHA256 == previous {
+		t.Errorf("the previous database was not replaced")
+	}
 	checkDatabaseFile(t, snap)
 	if snap.DBPath != dbPath {
 		t.Errorf("DBPath = %s, want %s", snap.DBPath, dbPath)
 	}
+}
+
+// writePreviousGraph writes a minimal graph database (SQLite with a snapshots table) at path, as
+// an earlier index would have left, and returns its SHA-256.
+func writePreviousGraph(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE snapshots (id TEXT); INSERT INTO snapshots VALUES ('previous')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fileSHA256(t, path)
 }
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -447,9 +465,7 @@ func TestIndexNoPackages(t *testing.T) {
 			writeFiles(t, dir, tc.files)
 			outDir := t.TempDir()
 			dbPath := filepath.Join(outDir, "graph.db")
-			if err := os.WriteFile(dbPath, []byte("previous index"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			previous := writePreviousGraph(t, dbPath)
 			_, err := indexer.Index(context.Background(), indexer.Options{Dir: dir, Patterns: tc.patterns, Tests: true, DBPath: dbPath})
 			if !errors.Is(err, indexer.ErrNoPackages) {
 				t.Fatalf("Index error = %v, want ErrNoPackages", err)
@@ -461,8 +477,8 @@ func TestIndexNoPackages(t *testing.T) {
 			if len(entries) != 1 {
 				t.Errorf("output dir holds %d entries, want only the previous graph.db", len(entries))
 			}
-			if b, err := os.ReadFile(dbPath); err != nil || string(b) != "previous index" {
-				t.Errorf("previous database changed: %q, %v", b, err)
+			if got := fileSHA256(t, dbPath); got != previous {
+				t.Errorf("previous database changed: sha256 %s, was %s", got, previous)
 			}
 			// No database appears where none was.
 			fresh := filepath.Join(t.TempDir(), "out", "graph.db")
