@@ -334,24 +334,6 @@ func TestIndexThisRepository(t *testing.T) {
 	}
 }
 
-func TestFormationsListsTheRegistry(t *testing.T) {
-	r := runCLI(t, "formations", "--format", "json")
-	if r.code != 0 {
-		t.Fatal(r.stderr)
-	}
-	var rows []formationRow
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, row := range rows {
-		names[row.Name] = true
-	}
-	if !names["sequential"] || !names["parallel"] {
-		t.Fatalf("registry listing %v", rows)
-	}
-}
-
 func fileDigest(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
