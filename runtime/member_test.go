@@ -33,6 +33,8 @@ func TestParseCompletionIsStrict(t *testing.T) {
 		{"two objects", `{"status":"done"}{"status":"done"}`, false},
 		{"malformed", `{"status":"done",`, false},
 		{"empty", ``, false},
+		{"duplicate key, last value valid", `{"status":"failed","status":"done","files":[]}`, false},
+		{"duplicate key inside a nested object", `{"status":"done","files":[],"x":{"a":1,"a":2}}`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -213,5 +215,26 @@ func TestInvalidToolArgumentsFailTheMemberWithTheRawText(t *testing.T) {
 				t.Fatal("something was written")
 			}
 		})
+	}
+}
+
+func TestDecodeExactRefusesDuplicateKeysAtAnyDepth(t *testing.T) {
+	var v struct {
+		Verdict  string `json:"verdict"`
+		Feedback string `json:"feedback"`
+	}
+	for _, reply := range []string{
+		`{"verdict":"needs_work","verdict":"satisfied","feedback":"x"}`,
+		`{"verdict":"satisfied","feedback":"x","feedback":"y"}`,
+	} {
+		if err := DecodeExact([]byte(reply), &v); !errors.Is(err, ErrMalformedReply) || !strings.Contains(err.Error(), "more than once") {
+			t.Fatalf("%s: %v, want a duplicate-key refusal", reply, err)
+		}
+	}
+	if err := DecodeExact([]byte(`{"verdict":"satisfied","feedback":"x"}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if key, dup := duplicateKey([]byte(`[{"a":1},{"a":2},{"b":{"c":1,"d":[{"c":1}]}}]`)); dup {
+		t.Fatalf("distinct objects reported duplicate key %q", key)
 	}
 }
