@@ -63,7 +63,7 @@ func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opt
 		return fail(VerdictUnavailable, "go tool not found on PATH")
 	}
 	ex.interpreter = goBin
-	if f, err := parser.ParseFile(token.NewFileSet(), "artifact.go", artifact, parser.ImportsOnly); err == nil {
+	if f, err := parser.ParseFile(token.NewFileSet(), "artifact.go", artifact, parser.SkipObjectResolution); err == nil {
 		if bad := goImportViolations(spec, f); len(bad) > 0 {
 			return fail(VerdictForbiddenImport, forbiddenDetail(spec, bad))
 		}

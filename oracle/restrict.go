@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"go/ast"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,8 +39,11 @@ func (s Spec) allowedImports() []string {
 	return s.Imports
 }
 
-// goImportViolations lists the imports of a parsed Go artifact outside the spec's allowance, cgo's
-// "C" included. It is empty when the spec allows any import.
+// goImportViolations lists what a parsed Go artifact may not contain: imports outside the spec's
+// allowance (cgo's "C" included), package-level variables and init functions. The last two are
+// state that outlives a call: a function that counts its calls can be right for exactly as many
+// calls as the oracle makes and wrong afterwards, and no finite test tells. It is empty when the
+// spec lifts the restriction (AnyImport).
 func goImportViolations(spec Spec, f *ast.File) []string {
 	if spec.AnyImport {
 		return nil
@@ -52,13 +56,33 @@ func goImportViolations(spec Spec, f *ast.File) []string {
 			bad = append(bad, "import "+imp.Path.Value)
 		}
 	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.GenDecl:
+			if d.Tok == token.VAR {
+				for _, sp := range d.Specs {
+					for _, n := range sp.(*ast.ValueSpec).Names {
+						bad = append(bad, "package-level var "+n.Name)
+					}
+				}
+			}
+		case *ast.FuncDecl:
+			if d.Recv == nil && d.Name.Name == "init" {
+				bad = append(bad, "func init")
+			}
+		}
+	}
 	return bad
 }
 
 // pyRestrictChecker reads an artifact's source (never imports it) and prints one line per construct
-// outside the allowance: an import not allowed (relative imports included), a forbidden builtin name,
-// or an attribute whose name starts with "__" (the way to reach the interpreter's internals from any
-// object). A syntax error prints nothing: the driver reports it as a crash.
+// outside the allowance. It is an allow-list where it can be: attributes may only be read from an
+// allowed module bound by an import (math.sqrt) — every other attribute is a way into frames,
+// globals and the interpreter (a generator's gi_frame.f_back.f_globals reaches the driver); no name
+// may contain "__"; the forbidden builtins are refused by name. State that outlives a call is
+// refused too: module-level statements other than imports, function definitions, docstrings and
+// constant assignments; global and nonlocal; default argument values that are not constants; class
+// definitions. A syntax error prints nothing: the driver reports it as a crash.
 const pyRestrictChecker = `import ast, sys
 allowed = set(a for a in sys.argv[2].split(",") if a)
 forbidden = set(a for a in sys.argv[3].split(",") if a)
@@ -69,6 +93,31 @@ try:
 except (SyntaxError, ValueError):
     sys.exit(0)
 bad = []
+modules = set()
+def constant(v):
+    if isinstance(v, ast.Constant):
+        return True
+    if isinstance(v, ast.UnaryOp) and isinstance(v.op, (ast.USub, ast.UAdd)):
+        return constant(v.operand)
+    if isinstance(v, ast.Tuple):
+        return all(constant(e) for e in v.elts)
+    return False
+for node in tree.body:
+    line = getattr(node, "lineno", 0)
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef)):
+        continue
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        continue
+    if isinstance(node, ast.Assign) and constant(node.value) and all(isinstance(t, ast.Name) for t in node.targets):
+        continue
+    if isinstance(node, ast.AnnAssign) and node.value is not None and constant(node.value) and isinstance(node.target, ast.Name):
+        continue
+    bad.append("line %d: module-level %s (state or code outside a function)" % (line, type(node).__name__))
+for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name in allowed and "." not in alias.name:
+                modules.add(alias.asname or alias.name)
 for node in ast.walk(tree):
     line = getattr(node, "lineno", 0)
     if isinstance(node, ast.Import):
@@ -78,10 +127,19 @@ for node in ast.walk(tree):
     elif isinstance(node, ast.ImportFrom):
         if node.level or node.module not in allowed:
             bad.append("line %d: from %s%s import" % (line, "." * node.level, node.module or ""))
-    elif isinstance(node, ast.Name) and node.id in forbidden:
+    elif isinstance(node, ast.Name) and (node.id in forbidden or "__" in node.id):
         bad.append("line %d: name %s" % (line, node.id))
-    elif isinstance(node, ast.Attribute) and node.attr.startswith("__"):
-        bad.append("line %d: attribute %s" % (line, node.attr))
+    elif isinstance(node, ast.Attribute):
+        if not (isinstance(node.value, ast.Name) and node.value.id in modules) or "__" in node.attr:
+            bad.append("line %d: attribute .%s (only attributes of an allowed module may be read)" % (line, node.attr))
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        bad.append("line %d: %s statement (state kept across calls)" % (line, type(node).__name__.lower()))
+    elif isinstance(node, ast.ClassDef):
+        bad.append("line %d: class %s" % (line, node.name))
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        for d in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
+            if not constant(d):
+                bad.append("line %d: default argument that is not a constant (state kept across calls)" % line)
 for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
@@ -132,7 +190,8 @@ func forbiddenDetail(spec Spec, bad []string) string {
 	if len(shown) > most {
 		shown = shown[:most]
 	}
-	d := fmt.Sprintf("the artifact uses %s outside the spec's allowance (imports: %s); it could rewrite the oracle's report from inside the driver",
+	d := fmt.Sprintf("the artifact uses %s, outside the spec's allowance (imports: %s; no state kept across calls): "+
+		"code running inside the driver could rewrite its report or behave differently under test",
 		strings.Join(shown, "; "), strings.Join(spec.allowedImports(), ", "))
 	if len(bad) > most {
 		d += fmt.Sprintf(" (+%d more)", len(bad)-most)

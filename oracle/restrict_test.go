@@ -29,6 +29,9 @@ func TestImportRestriction(t *testing.T) {
 		{"python: import-time forged correct report", "python/forged_correct_report", "double.py", LanguagePython, true},
 		{"python: reaches os through dunder attributes", "python/dunder_escape", "double.py", LanguagePython, false},
 		{"python: reads the environment", "python/env_detect", "double.py", LanguagePython, false},
+		{"go: counts its calls in a package variable", "counter", "double.go", LanguageGo, true},
+		{"python: counts its calls in a default argument", "python/counter", "double.py", LanguagePython, true},
+		{"python: reaches the driver through a generator frame", "python/frame_escape", "double.py", LanguagePython, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,12 +69,15 @@ func TestGoImportViolations(t *testing.T) {
 		bad       int
 	}{
 		{"no imports", "package p\nfunc Double[T int | float64](x T) T { return 2 * x }\n", 0},
-		{"math is allowed", "package p\nimport \"math\"\nvar _ = math.Pi\n", 0},
+		{"math is allowed", "package p\nimport \"math\"\nconst pi = math.Pi\n", 0},
 		{"os", "package p\nimport \"os\"\nvar _ = os.Args\n", 1},
 		{"renamed unsafe", "package p\nimport u \"unsafe\"\nvar _ = u.Sizeof(0)\n", 1},
 		{"blank import", "package p\nimport _ \"embed\"\n", 1},
 		{"cgo", "package p\nimport \"C\"\n", 1},
 		{"two bad one good", "package p\nimport (\n\"math\"\n\"os\"\n\"syscall\"\n)\n", 2},
+		{"package-level var", "package p\nvar n int\nfunc Double[T int | float64](x T) T { return 2 * x }\n", 1},
+		{"package-level const is fine", "package p\nconst two = 2\nfunc Double[T int | float64](x T) T { return two * x }\n", 0},
+		{"init", "package p\nfunc init() {}\nfunc Double[T int | float64](x T) T { return 2 * x }\n", 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

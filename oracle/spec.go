@@ -358,9 +358,11 @@ type Spec struct {
 	// artifact may use; nil means DefaultImports ("math"). Anything else is
 	// refused before the artifact runs, with VerdictForbiddenImport.
 	Imports []string
-	// AnyImport lifts the import restriction. The built-in specs never set
-	// it; it exists to exercise the oracle's run-time defenses (deadline,
-	// process group, hashes, report checks) with artifacts that import.
+	// AnyImport lifts the static restrictions (imports; Go package-level
+	// variables and init; Python attributes, module-level state, globals and
+	// non-constant defaults). The built-in specs never set it; it exists to
+	// exercise the oracle's run-time defenses (deadline, process group,
+	// hashes, report checks) with artifacts that need those to attack them.
 	AnyImport bool
 }
 
