@@ -23,6 +23,11 @@ func TestNormalizeRefusesBadBoundaryInputBeforeWriting(t *testing.T) {
 	if err := os.WriteFile(badPolicy, []byte("version: 1\ndefault: maybe\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	typoPolicy := filepath.Join(dir, "typo-policy.yaml")
+	typo := "version: 1\ndefault: allow\nrules:\n  - id: no-writes\n    tools: [WRITE_FILE]\n    decision: deny\n"
+	if err := os.WriteFile(typoPolicy, []byte(typo), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	badApprovals := filepath.Join(dir, "bad-approvals.json")
 	if err := os.WriteFile(badApprovals, []byte(`{"version":1,"approvals":[{"member_id":"a"}]}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -34,6 +39,7 @@ func TestNormalizeRefusesBadBoundaryInputBeforeWriting(t *testing.T) {
 	}{
 		{"bad policy", Options{PolicyFile: badPolicy}, "--policy"},
 		{"missing policy", Options{PolicyFile: filepath.Join(dir, "nope.yaml")}, "--policy"},
+		{"a deny rule naming no tool", Options{PolicyFile: typoPolicy}, `tool pattern "WRITE_FILE" matches no tool`},
 		{"bad approvals", Options{ApprovalsFile: badApprovals}, "--approvals"},
 		{"unknown mode", Options{Mode: "pretend"}, "--mode"},
 		{"negative budget", Options{MemberToolCalls: -1}, "budgets"},

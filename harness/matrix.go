@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/gowebpki/jcs"
 
 	"github.com/assay-audit/assay/evidence"
@@ -280,6 +282,9 @@ func (o *Options) Normalize() error {
 		if err != nil {
 			return fmt.Errorf("%w: --policy %s: %s", ErrBadOptions, o.PolicyFile, oneLine(err.Error()))
 		}
+		if err := checkPolicyTools(f); err != nil {
+			return fmt.Errorf("%w: --policy %s: %v", ErrBadOptions, o.PolicyFile, err)
+		}
 		o.policyFile, o.policyDigest = f, digest
 	}
 	if o.ApprovalsFile != "" {
@@ -288,6 +293,28 @@ func (o *Options) Normalize() error {
 			return fmt.Errorf("%w: --approvals %s: %s", ErrBadOptions, o.ApprovalsFile, oneLine(err.Error()))
 		}
 		o.approvals = f
+	}
+	return nil
+}
+
+// checkPolicyTools refuses a rule whose tool pattern matches no tool the runtime has: a mistyped
+// name (WRITE_FILE, writefile) in a deny rule would otherwise never apply and leave the policy
+// more permissive than its author wrote.
+func checkPolicyTools(f *policy.File) error {
+	names := slices.Sorted(maps.Keys(tool.Builtins()))
+	for _, r := range f.Rules {
+		for _, pat := range r.Tools {
+			matched := false
+			for _, n := range names {
+				if ok, err := doublestar.Match(pat, n); err == nil && ok {
+					matched = true
+					break
+				}
+			}
+			if !matched {
+				return fmt.Errorf("rule %s: tool pattern %q matches no tool (tools: %s)", r.ID, pat, strings.Join(names, ", "))
+			}
+		}
 	}
 	return nil
 }
