@@ -32,9 +32,13 @@
 // alone cannot catch an artifact whose function is wrong but whose init code
 // writes a report of correct outputs and exits: so before anything runs, the
 // artifact's source is checked against the spec's import allowance
-// ([Spec.Imports], "math" for the built-in specs; in Python also the builtins
-// and dunder attributes that reach the interpreter without an import), and
-// anything outside it is [VerdictForbiddenImport]. A pure numeric function
+// ([Spec.Imports], "math" for the built-in specs; in Python attributes are
+// allowed only on an allowed module, and names with "__" and the builtins
+// that reach the interpreter are refused) and against state kept across calls
+// (Go package-level variables and init; Python module-level code, classes,
+// global/nonlocal, non-constant defaults), which could make a function right
+// for exactly the calls the oracle makes. Anything outside it is
+// [VerdictForbiddenImport]. A pure numeric function
 // needs nothing else; [Spec.AnyImport] lifts the restriction only to test the
 // run-time defenses.
 //
