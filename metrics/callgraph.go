@@ -83,11 +83,13 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descr
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		var out []Value
 		for _, fn := range in.Funcs {
-			v := d.measured(in, fn.ID, float64(count(in, fn.ID)))
-			if p := in.Packages[fn.PackageID]; p != nil {
-				v.Coverage = okCoverage(p)
+			if p := in.Packages[fn.PackageID]; p != nil && !p.OK {
+				// The package did not load or type-check cleanly: its calls are not all resolved,
+				// so a count would be a lower bound shown as a measurement.
+				out = append(out, d.unavailable(in, fn.ID, "package "+p.ImportPath+" has load or type errors: its static calls are incomplete"))
+				continue
 			}
-			out = append(out, v)
+			out = append(out, d.measured(in, fn.ID, float64(count(in, fn.ID))))
 		}
 		return out, nil
 	}
