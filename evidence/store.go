@@ -605,3 +605,29 @@ func statExisting(path string) (os.FileInfo, error) {
 	}
 	return fi, nil
 }
+
+// inRunTx runs fn in one write transaction on run runID: it takes the writer's lock, refuses a run
+// that does not accept writes (writableRun: ErrNoRun, ErrFinalized, ErrRunNotOpen; ErrReadOnly and
+// ErrClosed from beginWrite), and commits only when fn returns nil. what names the operation in
+// errors, e.g. "record usage".
+func (s *Store) inRunTx(ctx context.Context, runID, what string, fn func(tx *sql.Tx) error) error {
+	if err := s.beginWrite(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("evidence: %s in run %s: %w", what, runID, err)
+	}
+	defer tx.Rollback()
+	if err := writableRun(ctx, tx, runID); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("evidence: %s in run %s: %w", what, runID, err)
+	}
+	return nil
+}

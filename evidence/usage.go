@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -140,46 +141,33 @@ func (s *Store) RecordUsage(ctx context.Context, runID string, rows ...UsageRow)
 			return err
 		}
 	}
-	if err := s.beginWrite(); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	tx, err := s.conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("evidence: record usage in run %s: %w", runID, err)
-	}
-	defer tx.Rollback()
-	if err := writableRun(ctx, tx, runID); err != nil {
-		return err
-	}
-	var next int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(ordinal), 0) + 1 FROM usage WHERE run_id = ?`, runID).Scan(&next); err != nil {
-		return fmt.Errorf("evidence: record usage in run %s: %w", runID, err)
-	}
-	now := utcMicro(time.Now())
-	for i, u := range rows {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM usage_calls WHERE run_id = ? AND session_id = ? AND source = ?`,
-			runID, u.SessionID, u.Source).Scan(&n); err != nil {
+	return s.inRunTx(ctx, runID, "record usage", func(tx *sql.Tx) error {
+		var next int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(ordinal), 0) + 1 FROM usage WHERE run_id = ?`, runID).Scan(&next); err != nil {
 			return fmt.Errorf("evidence: record usage in run %s: %w", runID, err)
 		}
-		if n > 0 {
-			return fieldErr(ErrInvalidArgument, fmt.Sprintf("usage[%d].source", i),
-				"session %s already has %s usage recorded per call; a source is accounted per call or per session, not both", u.SessionID, u.Source)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage (run_id, ordinal, member_id, session_id, source, state, requests,
+		now := utcMicro(time.Now())
+		for i, u := range rows {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM usage_calls WHERE run_id = ? AND session_id = ? AND source = ?`,
+				runID, u.SessionID, u.Source).Scan(&n); err != nil {
+				return fmt.Errorf("evidence: record usage in run %s: %w", runID, err)
+			}
+			if n > 0 {
+				return fieldErr(ErrInvalidArgument, fmt.Sprintf("usage[%d].source", i),
+					"session %s already has %s usage recorded per call; a source is accounted per call or per session, not both", u.SessionID, u.Source)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO usage (run_id, ordinal, member_id, session_id, source, state, requests,
 			prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens, recorded_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			runID, next+int64(i), u.MemberID, u.SessionID, u.Source, u.State, int64(u.Requests),
-			nullable(u.PromptTokens), nullable(u.CompletionTokens), nullable(u.TotalTokens),
-			nullable(u.CachedTokens), nullable(u.ReasoningTokens), now); err != nil {
-			return fmt.Errorf("evidence: record usage row %d in run %s: %w", i, runID, err)
+				runID, next+int64(i), u.MemberID, u.SessionID, u.Source, u.State, int64(u.Requests),
+				nullable(u.PromptTokens), nullable(u.CompletionTokens), nullable(u.TotalTokens),
+				nullable(u.CachedTokens), nullable(u.ReasoningTokens), now); err != nil {
+				return fmt.Errorf("evidence: record usage row %d in run %s: %w", i, runID, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("evidence: record usage in run %s: %w", runID, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 func nullable(p *int64) any {
@@ -214,81 +202,68 @@ func (s *Store) RecordUsageVerdicts(ctx context.Context, runID string, v []Usage
 			return fieldErr(ErrInvalidArgument, field("detail"), "not valid UTF-8")
 		}
 	}
-	if err := s.beginWrite(); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	tx, err := s.conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("evidence: record usage verdicts in run %s: %w", runID, err)
-	}
-	defer tx.Rollback()
-	if err := writableRun(ctx, tx, runID); err != nil {
-		return err
-	}
-	usage, err := loadUsage(ctx, tx, runID)
-	if err != nil {
-		return err
-	}
-	calls, err := loadUsageCalls(ctx, tx, runID)
-	if err != nil {
-		return err
-	}
-	recomputed := map[string]UsageVerdict{}
-	for _, rv := range ReconcileUsageCalls(calls[runID], usage[runID]) {
-		recomputed[rv.SessionID] = rv
-	}
-	for _, uv := range v {
-		if uv.Verdict != UsageConserved {
-			continue
-		}
-		if rv, ok := recomputed[uv.SessionID]; !ok || rv.Verdict != UsageConserved {
-			why := "no usage rows recorded for it"
-			if ok {
-				why = "recorded usage reconciles to " + rv.Verdict + ": " + rv.Detail
-			}
-			return fmt.Errorf("evidence: run %s session %s claimed conserved but %s: %w", runID, uv.SessionID, why, ErrUsageContradicted)
-		}
-	}
-	var next int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(ordinal), 0) + 1 FROM usage_verdicts WHERE run_id = ?`, runID).Scan(&next); err != nil {
-		return fmt.Errorf("evidence: record usage verdicts in run %s: %w", runID, err)
-	}
-	now := utcMicro(time.Now())
-	for i, uv := range v {
-		deltas := uv.Deltas
-		if deltas == nil {
-			deltas = map[string]int64{}
-		}
-		d, err := canonical(deltas)
+	return s.inRunTx(ctx, runID, "record usage verdicts", func(tx *sql.Tx) error {
+		usage, err := loadUsage(ctx, tx, runID)
 		if err != nil {
-			return fmt.Errorf("evidence: usage verdict %d deltas: %w", i, err)
+			return err
 		}
-		// Per-source states and duplication are the store's own reading of
-		// its evidence, not the caller's.
-		var sources any
-		dup, multiple := uv.Duplicated, uv.Multiple
-		if rv, ok := recomputed[uv.SessionID]; ok {
-			dup, multiple = rv.Duplicated, rv.Multiple
-			b, err := canonical(rv.Sources)
-			if err != nil {
-				return fmt.Errorf("evidence: usage verdict %d sources: %w", i, err)
+		calls, err := loadUsageCalls(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		recomputed := map[string]UsageVerdict{}
+		for _, rv := range ReconcileUsageCalls(calls[runID], usage[runID]) {
+			recomputed[rv.SessionID] = rv
+		}
+		for _, uv := range v {
+			if uv.Verdict != UsageConserved {
+				continue
 			}
-			sources = string(b)
+			if rv, ok := recomputed[uv.SessionID]; !ok || rv.Verdict != UsageConserved {
+				why := "no usage rows recorded for it"
+				if ok {
+					why = "recorded usage reconciles to " + rv.Verdict + ": " + rv.Detail
+				}
+				return fmt.Errorf("evidence: run %s session %s claimed conserved but %s: %w", runID, uv.SessionID, why, ErrUsageContradicted)
+			}
 		}
-		var mult any
-		if dup {
-			mult = multiple
+		var next int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(ordinal), 0) + 1 FROM usage_verdicts WHERE run_id = ?`, runID).Scan(&next); err != nil {
+			return fmt.Errorf("evidence: record usage verdicts in run %s: %w", runID, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_verdicts (run_id, ordinal, member_id, session_id, verdict, deltas, detail,
+		now := utcMicro(time.Now())
+		for i, uv := range v {
+			deltas := uv.Deltas
+			if deltas == nil {
+				deltas = map[string]int64{}
+			}
+			d, err := canonical(deltas)
+			if err != nil {
+				return fmt.Errorf("evidence: usage verdict %d deltas: %w", i, err)
+			}
+			// Per-source states and duplication are the store's own reading of
+			// its evidence, not the caller's.
+			var sources any
+			dup, multiple := uv.Duplicated, uv.Multiple
+			if rv, ok := recomputed[uv.SessionID]; ok {
+				dup, multiple = rv.Duplicated, rv.Multiple
+				b, err := canonical(rv.Sources)
+				if err != nil {
+					return fmt.Errorf("evidence: usage verdict %d sources: %w", i, err)
+				}
+				sources = string(b)
+			}
+			var mult any
+			if dup {
+				mult = multiple
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO usage_verdicts (run_id, ordinal, member_id, session_id, verdict, deltas, detail,
 			recorded_at, duplicated, multiple, sources)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, runID, next+int64(i), uv.MemberID, uv.SessionID, uv.Verdict, string(d), uv.Detail,
-			now, dup, mult, sources); err != nil {
-			return fmt.Errorf("evidence: record usage verdict %d in run %s: %w", i, runID, err)
+				now, dup, mult, sources); err != nil {
+				return fmt.Errorf("evidence: record usage verdict %d in run %s: %w", i, runID, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("evidence: record usage verdicts in run %s: %w", runID, err)
-	}
-	return nil
+		return nil
+	})
 }

@@ -118,43 +118,30 @@ func (s *Store) RecordUsageCalls(ctx context.Context, runID string, calls ...Usa
 			return err
 		}
 	}
-	if err := s.beginWrite(); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	tx, err := s.conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("evidence: record usage calls in run %s: %w", runID, err)
-	}
-	defer tx.Rollback()
-	if err := writableRun(ctx, tx, runID); err != nil {
-		return err
-	}
-	now := utcMicro(time.Now())
-	for i, c := range calls {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM usage WHERE run_id = ? AND session_id = ? AND source = ?`,
-			runID, c.SessionID, c.Source).Scan(&n); err != nil {
-			return fmt.Errorf("evidence: record usage calls in run %s: %w", runID, err)
-		}
-		if n > 0 {
-			return fieldErr(ErrInvalidArgument, fmt.Sprintf("calls[%d].source", i),
-				"session %s already has a %s session row; a source is accounted per call or per session, not both", c.SessionID, c.Source)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_calls (run_id, source, call_id, observation, session_id, member_id,
+	return s.inRunTx(ctx, runID, "record usage calls", func(tx *sql.Tx) error {
+		now := utcMicro(time.Now())
+		for i, c := range calls {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM usage WHERE run_id = ? AND session_id = ? AND source = ?`,
+				runID, c.SessionID, c.Source).Scan(&n); err != nil {
+				return fmt.Errorf("evidence: record usage calls in run %s: %w", runID, err)
+			}
+			if n > 0 {
+				return fieldErr(ErrInvalidArgument, fmt.Sprintf("calls[%d].source", i),
+					"session %s already has a %s session row; a source is accounted per call or per session, not both", c.SessionID, c.Source)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO usage_calls (run_id, source, call_id, observation, session_id, member_id,
 			request_sha256, messages, state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens, recorded_at)
 			SELECT ?, ?, ?, coalesce(max(observation), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
 			FROM usage_calls WHERE run_id = ? AND source = ? AND call_id = ?`,
-			runID, c.Source, c.CallID, c.SessionID, c.MemberID, c.RequestSHA256, nullable(c.Messages), deriveCallState(c),
-			nullable(c.PromptTokens), nullable(c.CompletionTokens), nullable(c.TotalTokens), nullable(c.CachedTokens),
-			nullable(c.ReasoningTokens), now, runID, c.Source, c.CallID); err != nil {
-			return fmt.Errorf("evidence: record usage call %d in run %s: %w", i, runID, err)
+				runID, c.Source, c.CallID, c.SessionID, c.MemberID, c.RequestSHA256, nullable(c.Messages), deriveCallState(c),
+				nullable(c.PromptTokens), nullable(c.CompletionTokens), nullable(c.TotalTokens), nullable(c.CachedTokens),
+				nullable(c.ReasoningTokens), now, runID, c.Source, c.CallID); err != nil {
+				return fmt.Errorf("evidence: record usage call %d in run %s: %w", i, runID, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("evidence: record usage calls in run %s: %w", runID, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // loadUsageCalls returns the usage call observations of runID ("" = all runs)
