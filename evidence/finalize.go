@@ -25,17 +25,17 @@ const (
 
 // Check is the result of one independent acceptance check of a run.
 type Check struct {
-	Name     string          // 1..128 chars of [A-Za-z0-9_.:/-], e.g. "files_exist", "tests", "oracle", "sessions", "usage"
-	Required bool            // whether acceptance requires it to pass
-	Status   string          // "passed" | "failed" | "unknown"
-	Detail   string          // human-readable outcome
-	Evidence json.RawMessage // optional JSON object; stored in RFC 8785 canonical form
+	Name     string          `json:"name"`               // 1..128 chars of [A-Za-z0-9_.:/-], e.g. "files_exist", "tests", "oracle", "sessions", "usage"
+	Required bool            `json:"required"`           // whether acceptance requires it to pass
+	Status   string          `json:"status"`             // "passed" | "failed" | "unknown"
+	Detail   string          `json:"detail"`             // human-readable outcome
+	Evidence json.RawMessage `json:"evidence,omitempty"` // optional JSON object; stored in RFC 8785 canonical form
 }
 
 // Verdict is an acceptance verdict with its reasons.
 type Verdict struct {
-	Verdict string   // "accepted" | "rejected" | "non_certifiable"
-	Reasons []string // why; for rejected, each required check not passed is named
+	Verdict string   `json:"verdict"` // "accepted" | "rejected" | "non_certifiable"
+	Reasons []string `json:"reasons"` // why; for rejected, each required check not passed is named
 }
 
 // Finalized is what Finalize fixed: the effective verdict and the trace's

@@ -27,17 +27,17 @@ const (
 // RunVerification is Verify's finding for one run. Status is the most severe
 // finding; Detail lists every finding.
 type RunVerification struct {
-	RunID       string
-	Status      string // "ok" | "tampered" | "unfinalized" | "missing_payload" | "corrupt_payload"
-	FirstBadSeq int64  // first sequence number whose hash (or sequence) does not verify; 0 when n/a
-	Detail      string // what failed, e.g. "event 3: hash mismatch; terminal hash mismatch; event count 5 != 6"
-	Events      int64  // events stored for the run
+	RunID       string `json:"run_id"`
+	Status      string `json:"status"`        // "ok" | "tampered" | "unfinalized" | "missing_payload" | "corrupt_payload"
+	FirstBadSeq int64  `json:"first_bad_seq"` // first sequence number whose hash (or sequence) does not verify; 0 when n/a
+	Detail      string `json:"detail"`        // what failed, e.g. "event 3: hash mismatch; terminal hash mismatch; event count 5 != 6"
+	Events      int64  `json:"events"`        // events stored for the run
 	// TerminalHash is the stored terminal hash ("" when unfinalized); with
 	// Status "ok" it is what a manifest records.
-	TerminalHash string
+	TerminalHash string `json:"terminal_hash"`
 	// Manifest is CheckManifest's outcome ("match", "differs", "missing",
 	// "unlisted"); "" when no manifest was checked.
-	Manifest string `json:",omitempty"`
+	Manifest string `json:"manifest,omitempty"`
 }
 
 func severity(status string) int {

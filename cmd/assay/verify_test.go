@@ -97,10 +97,10 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("replaced database: exit %d, want 1 (%s)", r.code, r.stdout)
 	}
-	if !strings.Contains(r.stdout, `"Manifest": "missing"`) {
+	if !strings.Contains(r.stdout, `"manifest": "missing"`) {
 		t.Errorf("run-b missing from the replaced store not reported: %s", r.stdout)
 	}
-	if !strings.Contains(r.stdout, `"Manifest": "differs"`) || !strings.Contains(r.stdout, "differs from the manifest") {
+	if !strings.Contains(r.stdout, `"manifest": "differs"`) || !strings.Contains(r.stdout, "differs from the manifest") {
 		t.Errorf("run-a's different terminal hash not reported: %s", r.stdout)
 	}
 	// A tampered store gets no manifest.
