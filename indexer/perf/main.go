@@ -5,9 +5,9 @@
 // (getrusage of that process; the go command it starts is not included, in
 // every case alike) is its own.
 //
-// Run it through scripts/perf.sh.
+// Run it through indexer/perf/perf.sh.
 //
-//	go run ./scripts/perf [-scip-go BIN] golang.org/x/tools@v0.52.0 gonum.org/v1/gonum@v0.17.0
+//	go run ./indexer/perf [-scip-go BIN] golang.org/x/tools@v0.52.0 gonum.org/v1/gonum@v0.17.0
 package main
 
 import (
