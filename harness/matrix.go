@@ -350,9 +350,7 @@ var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie
 // checkSessionHeader refuses a session header that is not an RFC 9110 token, that HTTP itself
 // manages, or that carries credentials.
 func checkSessionHeader(h string) error {
-	if h == "" || strings.IndexFunc(h, func(r rune) bool {
-		return r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
-	}) >= 0 {
+	if !provider.ValidHeaderName(h) {
 		return fmt.Errorf("%w: --session-header %q is not a valid HTTP header name", ErrBadOptions, h)
 	}
 	canon := http.CanonicalHeaderKey(h)

@@ -108,7 +108,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if c.sessionHeader == "" {
 		c.sessionHeader = DefaultSessionHeader
 	}
-	if !isToken(c.sessionHeader) {
+	if !ValidHeaderName(c.sessionHeader) {
 		return nil, fmt.Errorf("%w: session header %q is not a valid header name", ErrInvalidRequest, c.sessionHeader)
 	}
 	switch {
@@ -439,8 +439,8 @@ func truncate(s string, n int) string {
 	return s[:cut] + "...(truncated)"
 }
 
-// isToken reports whether s is an RFC 9110 token (a valid header name).
-func isToken(s string) bool {
+// ValidHeaderName reports whether s is an RFC 9110 token, i.e. a valid HTTP header field name.
+func ValidHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}
