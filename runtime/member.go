@@ -33,6 +33,8 @@ type Engine struct {
 	seqs map[string]int
 	// invocations counts each session's invocations (1-based in events).
 	invocations map[string]int
+	// durable is set for a durable team run (EngineConfig.Durable).
+	durable *durableRun
 }
 
 // EngineConfig configures an Engine.
@@ -53,6 +55,9 @@ type EngineConfig struct {
 	// Without any, the boundary allows every call within a member's allowed tools, in live mode,
 	// with no budget beyond ToolBudget and no redaction of secret values.
 	BoundaryOptions []tool.Option
+	// Durable turns durable execution on: every turn is checkpointed at its boundaries, a pause
+	// stops new turns, and Restore resumes a checkpointed run (see DurableState). nil for none.
+	Durable *DurableConfig
 }
 
 // NewEngine returns an Engine. Provider, Model and Sink are required.
@@ -72,6 +77,23 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e := &Engine{provider: cfg.Provider, model: cfg.Model, stream: cfg.Stream, sink: cfg.Sink, tools: cfg.Tools,
 		maxTurns: cfg.MaxTurns, budget: cfg.ToolBudget, seqs: map[string]int{}, invocations: map[string]int{}}
 	e.boundary = tool.NewBoundary(cfg.Tools, sinkJournal{sink: cfg.Sink}, cfg.BoundaryOptions...)
+	if d := cfg.Durable; d != nil {
+		if d.Checkpoint == nil {
+			return nil, errors.New("runtime: a durable engine needs a checkpoint function")
+		}
+		if d.Restore != nil {
+			if err := ValidateDurableState(d.Restore); err != nil {
+				return nil, fmt.Errorf("runtime: restore: %w", err)
+			}
+			for s, n := range d.Restore.Seqs {
+				e.seqs[s] = n
+			}
+		}
+		e.durable = newDurableRun(d)
+		if d.Restore != nil {
+			e.durable.state.RunID, e.durable.state.Formation = d.Restore.RunID, d.Restore.Formation
+		}
+	}
 	return e, nil
 }
 
@@ -81,9 +103,16 @@ func (e *Engine) Boundary() *tool.Boundary { return e.boundary }
 // ErrPausedForApproval is returned (wrapped, naming the call and its idempotency key) when policy
 // sent a member's tool call to an approver and no approval covered it: nothing was dispatched, and
 // the member fails explicitly instead of showing the model an error. The pending question stays in
-// the boundary's approval store and in the run's evidence; resuming the member durably is not
-// built yet, so the invocation ends here.
+// the boundary's approval store and in the run's evidence. In a durable run (EngineConfig.Durable)
+// the turn is checkpointed as paused at that call and the run starts no new turn; resuming it
+// (DurableConfig.Restore) delivers the call again, and it dispatches only if an approval now covers
+// it exactly. Without durability the invocation ends here.
 var ErrPausedForApproval = errors.New("paused for approval")
+
+// ErrReconciliationRequired is returned (wrapped, naming the call and its idempotency key) when a
+// member's tool call ended unknown: the effect may have committed, so the member cannot go on
+// (it would either repeat the effect or act on a guess) until the effect is reconciled.
+var ErrReconciliationRequired = errors.New("reconciliation required")
 
 // MemberTools returns the tool names a member may call and whether it is restricted to read-only
 // tools: its AllowedTools, or tool.DefaultAllowedTools for its roles when it lists none; reviewers
@@ -199,6 +228,9 @@ type memberPayload struct {
 	ToolCalls     int    `json:"tool_calls"`
 	Requests      int    `json:"requests"`
 	UsageUnknown  int    `json:"usage_unknown_responses"`
+	// Resumed marks a turn continued from a checkpoint; Paused a turn that ended paused.
+	Resumed bool `json:"resumed,omitempty"`
+	Paused  bool `json:"paused,omitempty"`
 }
 
 // Turn is one invocation of a member by a formation: what it is shown besides its task, and the
@@ -241,19 +273,21 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			Contract: contract.Line.Contract, Invocation: invocation, ToolCalls: res.ToolCalls,
 			Requests: res.Usage.Requests, UsageUnknown: res.Usage.Unknown}
 	}
+	var prior time.Duration // time spent in this turn before a resume
+	// recordDone checkpoints the turn as ended (durable runs); nil once the turn must not be.
+	var recordDone func(MemberResult) error
 	fail := func(err error) MemberResult {
-		res.Success, res.Error, res.Duration = false, err.Error(), time.Since(start)
+		res.Success, res.Error, res.Duration = false, err.Error(), prior+time.Since(start)
 		p := payload()
-		p.Error = res.Error
+		p.Error, p.Paused = res.Error, res.Paused
 		_ = e.Emit(ctx, "member_failed", m.ID, session, p)
+		if recordDone != nil {
+			if rerr := recordDone(res); rerr != nil {
+				res.Error += "; " + rerr.Error()
+			}
+		}
 		return res
 	}
-	startPayload := payload()
-	startPayload.Dir = m.Dir
-	if err := e.Emit(ctx, "member_started", m.ID, session, startPayload); err != nil {
-		return fail(fmt.Errorf("record member_started: %w", err))
-	}
-
 	var user strings.Builder
 	user.WriteString(m.Task)
 	if len(turn.Context) > 0 {
@@ -281,7 +315,126 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		budget = e.budget
 	}
 
-	for requests := 0; requests < e.maxTurns; requests++ {
+	// Durable runs: restore or continue a checkpointed turn, or refuse to start one after a pause.
+	requests := 0
+	var pending []PendingCall
+	input := turnInput(messages, defs)
+	turnState := func(status string) TurnState {
+		r := res
+		r.Duration = prior + time.Since(start)
+		return TurnState{MemberID: m.ID, SessionID: session, Invocation: invocation, InputSHA256: input, Status: status,
+			Result: r, Requests: requests, Messages: toCheckpoint(messages), Pending: slices.Clone(pending)}
+	}
+	recordDone = func(r MemberResult) error {
+		if e.durable == nil || ctx.Err() != nil {
+			return nil // a cancelled turn stays resumable from its last checkpoint
+		}
+		t := turnState(TurnCompleted)
+		t.Result, t.Messages, t.Pending = r, nil, nil
+		return e.durable.record(ctx, e, t)
+	}
+	resumed := false
+	if d := e.durable; d != nil {
+		rt, ok := d.take(turnKey{m.ID, invocation})
+		runID := d.bind(team)
+		switch {
+		case runID != team.RunID:
+			recordDone = nil
+			return fail(fmt.Errorf("%w: the checkpoint is of team run %s, this team is run %s", ErrResumeDiverged, runID, team.RunID))
+		case ok && rt.InputSHA256 != input:
+			recordDone = nil
+			return fail(fmt.Errorf("%w: member %s invocation %d was recorded with input %s, asked now with %s; nothing was asked of the model",
+				ErrResumeDiverged, m.ID, invocation, rt.InputSHA256, input))
+		case ok && rt.Status == TurnCompleted:
+			r := rt.Result
+			if err := e.Emit(ctx, "member_restored", m.ID, session, map[string]any{"invocation": invocation, "success": r.Success,
+				"output": r.Output, "error": r.Error, "tool_calls": r.ToolCalls, "requests": r.Usage.Requests,
+				"input_sha256": input}); err != nil {
+				return fail(fmt.Errorf("record member_restored: %w", err))
+			}
+			if err := d.record(ctx, e, rt); err != nil {
+				return fail(err)
+			}
+			return r
+		case ok:
+			res = rt.Result
+			res.MemberID, res.SessionID, res.Turns, res.Paused = m.ID, session, 1, false
+			prior, requests, messages, pending, resumed = rt.Result.Duration, rt.Requests, fromCheckpoint(rt.Messages), rt.Pending, true
+		case d.paused():
+			recordDone = nil
+			res.Paused = true
+			reason := "the run paused before this member started"
+			_ = e.Emit(ctx, "member_deferred", m.ID, session, map[string]any{"invocation": invocation, "reason": reason})
+			return fail(fmt.Errorf("%w (%s); it runs when the run is resumed", ErrRunPaused, reason))
+		}
+	}
+	startPayload := payload()
+	startPayload.Dir = m.Dir
+	startPayload.Resumed = resumed
+	if err := e.Emit(ctx, "member_started", m.ID, session, startPayload); err != nil {
+		return fail(fmt.Errorf("record member_started: %w", err))
+	}
+
+	// answer delivers the pending tool calls to the boundary in order. It returns stop=true with the
+	// member's result when the member cannot go on (a failure, or a pause).
+	answer := func() (MemberResult, bool) {
+		for len(pending) > 0 {
+			pc := pending[0]
+			if res.ToolCalls >= budget {
+				return fail(fmt.Errorf("tool budget of %d calls exhausted", budget)), true
+			}
+			out, err := e.boundary.Invoke(ctx, tool.Call{RunID: team.RunID, MemberID: m.ID, SessionID: session,
+				CallID: pc.CallID, Tool: pc.Tool, Arguments: pc.Arguments, Root: m.Dir, Allowed: allowed, ReadOnly: readOnly})
+			if err != nil {
+				return fail(fmt.Errorf("tool call %s: %w", pc.ToolCallID, err)), true
+			}
+			var stop error
+			switch out.State {
+			case tool.StateAwaitingApproval:
+				stop = fmt.Errorf("%w: tool call %s (%s, key %s) needs an approval; nothing was dispatched (grant it with an approval file: assay approve)",
+					ErrPausedForApproval, pc.ToolCallID, pc.Tool, out.IdempotencyKey)
+			case tool.StateUnknown:
+				stop = fmt.Errorf("%w: tool call %s (%s, key %s) ended unknown: reconciliation required",
+					ErrReconciliationRequired, pc.ToolCallID, pc.Tool, out.IdempotencyKey)
+			}
+			if stop != nil {
+				if e.durable != nil {
+					res.Paused = true
+					t := turnState(TurnPaused)
+					t.PauseReason = stop.Error()
+					if err := e.Emit(ctx, "member_paused", m.ID, session, map[string]any{"invocation": invocation, "call_id": pc.CallID,
+						"idempotency_key": out.IdempotencyKey, "tool": pc.Tool, "state": out.State, "reason": stop.Error()}); err != nil {
+						return fail(fmt.Errorf("record member_paused: %w", err)), true
+					}
+					if err := e.durable.record(ctx, e, t); err != nil {
+						return fail(err), true
+					}
+					recordDone = nil
+				}
+				res.ToolCalls++ // it went through the boundary; the checkpoint counts it when it is answered
+				if !slices.Contains(res.ToolsUsed, pc.Tool) {
+					res.ToolsUsed = append(res.ToolsUsed, pc.Tool)
+				}
+				return fail(stop), true
+			}
+			res.ToolCalls++
+			if !slices.Contains(res.ToolsUsed, pc.Tool) {
+				res.ToolsUsed = append(res.ToolsUsed, pc.Tool)
+			}
+			content := out.Result
+			if out.State != tool.StateSucceeded {
+				content = "error: " + out.Error
+			}
+			messages = append(messages, provider.Message{Role: "tool", ToolCallID: pc.ToolCallID, Content: content})
+			pending = pending[1:]
+		}
+		return MemberResult{}, false
+	}
+	if r, stop := answer(); stop {
+		return r
+	}
+
+	for ; requests < e.maxTurns; requests++ {
 		if err := ctx.Err(); err != nil {
 			return fail(fmt.Errorf("cancelled before request %d: %w", requests, err))
 		}
@@ -309,11 +462,17 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 				}
 				return fail(cerr)
 			}
-			res.Success, res.Duration = true, time.Since(start)
+			res.Success, res.Duration = true, prior+time.Since(start)
 			p := payload()
 			p.Output = res.Output
 			if err := e.Emit(ctx, "member_completed", m.ID, session, p); err != nil {
 				return fail(fmt.Errorf("record member_completed: %w", err))
+			}
+			if recordDone != nil {
+				if err := recordDone(res); err != nil {
+					recordDone = nil
+					return fail(err)
+				}
 			}
 			return res
 		}
@@ -328,31 +487,19 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		}
 		messages = append(messages, provider.Message{Role: "assistant", Content: msg.Content, ToolCalls: msg.ToolCalls})
 		for _, tc := range msg.ToolCalls {
-			if res.ToolCalls >= budget {
-				return fail(fmt.Errorf("tool budget of %d calls exhausted", budget))
+			pending = append(pending, PendingCall{ToolCallID: tc.ID, CallID: fmt.Sprintf("r%d-%s", seq, tc.ID),
+				Tool: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		if e.durable != nil {
+			// Before anything is dispatched: a crash from here on resumes with these calls pending.
+			t := turnState(TurnInFlight)
+			t.Requests = requests + 1
+			if err := e.durable.record(ctx, e, t); err != nil {
+				return fail(err)
 			}
-			res.ToolCalls++
-			if !slices.Contains(res.ToolsUsed, tc.Function.Name) {
-				res.ToolsUsed = append(res.ToolsUsed, tc.Function.Name)
-			}
-			out, err := e.boundary.Invoke(ctx, tool.Call{RunID: team.RunID, MemberID: m.ID, SessionID: session,
-				CallID: fmt.Sprintf("r%d-%s", seq, tc.ID), Tool: tc.Function.Name, Arguments: tc.Function.Arguments,
-				Root: m.Dir, Allowed: allowed, ReadOnly: readOnly})
-			if err != nil {
-				return fail(fmt.Errorf("tool call %s: %w", tc.ID, err))
-			}
-			if out.State == tool.StateAwaitingApproval {
-				return fail(fmt.Errorf("%w: tool call %s (%s, key %s) needs an approval; nothing was dispatched (grant it with an approval file: assay approve)",
-					ErrPausedForApproval, tc.ID, tc.Function.Name, out.IdempotencyKey))
-			}
-			if out.State == tool.StateUnknown {
-				return fail(fmt.Errorf("tool call %s (%s) ended unknown: reconciliation required", tc.ID, tc.Function.Name))
-			}
-			content := out.Result
-			if out.State != tool.StateSucceeded {
-				content = "error: " + out.Error
-			}
-			messages = append(messages, provider.Message{Role: "tool", ToolCallID: tc.ID, Content: content})
+		}
+		if r, stop := answer(); stop {
+			return r
 		}
 	}
 	return fail(fmt.Errorf("no %s reply within %d provider requests", contract.Line.Contract, e.maxTurns))

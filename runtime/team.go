@@ -139,6 +139,10 @@ type MemberResult struct {
 	Duration time.Duration `json:"duration_ns"`
 	// Metadata holds formation-specific facts (attempts, round, selected member, ...).
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Paused is set when the member stopped at a call awaiting approval or reconciliation, or was
+	// not started because its durable run had paused: it did not fail on its own, and a resume
+	// continues it. A paused member is never retried.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // TeamResult is what a team run returned.
@@ -175,7 +179,7 @@ func (r *MemberResult) Accumulate(next MemberResult) {
 	}
 	r.Turns += next.Turns
 	r.Duration += next.Duration
-	r.Success, r.Output, r.Error, r.ContractViolation = next.Success, next.Output, next.Error, next.ContractViolation
+	r.Success, r.Output, r.Error, r.ContractViolation, r.Paused = next.Success, next.Output, next.Error, next.ContractViolation, next.Paused
 	for k, v := range next.Metadata {
 		if r.Metadata == nil {
 			r.Metadata = map[string]string{}

@@ -13,9 +13,9 @@ import (
 // Options are read-only during a run; callbacks must be safe to call from the coordinator's
 // goroutine.
 type Options struct {
-	// Resume requests a durable resume. Non-durable formations and ensemble runs refuse it with
-	// ErrNotDurable before executing anything; durable ones with ErrResumeUnavailable (the resume
-	// path is the execution boundary's).
+	// Resume requests a durable resume of a checkpointed run: the engine must restore its
+	// checkpoint (runtime.DurableConfig.Restore), or ErrResumeUnavailable. Non-durable formations
+	// and ensemble runs refuse it with ErrNotDurable. Both refusals come before anything executes.
 	Resume bool
 
 	Parallel     ParallelOptions

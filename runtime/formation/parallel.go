@@ -85,8 +85,8 @@ var parallel = Formation{
 			var retry []runtime.MemberSpec
 			for _, m := range candidates {
 				r, _ := rs.get(m.ID)
-				if r.Success {
-					continue
+				if r.Success || r.Paused {
+					continue // a paused member is never retried: it resumes
 				}
 				if !m.Idempotent {
 					if attempt == 1 {

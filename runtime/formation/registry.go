@@ -66,10 +66,17 @@ var ErrUnknownFormation = errors.New("unknown formation")
 // cannot resume durably. Nothing has executed when it is returned.
 var ErrNotDurable = errors.New("formation does not support durable resume")
 
-// ErrResumeUnavailable is returned when a resume is requested for a durable formation: the
-// checkpoint store and the resume path belong to the execution boundary (runtime/effect,
-// `assay resume`), and this coordinator does not pretend to resume. Nothing has executed.
-var ErrResumeUnavailable = errors.New("durable resume is not available in this coordinator")
+// ErrResumeUnavailable is returned when a resume is requested of an engine that restores no
+// checkpoint (runtime.EngineConfig.Durable with Restore set): there is nothing to resume from, and
+// the coordinator does not pretend to resume by starting over. Nothing has executed.
+var ErrResumeUnavailable = errors.New("durable resume needs an engine restoring a checkpoint")
+
+// Resumable reports whether a team of formation name run with opts can be paused and resumed
+// durably: a formation declared Durable, not in an ensemble mode. It is false for unknown names.
+func Resumable(name string, opts Options) bool {
+	f, err := Lookup(name)
+	return err == nil && f.Durable && opts.Ensemble.Mode == ""
+}
 
 // ErrInvalidConfig is returned (wrapped, naming the problem) for a team or options a formation
 // cannot run. Nothing has executed when it is returned.
@@ -110,7 +117,7 @@ func Run(ctx context.Context, e *runtime.Engine, team runtime.Team) (runtime.Tea
 // RunWith is the coordinator. Before anything executes it looks the formation up, validates the
 // team (runtime.Team.Validate), the options, the formation roles and their tools, and the
 // formation's own rules; it refuses a resume request (ErrNotDurable for a formation or ensemble run
-// that cannot resume, ErrResumeUnavailable for a durable one); with capacity-aware admission it
+// that cannot resume, ErrResumeUnavailable for an engine restoring no checkpoint); with capacity-aware admission it
 // obtains the capacity (runtime.ErrCapacityUnavailable when there is none). Only then does it emit
 // team_started, dispatch through the registry, and emit team_completed. Errors before
 // team_started mean nothing ran; member failures are in the TeamResult. Safe for concurrent use
@@ -132,8 +139,8 @@ func RunWith(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Opt
 			return runtime.TeamResult{}, fmt.Errorf("%w: %s (resume refused before executing anything)", ErrNotDurable, f.Name)
 		case opts.Ensemble.Mode != "":
 			return runtime.TeamResult{}, fmt.Errorf("%w: ensemble %s runs refuse checkpoint/resume (resume refused before executing anything)", ErrNotDurable, opts.Ensemble.Mode)
-		default:
-			return runtime.TeamResult{}, fmt.Errorf("%w: %s is durable, but resuming is done by the execution boundary; nothing was executed", ErrResumeUnavailable, f.Name)
+		case !e.Resuming():
+			return runtime.TeamResult{}, fmt.Errorf("%w: %s; nothing was executed", ErrResumeUnavailable, f.Name)
 		}
 	}
 	if err := validateRoles(e, team); err != nil {
