@@ -103,6 +103,15 @@ type Options struct {
 	// limit is refused before dispatch and recorded as such.
 	MemberToolCalls int64
 	TeamToolCalls   int64
+	// MemberTokens and TeamTokens are hard limits on provider tokens (total_tokens as responses
+	// reported them), per member over a whole case and per case's team, on the same policy.Budget
+	// as the tool-call limits. 0 means no limit; negative values are refused. Before each provider
+	// request the member reserves on the budget (policy.Budget.ReserveRequest): a request is
+	// refused once the tokens so far reach a limit, or when a limit is set and earlier usage is
+	// unknown (a response without usage, a retried request); the member then fails naming the
+	// budget (a budget_refused event) and nothing is sent.
+	MemberTokens int64
+	TeamTokens   int64
 	// APIKeyEnv names the environment variable that held APIKey; its value, APIKey itself and the
 	// values of secret-looking environment variables (policy.SecretsFromEnv) are masked in every
 	// event payload, artifact, check detail and progress line.
@@ -269,6 +278,9 @@ func (o *Options) Normalize() error {
 	}
 	if o.MemberToolCalls < 0 || o.TeamToolCalls < 0 {
 		return fmt.Errorf("%w: tool-call budgets must not be negative (member %d, team %d)", ErrBadOptions, o.MemberToolCalls, o.TeamToolCalls)
+	}
+	if o.MemberTokens < 0 || o.TeamTokens < 0 {
+		return fmt.Errorf("%w: token budgets must not be negative (member %d, team %d)", ErrBadOptions, o.MemberTokens, o.TeamTokens)
 	}
 	if o.MemberToolCalls == 0 {
 		o.MemberToolCalls = DefaultMemberToolCalls
@@ -712,7 +724,8 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	}
 	if err := engine.Emit(ctx, "boundary_configured", "", "", map[string]any{"mode": opts.Mode, "policy_file": opts.PolicyFile,
 		"policy_digest": opts.policyDigest, "approvals_file": opts.ApprovalsFile, "approvals_preloaded": grants,
-		"member_tool_calls": opts.MemberToolCalls, "team_tool_calls": opts.TeamToolCalls}); err != nil {
+		"member_tool_calls": opts.MemberToolCalls, "team_tool_calls": opts.TeamToolCalls,
+		"member_tokens": opts.MemberTokens, "team_tokens": opts.TeamTokens}); err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: record boundary configuration: %w", runID, err)
 	}
 	teamStart := time.Now()
@@ -756,8 +769,9 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 
 // boundaryOptions builds one case's tool boundary configuration: its policy engine (from the
 // policy file, else the built-in policy), an approval store with the approval file's grants
-// preloaded for this run (it returns how many), the mode, the tool-call budgets of the case's team
-// and the run's redactor.
+// preloaded for this run (it returns how many), the mode, the tool-call and token budgets of the
+// case's team (one policy.Budget, which the runtime also reserves provider tokens from) and the
+// run's redactor.
 func boundaryOptions(opts Options, team runtime.Team, r *policy.Redactor) ([]tool.Option, int, error) {
 	bopts := []tool.Option{tool.WithRedactor(r)}
 	if opts.Mode != "" && opts.Mode != string(tool.Live) {
@@ -777,9 +791,10 @@ func boundaryOptions(opts Options, team runtime.Team, r *policy.Redactor) ([]too
 		})
 	}
 	bopts = append(bopts, tool.WithApprovals(approvals))
-	budget, err := policy.NewBudget(policy.Limits{ToolCalls: opts.TeamToolCalls}, policy.Limits{ToolCalls: opts.MemberToolCalls})
+	budget, err := policy.NewBudget(policy.Limits{ToolCalls: opts.TeamToolCalls, Tokens: opts.TeamTokens},
+		policy.Limits{ToolCalls: opts.MemberToolCalls, Tokens: opts.MemberTokens})
 	if err != nil {
-		return nil, 0, fmt.Errorf("tool-call budget: %w", err)
+		return nil, 0, fmt.Errorf("budget: %w", err)
 	}
 	return append(bopts, tool.WithBudget(budget)), grants, nil
 }

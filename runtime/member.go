@@ -438,9 +438,19 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		if err := ctx.Err(); err != nil {
 			return fail(fmt.Errorf("cancelled before request %d: %w", requests, err))
 		}
+		// Rule 11: tokens are reserved on the boundary's budget before the request goes out and
+		// charged with what the response reported (unknown stays unknown).
+		tokens, err := e.boundary.Budget().ReserveRequest(m.ID)
+		if err != nil {
+			bg := e.boundary.Budget()
+			_ = e.Emit(ctx, "budget_refused", m.ID, session, map[string]any{"request": "provider", "error": err.Error(),
+				"member_usage": bg.Member(m.ID), "team_usage": bg.Team()})
+			return fail(fmt.Errorf("provider request refused by the token budget: %w", err))
+		}
 		seq := e.nextSeq(session)
 		resp, err := e.provider.Complete(ctx, provider.Request{SessionID: session, Seq: seq, Model: e.model,
 			Messages: messages, Tools: defs, Stream: e.stream})
+		tokens.Commit(reportedTokens(resp))
 		if resp != nil {
 			res.Usage.Add(resp.Usage)
 			res.HTTPAttempts += resp.Attempts
@@ -605,6 +615,17 @@ func (j sinkJournal) Outcome(ctx context.Context, out tool.Outcome) error {
 		return err
 	}
 	return j.sink.Emit(ctx, ev)
+}
+
+// reportedTokens is what a provider request is charged to the token budget: the total tokens its
+// response reported, or nil (unknown, never zero) when there was no response, the response
+// reported no usage, or the client retried (the failed attempts reported none).
+func reportedTokens(resp *provider.Response) *int64 {
+	if resp == nil || resp.Usage == nil || resp.Attempts > 1 {
+		return nil
+	}
+	t := resp.Usage.TotalTokens
+	return &t
 }
 
 func truncate(s string, n int) string {

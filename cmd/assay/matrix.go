@@ -53,7 +53,11 @@ rejected (a rejected case names every failed check and is never re-run); the gat
 Every tool call of every member passes the execution boundary (docs/safety.md): --policy decides it
 (allow, deny, or ask an approver), --approvals preloads exact grants for calls policy asks about (a
 call no grant covers fails its member as "paused for approval"; nothing is dispatched), and the
-tool-call budgets are reserved before each dispatch. --mode dry_run simulates every tool that is not
+tool-call budgets are reserved before each dispatch. --member-tokens and --team-tokens limit provider
+tokens: before each provider request the member reserves on the same budget, and the request is
+refused (the member fails naming the budget; the case is rejected) once the tokens so far reach a
+limit, or when a limit is set and an earlier response reported no usage — unknown usage is never
+counted as zero. --mode dry_run simulates every tool that is not
 readonly and --mode observe records asks without enforcing them; both runs are finalized
 non_certifiable, never accepted, and say so in the table and the report. The provider API key and the
 values of secret-looking environment variables (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIALS) are
@@ -69,6 +73,7 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
   assay matrix run --formations parallel --format json
   assay matrix run --policy policy.yaml --approvals assay-out/approvals.json
   assay matrix run --mode dry_run
+  assay matrix run --member-tokens 20000 --team-tokens 100000
   OPENAI_API_KEY=... assay matrix run --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -99,6 +104,8 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.StringVar(&opts.Harness.Mode, "mode", "live", "run mode: live, dry_run (tools that are not readonly are simulated) or observe (asks recorded, not enforced); dry_run and observe runs are non_certifiable, never accepted")
 	f.Int64Var(&opts.Harness.MemberToolCalls, "member-tool-calls", harness.DefaultMemberToolCalls, "hard limit on tool calls per member over a case, reserved before each dispatch (retries and reconciliation included)")
 	f.Int64Var(&opts.Harness.TeamToolCalls, "team-tool-calls", harness.DefaultTeamToolCalls, "hard limit on tool calls per case's team, shared by its members")
+	f.Int64Var(&opts.Harness.MemberTokens, "member-tokens", 0, "hard limit on provider tokens per member over a case (total_tokens as responses reported them; 0 = no limit); a request is refused once the member's tokens reach it, or when earlier usage was not reported")
+	f.Int64Var(&opts.Harness.TeamTokens, "team-tokens", 0, "hard limit on provider tokens per case's team, shared by its members (0 = no limit); refused like --member-tokens")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
 	cmd.AddCommand(run)
 	return cmd
@@ -130,6 +137,9 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	}
 	if h.MemberToolCalls <= 0 || h.TeamToolCalls <= 0 {
 		return badInput(fmt.Errorf("--member-tool-calls %d and --team-tool-calls %d must be positive", h.MemberToolCalls, h.TeamToolCalls))
+	}
+	if h.MemberTokens < 0 || h.TeamTokens < 0 {
+		return badInput(fmt.Errorf("--member-tokens %d and --team-tokens %d must not be negative (0 = no limit)", h.MemberTokens, h.TeamTokens))
 	}
 	for _, spec := range opts.Faults {
 		fault, err := reference.ParseFault(spec)

@@ -116,6 +116,28 @@ func (b *Budget) Reserve(member string, calls, tokens int64, purpose string) (*R
 	return &Reservation{b: b, member: member, calls: calls, tokens: tokens, Purpose: purpose}, nil
 }
 
+// ReserveRequest admits one provider request of member against the member's and the team's token
+// limits (Limits.Tokens), before the request is sent. A response's size is not known in advance, so
+// the reservation holds 1 token: a request is admitted while tokens used plus tokens reserved by
+// requests in flight stay below each limit, so a request is refused once the tokens so far reach
+// a limit, and two members racing for the last token get one request out between them. Responses
+// in flight together can take usage past a limit; the next request is then refused. After the
+// response, Commit the tokens it reported (nil when it reported none: usage becomes unknown, and
+// every later request under a token limit is refused with ErrBudgetUnevaluable); Release when
+// nothing was sent. It reserves no tool call. Errors: ErrBudgetExhausted or ErrBudgetUnevaluable,
+// wrapped, naming the member or "team", the limit and the usage. A nil *Budget admits every
+// request and returns a nil *Reservation, whose Commit and Release do nothing. Safe for concurrent
+// use.
+func (b *Budget) ReserveRequest(member string) (*Reservation, error) {
+	if b == nil {
+		return nil, nil
+	}
+	return b.Reserve(member, 0, 1, PurposeProviderRequest)
+}
+
+// PurposeProviderRequest is the purpose of a ReserveRequest reservation.
+const PurposeProviderRequest = "provider_request"
+
 func (b *Budget) usageLocked(member string) *Usage {
 	u, ok := b.used[member]
 	if !ok {

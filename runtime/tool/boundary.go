@@ -322,6 +322,12 @@ func (b *Boundary) DefinitionsFor(names []string, readOnly bool) []Tool {
 // PolicyDigest returns the digest of the policy in force (the envelope's policy digest).
 func (b *Boundary) PolicyDigest() string { return b.policy.Digest() }
 
+// Budget returns the budget the boundary reserves tool calls from (WithBudget), nil when it has
+// none. The runtime reserves provider tokens from the same budget before each provider request, so
+// tool calls and tokens of every member share one set of limits. A policy.Budget is safe for
+// concurrent use.
+func (b *Boundary) Budget() *policy.Budget { return b.budget }
+
 // Approvals returns the boundary's approval store (pending questions, for operators and APIs).
 func (b *Boundary) Approvals() *policy.Approvals { return b.approvals }
 
