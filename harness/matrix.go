@@ -813,9 +813,14 @@ func (s *storeSink) Emit(ctx context.Context, ev runtime.Event) error {
 	return err
 }
 
-// PutArtifact stores data with every secret value masked. A masked artifact's digest is that of the
-// masked bytes; the provider_exchange event keeps the wire's own request hash.
+// PutArtifact stores data with every secret value masked. A streamed response (text/event-stream)
+// passes policy.Redactor.SSE, which also masks a secret split across chunks; anything else is
+// masked byte-wise (policy.Redactor.String). A masked artifact's digest is that of the masked
+// bytes; the provider_exchange event keeps the wire's own request hash.
 func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, data []byte) (string, error) {
+	if mediaType == "text/event-stream" {
+		return s.store.PutArtifact(ctx, s.runID, name, mediaType, s.redactor.SSE(data))
+	}
 	return s.store.PutArtifact(ctx, s.runID, name, mediaType, []byte(s.redactor.String(string(data))))
 }
 
