@@ -42,7 +42,8 @@ States: awaiting_approval, pending, running, succeeded, failed, unknown, cancell
 call was dispatched and its outcome was lost (a timeout, a lost response, a process killed between
 intent and outcome): the effect may have committed. It needs reconciliation, never a blind retry:
 see 'assay reconcile'. A run that is still executing shows its in-flight calls as running; in a
-finished or interrupted run they are unknown.`,
+finished or interrupted run they are unknown. When nothing matches, the table format prints
+"no effects in state STATE" (or "no effects") and --format json prints [].`,
 		Example: `  assay effects --state unknown
   assay effects --format json run-20261130t101500-0a1b2c3d4e5f`,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -95,6 +96,15 @@ func runEffects(ctx context.Context, opts *EffectsOptions) error {
 			all = []tool.Effect{}
 		}
 		return writeJSON(opts.IO.Out, all)
+	}
+	if len(all) == 0 {
+		// A bare header would read like a truncated listing; say that nothing matched.
+		if opts.State != "" {
+			_, err := fmt.Fprintf(opts.IO.Out, "no effects in state %s\n", opts.State)
+			return err
+		}
+		_, err := fmt.Fprintln(opts.IO.Out, "no effects")
+		return err
 	}
 	t := table{header: []string{"RUN", "MEMBER", "CALL", "TOOL", "ACCESS", "STATE", "SOURCE", "RECONCILE"}}
 	for _, e := range all {
