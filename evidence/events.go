@@ -101,6 +101,11 @@ func EventSchemas() []EventSchema {
 		{Type: "member_completed", Doc: "a member replied done", Required: []string{"formation"}},
 		{Type: "member_failed", Doc: "a member failed", Required: []string{"formation", "error"}},
 		{Type: "check_completed", Doc: "an acceptance check ended", Required: []string{"check", "status"}},
+		{Type: "checkpoint", Doc: "a durable run's state was checkpointed after this event", Required: []string{"state_sha256", "turns", "paused"}},
+		{Type: "run_resumed", Doc: "this run continues another from its checkpoint",
+			Required: []string{"resumes_run_id", "team_run_id", "checkpoint_seq", "checkpoint_hash"}},
+		{Type: "member_restored", Doc: "a turn that ended before a resume, restored from the checkpoint", Required: []string{"invocation", "success", "input_sha256"}},
+		{Type: "member_paused", Doc: "a member stopped at a call awaiting approval or reconciliation", Required: []string{"invocation", "idempotency_key", "state"}},
 	}
 }
 

@@ -54,6 +54,9 @@ type caseState struct {
 	pytestPythonErr error
 	// redactor is the run's redaction projection; deliverables are stored through it.
 	redactor *policy.Redactor
+	// priorRuns are, for a resumed run, the runs it continues (first run first): their provider
+	// exchanges are part of the sessions' usage.
+	priorRuns []string
 }
 
 // Check is a matrix check descriptor: adding a check is adding one value to Checks, with its test.
@@ -245,10 +248,10 @@ var memberOutcomes = Check{
 var sessions = Check{
 	Name: "sessions",
 	Doc: "member session ids are distinct, each is {run_id}-{member_id}, and they are exactly the session ids the " +
-		"gateway saw for this run, with as many requests per session as the runtime made",
+		"gateway saw for this run (a resumed run: for the run it continues, whose ids it keeps), with as many requests per session as the runtime made",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		records, err := s.gateway.Records(ctx, s.runID+"-", true)
+		records, err := s.gateway.Records(ctx, s.team.RunID+"-", true)
 		if err != nil {
 			return statusUnknown, "gateway records unavailable: " + err.Error(), nil
 		}
@@ -259,7 +262,7 @@ var sessions = Check{
 		var problems []string
 		expected := map[string]int{}
 		for _, m := range s.result.Members {
-			want := s.runID + "-" + m.MemberID
+			want := s.team.RunID + "-" + m.MemberID
 			if m.SessionID != want {
 				problems = append(problems, fmt.Sprintf("%s used session %q, want %q", m.MemberID, m.SessionID, want))
 			}
@@ -300,7 +303,7 @@ var routing = Check{
 		"are reported in the detail; what they did to usage is the usage check's)",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		records, err := s.gateway.Records(ctx, s.runID+"-", true)
+		records, err := s.gateway.Records(ctx, s.team.RunID+"-", true)
 		if err != nil {
 			return statusUnknown, "gateway records unavailable: " + err.Error(), nil
 		}

@@ -30,13 +30,34 @@ var formationEvidence = Check{
 		if err != nil {
 			return statusUnknown, "trace unavailable: " + err.Error(), nil
 		}
-		t := trace{events: events}
+		t := trace{events: withRestored(events)}
 		if s.entry.Evidence == nil {
 			return statusFailed, "no evidence rule for " + s.entry.Name, nil
 		}
 		status, detail := s.entry.Evidence(t, s)
 		return status, detail, map[string]any{"formation": s.entry.Formation, "catalog": s.entry.Name, "team_metadata": t.teamMetadata()}
 	},
+}
+
+// withRestored expands each member_restored event of a resumed run (a turn that ended in the run
+// it resumes, restored from the checkpoint) into the member_started and member_completed (or
+// member_failed) it stands for, at its own seq: the resumed run's formation replayed that turn, and
+// its ordering is the ordering the rules check.
+func withRestored(events []evidence.StoredEvent) []evidence.StoredEvent {
+	out := make([]evidence.StoredEvent, 0, len(events))
+	for _, e := range events {
+		if e.Type != "member_restored" {
+			out = append(out, e)
+			continue
+		}
+		started, ended := e, e
+		started.Type, ended.Type = "member_started", "member_completed"
+		if ok, _ := payloadOf(e)["success"].(bool); !ok {
+			ended.Type = "member_failed"
+		}
+		out = append(out, started, ended)
+	}
+	return out
 }
 
 // trace is a run's stored events with the lookups the rules need.

@@ -151,6 +151,11 @@ type CaseResult struct {
 	Verdict      evidence.Verdict   `json:"verdict"`
 	EventCount   int64              `json:"event_count"`
 	TerminalHash string             `json:"terminal_hash"`
+	// Paused is set when the run paused (a call awaiting approval, an effect awaiting
+	// reconciliation): it is rejected, and 'assay resume RUN' continues it.
+	Paused bool `json:"paused,omitempty"`
+	// Resumes is the run this one resumed ("" for a first run).
+	Resumes string `json:"resumes,omitempty"`
 }
 
 // Summary is the outcome of a matrix run.
@@ -484,47 +489,13 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 
 	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath,
 		GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
-	upstream := opts.BaseURL
-	var refServer *reference.Server
-	if upstream == "" {
-		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader})
-		if err != nil {
-			return sum, fmt.Errorf("start the reference provider: %w", err)
-		}
-		defer ref.Close()
-		refServer = ref.Server()
-		upstream = ref.BaseURL()
-		sum.Reference = true
-		sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model)"
-	} else {
-		sum.Provider = opts.BaseURL
-	}
-	up, err := url.Parse(upstream)
+	env, closeEnv, err := openEnv(ctx, opts, store, &sum)
 	if err != nil {
-		return sum, fmt.Errorf("provider URL %q: %w", upstream, err)
+		return sum, err
 	}
-	basePath := strings.TrimRight(up.Path, "/")
-	up.Path, up.RawPath = "", ""
-	gw, err := gateway.Start(ctx, gateway.Config{Upstream: up.String(), SessionHeader: opts.SessionHeader, DBPath: sum.GatewayDB})
-	if err != nil {
-		return sum, fmt.Errorf("start the observing gateway: %w", err)
-	}
-	defer gw.Close()
-	client, err := provider.NewClient(provider.ClientConfig{BaseURL: gw.URL() + basePath, APIKey: opts.APIKey,
-		SessionHeader: opts.SessionHeader, Timeout: opts.RequestTimeout})
-	if err != nil {
-		return sum, fmt.Errorf("provider client: %w", err)
-	}
-
+	defer closeEnv()
+	refServer, prog := env.reference, env.progress
 	profile := Profiles()[opts.Profile]
-	env := caseEnv{store: store, gateway: gw, client: client, redactor: newRedactor(opts, os.Environ())}
-	if opts.Language == reference.LanguagePython {
-		// One interpreter for the whole matrix, chosen deliberately (oracle.FindPython); when none
-		// qualifies the tests and oracle checks fail as unavailable, never pass.
-		env.oraclePython, env.oraclePythonErr = oracle.FindPython(ctx, false)
-		env.pytestPython, env.pytestPythonErr = oracle.FindPython(ctx, true)
-	}
-	prog := &lineWriter{w: opts.Progress, redactor: env.redactor}
 	if opts.PolicyFile != "" || opts.Mode != string(tool.Live) || opts.ApprovalsFile != "" {
 		prog.line("mode %s, policy %s (sha256 %s), approvals %s", opts.Mode, labelOr(opts.PolicyFile, "built-in"),
 			labelOr(opts.policyDigest, "none"), labelOr(opts.ApprovalsFile, "none"))
@@ -578,6 +549,61 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	return sum, nil
 }
 
+// openEnv starts what every case of a matrix run shares: the embedded reference provider (when no
+// base URL is given), the observing gateway on OUT/gateway-usage.db (which keeps the usage of
+// earlier processes' requests, so a resumed run's sessions reconcile over both), the provider
+// client, the redactor and the Python interpreters. sum receives the provider's description. The
+// returned function stops what was started; it is also returned (and must be called) on error.
+func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summary) (caseEnv, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	upstream := opts.BaseURL
+	var refServer *reference.Server
+	if upstream == "" {
+		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader})
+		if err != nil {
+			return caseEnv{}, closeAll, fmt.Errorf("start the reference provider: %w", err)
+		}
+		closers = append(closers, func() { ref.Close() })
+		refServer = ref.Server()
+		upstream = ref.BaseURL()
+		sum.Reference = true
+		sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model)"
+	} else {
+		sum.Provider = opts.BaseURL
+	}
+	up, err := url.Parse(upstream)
+	if err != nil {
+		return caseEnv{}, closeAll, fmt.Errorf("provider URL %q: %w", upstream, err)
+	}
+	basePath := strings.TrimRight(up.Path, "/")
+	up.Path, up.RawPath = "", ""
+	gw, err := gateway.Start(ctx, gateway.Config{Upstream: up.String(), SessionHeader: opts.SessionHeader, DBPath: sum.GatewayDB})
+	if err != nil {
+		return caseEnv{}, closeAll, fmt.Errorf("start the observing gateway: %w", err)
+	}
+	closers = append(closers, func() { gw.Close() })
+	client, err := provider.NewClient(provider.ClientConfig{BaseURL: gw.URL() + basePath, APIKey: opts.APIKey,
+		SessionHeader: opts.SessionHeader, Timeout: opts.RequestTimeout})
+	if err != nil {
+		return caseEnv{}, closeAll, fmt.Errorf("provider client: %w", err)
+	}
+	env := caseEnv{store: store, gateway: gw, client: client, redactor: newRedactor(opts, os.Environ())}
+	if opts.Language == reference.LanguagePython {
+		// One interpreter for the whole matrix, chosen deliberately (oracle.FindPython); when none
+		// qualifies the tests and oracle checks fail as unavailable, never pass.
+		env.oraclePython, env.oraclePythonErr = oracle.FindPython(ctx, false)
+		env.pytestPython, env.pytestPythonErr = oracle.FindPython(ctx, true)
+	}
+	env.progress = &lineWriter{w: opts.Progress, redactor: env.redactor}
+	env.reference = refServer
+	return env, closeAll, nil
+}
+
 // caseEnv is what every case of one matrix run shares.
 type caseEnv struct {
 	store           *evidence.Store
@@ -589,6 +615,10 @@ type caseEnv struct {
 	pytestPythonErr error
 	// redactor is the run's one redaction projection (newRedactor).
 	redactor *policy.Redactor
+	// progress receives progress lines (never nil; it may discard them).
+	progress *lineWriter
+	// reference is the embedded reference provider, nil with a base URL.
+	reference *reference.Server
 }
 
 func labelOr(s, empty string) string {
@@ -651,30 +681,56 @@ func newOracleManifest(s oracle.Spec) oracleManifest {
 
 func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult, error) {
 	start := time.Now()
-	timings := map[string]float64{}
 	store := env.store
 	runID, err := newRunID()
 	if err != nil {
 		return CaseResult{}, err
 	}
-	caseDir, err := filepath.Abs(filepath.Join(opts.OutDir, "cases", runID))
+	cr, m, envelope, err := prepareCase(opts, c, runID)
 	if err != nil {
 		return CaseResult{}, err
+	}
+	// The envelope is bound before anything executes.
+	if err := store.OpenRun(ctx, runID, envelope, ""); err != nil {
+		return CaseResult{}, fmt.Errorf("open run %s: %w", runID, err)
+	}
+	cr.runID, cr.start = runID, start
+	cr.sink = &storeSink{store: store, runID: runID, redactor: env.redactor}
+	manifestJSON, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: manifest: %w", runID, err)
+	}
+	if _, err := store.PutArtifact(ctx, runID, manifestArtifact, "application/json", manifestJSON); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", runID, err)
+	}
+	return executeCase(ctx, opts, c, env, cr)
+}
+
+// manifestArtifact is the name a case run's manifest is stored under.
+const manifestArtifact = "manifest.json"
+
+// prepareCase builds what defines case c for the team run identityRunID: the member directories
+// under OUT/cases/identityRunID (created when missing, kept when present), the plans, the oracle
+// spec, the team, the manifest and the envelope binding its digest. It writes no evidence.
+func prepareCase(opts Options, c Case, identityRunID string) (caseRun, manifest, evidence.Envelope, error) {
+	caseDir, err := filepath.Abs(filepath.Join(opts.OutDir, "cases", identityRunID))
+	if err != nil {
+		return caseRun{}, manifest{}, evidence.Envelope{}, err
 	}
 	plans, err := c.plan(caseDir)
 	if err != nil {
-		return CaseResult{}, err
+		return caseRun{}, manifest{}, evidence.Envelope{}, err
 	}
 	spec, err := c.oracleSpec()
 	if err != nil {
-		return CaseResult{}, fmt.Errorf("oracle spec: %w", err)
+		return caseRun{}, manifest{}, evidence.Envelope{}, fmt.Errorf("oracle spec: %w", err)
 	}
 	fopts := c.Entry.Options()
 	task := c.Entry.Task
 	if task == "" {
 		task = defaultTeamTask
 	}
-	team := runtime.Team{RunID: runID, Formation: c.Entry.Formation, Task: task}
+	team := runtime.Team{RunID: identityRunID, Formation: c.Entry.Formation, Task: task}
 	m := manifest{Catalog: c.Entry.Name, Formation: c.Entry.Formation, Options: fopts.Summary(), TeamTask: task,
 		Profile: c.Profile.Name, Language: c.Language, Provider: upstreamLabel(opts),
 		Model: opts.Model, Stream: opts.Stream, Deliverables: map[string][]string{}, OracleSpec: newOracleManifest(spec)}
@@ -690,7 +746,7 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	}
 	manifestDigest, err := digestJSON(m)
 	if err != nil {
-		return CaseResult{}, err
+		return caseRun{}, manifest{}, evidence.Envelope{}, err
 	}
 	envelope := evidence.Envelope{
 		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: opts.Mode, PolicyDigest: opts.policyDigest,
@@ -700,25 +756,42 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 		Provider:               upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
 		Formation: c.Entry.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
 	}
-	// The envelope is bound before anything executes.
-	if err := store.OpenRun(ctx, runID, envelope, ""); err != nil {
-		return CaseResult{}, fmt.Errorf("open run %s: %w", runID, err)
-	}
-	sink := &storeSink{store: store, runID: runID, redactor: env.redactor}
-	manifestJSON, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return CaseResult{}, fmt.Errorf("run %s: manifest: %w", runID, err)
-	}
-	if _, err := store.PutArtifact(ctx, runID, "manifest.json", "application/json", manifestJSON); err != nil {
-		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", runID, err)
-	}
+	return caseRun{caseDir: caseDir, plans: plans, spec: spec, team: team, fopts: fopts}, m, envelope, nil
+}
 
+// caseRun is one run of a case as executeCase needs it: the evidence run (already open, its
+// envelope bound), the team and its plans, and for a resumed run what it resumes.
+type caseRun struct {
+	runID   string // the evidence run
+	caseDir string
+	plans   []memberPlan
+	spec    oracle.Spec
+	team    runtime.Team // team.RunID is the identity run id (the first run's, for a resumed run)
+	fopts   formation.Options
+	sink    *storeSink
+	start   time.Time
+	resume  *resumePoint
+}
+
+// executeCase runs an open case run to its verdict: the boundary and engine (durable when the
+// formation can resume), for a resumed run the recovery of its journal, the team, the checks and
+// finalization.
+func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr caseRun) (CaseResult, error) {
+	start, runID, store, team, plans, spec, fopts, sink, caseDir := cr.start, cr.runID, env.store, cr.team, cr.plans, cr.spec, cr.fopts, cr.sink, cr.caseDir
+	timings := map[string]float64{}
 	bopts, grants, err := boundaryOptions(opts, team, env.redactor)
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
 	}
-	engine, err := runtime.NewEngine(runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink,
-		BoundaryOptions: bopts})
+	ecfg := runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink, BoundaryOptions: bopts}
+	if formation.Resumable(team.Formation, fopts) {
+		ecfg.Durable = &runtime.DurableConfig{Checkpoint: sink.Checkpoint}
+		if cr.resume != nil {
+			ecfg.Durable.Restore = &cr.resume.state
+			fopts.Resume = true
+		}
+	}
+	engine, err := runtime.NewEngine(ecfg)
 	if err != nil {
 		return CaseResult{}, err
 	}
@@ -727,6 +800,11 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 		"member_tool_calls": opts.MemberToolCalls, "team_tool_calls": opts.TeamToolCalls,
 		"member_tokens": opts.MemberTokens, "team_tokens": opts.TeamTokens}); err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: record boundary configuration: %w", runID, err)
+	}
+	if cr.resume != nil {
+		if err := cr.resume.recover(ctx, engine, team, env.progress); err != nil {
+			return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
+		}
 	}
 	teamStart := time.Now()
 	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
@@ -739,6 +817,9 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{},
 		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
 		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor}
+	if cr.resume != nil {
+		state.priorRuns = cr.resume.lineage
+	}
 	var checks []evidence.Check
 	for _, ch := range Checks() {
 		checkStart := time.Now()
@@ -756,15 +837,25 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	if failed := failedRequired(checks); len(failed) > 0 {
 		verdict = evidence.Verdict{Verdict: "rejected", Reasons: failed}
 	}
+	paused, pauses := engine.Paused()
+	if paused {
+		// A paused run is never accepted, whatever its checks say: its work is not finished.
+		reasons := []string{fmt.Sprintf("paused: %s; continue it with 'assay resume %s'", strings.Join(pauses, "; "), runID)}
+		verdict = evidence.Verdict{Verdict: "rejected", Reasons: append(reasons, verdict.Reasons...)}
+	}
 	finStart := time.Now()
 	fin, err := store.Finalize(ctx, runID, verdict)
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("finalize run %s: %w", runID, err)
 	}
 	timings["finalize"] = time.Since(finStart).Seconds()
-	return CaseResult{RunID: runID, Case: c.Name(), Catalog: c.Entry.Name, Formation: c.Entry.Formation, Profile: c.Profile.Name,
+	out := CaseResult{RunID: runID, Case: c.Name(), Catalog: c.Entry.Name, Formation: c.Entry.Formation, Profile: c.Profile.Name,
 		Language: c.Language, Members: len(team.Members), ElapsedSeconds: time.Since(start).Seconds(), Timings: timings, Checks: checks,
-		Verdict: fin.Verdict, EventCount: fin.EventCount, TerminalHash: fin.TerminalHash}, nil
+		Verdict: fin.Verdict, EventCount: fin.EventCount, TerminalHash: fin.TerminalHash, Paused: paused}
+	if cr.resume != nil {
+		out.Resumes = cr.resume.from
+	}
+	return out, nil
 }
 
 // boundaryOptions builds one case's tool boundary configuration: its policy engine (from the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -40,9 +41,13 @@ func storeCallID(sessionID string, seq int) string { return sessionID + "/" + st
 //
 // Errors are the sources' (the check then reports usage unknown).
 func collectUsage(ctx context.Context, s *caseState) ([]evidence.UsageCall, []evidence.UsageRow, error) {
-	events, err := s.store.Events(ctx, s.runID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("run events: %w", err)
+	var events []evidence.StoredEvent
+	for _, id := range append(slices.Clone(s.priorRuns), s.runID) {
+		evs, err := s.store.Events(ctx, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %s events: %w", id, err)
+		}
+		events = append(events, evs...)
 	}
 	var calls []evidence.UsageCall
 	byRequest := map[string][]int{} // request sha -> indexes of store calls
@@ -65,7 +70,7 @@ func collectUsage(ctx context.Context, s *caseState) ([]evidence.UsageCall, []ev
 		}
 		calls = append(calls, c)
 	}
-	records, err := s.gateway.Records(ctx, s.runID+"-", true)
+	records, err := s.gateway.Records(ctx, s.team.RunID+"-", true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway records: %w", err)
 	}

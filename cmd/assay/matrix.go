@@ -221,9 +221,18 @@ func matrixTable(sum harness.Summary) table {
 			usage = "conserved"
 		}
 		t.rows = append(t.rows, []string{c.RunID, c.Catalog, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
-			get("files"), get("tests"), get("oracle"), get("formation"), get("sessions"), usage, c.Verdict.Verdict})
+			get("files"), get("tests"), get("oracle"), get("formation"), get("sessions"), usage, verdictLabel(c)})
 	}
 	return t
+}
+
+// verdictLabel is a case's verdict as the table shows it: a paused case is rejected, and says it
+// paused (assay resume continues it).
+func verdictLabel(c harness.CaseResult) string {
+	if c.Paused {
+		return c.Verdict.Verdict + " (paused)"
+	}
+	return c.Verdict.Verdict
 }
 
 // writeMatrixReport reads the matrix's runs back from the evidence store and writes report.md atomically.

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
+)
+
+// askTests sends exec-1's write of double_test.go to an approver.
+const askTests = `version: 1
+default: allow
+rules:
+  - id: tests-need-approval
+    tools: [write_file]
+    members: [exec-1]
+    paths: [double_test.go]
+    decision: ask
+`
+
+// pausedRun runs case name with the ask policy and returns the output directory, the policy path
+// and the paused run's id.
+func pausedRun(t *testing.T, name string) (out, policyPath, runID string) {
+	t.Helper()
+	dir := t.TempDir()
+	out = filepath.Join(dir, "out")
+	policyPath = filepath.Join(dir, "ask.yaml")
+	if err := os.WriteFile(policyPath, []byte(askTests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "matrix", "run", "--formations", name, "--policy", policyPath, "--out", out, "--format", "json")
+	if r.code != 1 {
+		t.Fatalf("paused run: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	var sum harness.Summary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
+		t.Fatal(err)
+	}
+	c := sum.Cases[0]
+	if !c.Paused || c.Verdict.Verdict != "rejected" || !strings.Contains(strings.Join(c.Verdict.Reasons, " "), "assay resume "+c.RunID) {
+		t.Fatalf("case %+v: want paused and rejected naming assay resume", c)
+	}
+	return out, policyPath, c.RunID
+}
+
+// awaiting returns the call id and payload hash of run's one call awaiting approval.
+func awaiting(t *testing.T, out, run string) (call, hash string) {
+	t.Helper()
+	r := runCLI(t, "effects", "--out", out, "--format", "json", run)
+	var effs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &effs); err != nil {
+		t.Fatalf("effects: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	for _, e := range effs {
+		if e["state"] == "awaiting_approval" {
+			if call != "" {
+				t.Fatalf("two calls await approval: %v", effs)
+			}
+			call, hash = e["call_id"].(string), e["payload_sha256"].(string)
+		}
+	}
+	if call == "" {
+		t.Fatalf("no call awaits approval in %s: %v", run, effs)
+	}
+	return call, hash
+}
+
+func runsOf(t *testing.T, out string) map[string]evidence.RunSummary {
+	t.Helper()
+	store, err := evidence.Open(context.Background(), filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	runs, err := store.Runs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]evidence.RunSummary{}
+	for _, r := range runs {
+		m[r.RunID] = r
+	}
+	return m
+}
+
+func eventsOf(t *testing.T, out, run string) []evidence.StoredEvent {
+	t.Helper()
+	store, err := evidence.Open(context.Background(), filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	evs, err := store.Events(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// A parallel case pauses when exec-1's test file needs an approval; exec-2 completes meanwhile.
+// After 'assay approve', 'assay resume' (the same policy, the approval file) dispatches the approved
+// write once, restores exec-2 without a provider request, continues exec-1 and is accepted.
+func TestResumeAfterApprovalIsAccepted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	out, policyPath, run := pausedRun(t, "parallel")
+	call, hash := awaiting(t, out, run)
+	approvals := filepath.Join(out, "approvals.json")
+	if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
+		t.Fatalf("approve: exit %d: %s", r.code, r.stderr)
+	}
+	r := runCLI(t, "resume", run, "--out", out, "--policy", policyPath, "--approvals", approvals, "--format", "json")
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var cr harness.CaseResult
+	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
+		t.Fatal(err)
+	}
+	if cr.Verdict.Verdict != "accepted" || cr.Paused || cr.Resumes != run {
+		t.Fatalf("resumed case %+v", cr)
+	}
+	runs := runsOf(t, out)
+	if runs[cr.RunID].CorrectsRunID != run {
+		t.Fatalf("the resumed run is not linked to %s: %+v", run, runs[cr.RunID])
+	}
+	evs := eventsOf(t, out, cr.RunID)
+	var restored, exchanges2, dispatches int
+	for _, ev := range evs {
+		switch {
+		case ev.Type == "member_restored" && ev.MemberID == "exec-2":
+			restored++
+		case ev.Type == "provider_exchange" && ev.MemberID == "exec-2":
+			exchanges2++
+		case ev.Type == "tool_call" && strings.HasSuffix(string(mustField(t, ev.Payload, "idempotency_key").([]byte)), ":"+call):
+			if d, _ := mustField(t, ev.Payload, "dispatched").(bool); d {
+				dispatches++
+			}
+		}
+	}
+	if evs[0].Type != "run_resumed" && evs[1].Type != "run_resumed" {
+		t.Fatalf("run_resumed is not among the first events: %s, %s", evs[0].Type, evs[1].Type)
+	}
+	if restored != 1 || exchanges2 != 0 {
+		t.Fatalf("exec-2 completed before the pause: restored %d times, %d provider requests in the resumed run", restored, exchanges2)
+	}
+	if dispatches != 1 {
+		t.Fatalf("the approved call was dispatched %d times in the resumed run", dispatches)
+	}
+	if r := runCLI(t, "verify", "--out", out); r.code != 0 {
+		t.Fatalf("verify after resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func mustField(t *testing.T, payload json.RawMessage, k string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	v := m[k]
+	if s, ok := v.(string); ok {
+		return []byte(s)
+	}
+	return v
+}
+
+// What resume refuses, before writing anything: another policy than the run's, a stale approval
+// (bound to other arguments), a run already resumed, a completed run, a formation that does not
+// resume durably.
+func TestResumeRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	out, policyPath, run := pausedRun(t, "sequential")
+	before := len(runsOf(t, out))
+
+	other := filepath.Join(filepath.Dir(policyPath), "other.yaml")
+	if err := os.WriteFile(other, []byte(askTests+"  - id: extra\n    tools: [read_file]\n    decision: allow\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "resume", run, "--out", out, "--policy", other)
+	if r.code != 2 {
+		t.Fatalf("resume under another policy: exit %d, want 2: %s", r.code, r.stderr)
+	}
+	oneLine(t, r, "policy_digest")
+	if n := len(runsOf(t, out)); n != before {
+		t.Fatalf("a refused resume wrote %d runs", n-before)
+	}
+
+	// A stale approval: granted for other arguments. Nothing dispatches; the run pauses again.
+	call, hash := awaiting(t, out, run)
+	approvals := filepath.Join(out, "approvals.json")
+	if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash); r.code != 0 {
+		t.Fatalf("approve: %s", r.stderr)
+	}
+	b, err := os.ReadFile(approvals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := strings.Replace(string(b), hash, strings.Repeat("0", 64), 1)
+	if stale == string(b) {
+		t.Fatal("the approval file does not carry the payload hash")
+	}
+	if err := os.WriteFile(approvals, []byte(stale), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, "resume", run, "--out", out, "--policy", policyPath, "--approvals", approvals, "--format", "json")
+	if r.code != 1 {
+		t.Fatalf("resume with a stale approval: exit %d, want 1 (paused again)\n%s", r.code, r.stderr)
+	}
+	var cr harness.CaseResult
+	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
+		t.Fatal(err)
+	}
+	if !cr.Paused {
+		t.Fatalf("a stale approval did not leave the run paused: %+v", cr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "cases", run, "exec-1", "double_test.go")); !os.IsNotExist(err) {
+		t.Fatalf("the call under a stale approval was dispatched: %v", err)
+	}
+
+	r = runCLI(t, "resume", run, "--out", out, "--policy", policyPath)
+	if r.code != 2 || !strings.Contains(r.stderr, "already resumed by run "+cr.RunID) {
+		t.Fatalf("second resume of %s: exit %d: %s", run, r.code, r.stderr)
+	}
+
+	// A completed run, and a case whose formation does not resume.
+	done := runCLI(t, "matrix", "run", "--formations", "debate", "--out", out, "--format", "json")
+	var sum harness.Summary
+	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil {
+		t.Fatalf("%v: %s", err, done.stderr)
+	}
+	r = runCLI(t, "resume", sum.Cases[0].RunID, "--out", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "does not resume durably") {
+		t.Fatalf("resume of a debate run: exit %d: %s", r.code, r.stderr)
+	}
+	done = runCLI(t, "matrix", "run", "--formations", "pipeline", "--out", out, "--format", "json")
+	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil {
+		t.Fatalf("%v: %s", err, done.stderr)
+	}
+	r = runCLI(t, "resume", sum.Cases[0].RunID, "--out", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "nothing to resume") {
+		t.Fatalf("resume of a completed run: exit %d: %s", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,314 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/effect"
+	"github.com/assay-audit/assay/runtime/formation"
+	"github.com/assay-audit/assay/runtime/tool"
+)
+
+// Durable pause and resume of a matrix case (SAFETY.md rule 14; docs/safety.md, "Pause and
+// resume").
+//
+// A case of a durable formation (sequential, pipeline, parallel, hierarchical, consensus,
+// reflection; not in an ensemble mode) runs with a durable engine: each member turn is
+// checkpointed in the evidence store (a "checkpoint" event, then the state bound to it by
+// evidence.SaveCheckpoint). When a call needs an approval nobody has given yet, or an effect ends
+// unknown, the run pauses: it is finalized rejected, naming the pause.
+//
+// Resume continues such a run — paused, or interrupted by a crash — in a new run linked to it as a
+// correction (evidence: corrects_run_id), whose first event, run_resumed, names the run and the
+// checkpoint it continues from. The team keeps the first run's id, so session ids and idempotency
+// keys continue. Before anything runs, resume re-checks the envelope against the current options
+// (tenant, manifest, mode, policy: a changed policy file or case definition refuses), restores the
+// boundary from every earlier run's journal (a call awaiting approval is asked again under the
+// current policy, so stale approvals do not match; an intent without an outcome becomes unknown),
+// dispatches the calls an approval now covers exactly, and reconciles unknown effects through the
+// backend's receipt lookup. Then the formation replays over the checkpoint: ended turns are
+// restored, paused turns continue, the rest run.
+
+// ErrNotResumable is returned (wrapped, naming the reason) when a run cannot be resumed: unknown,
+// still open, already resumed, completed without pausing, without a checkpoint, of a formation
+// that does not resume, or bound to an envelope the current options do not match. Nothing was
+// written when it is returned.
+var ErrNotResumable = errors.New("run cannot be resumed")
+
+// resumePoint is what a resumed run continues from.
+type resumePoint struct {
+	from       string   // the run resumed
+	lineage    []string // the runs this one continues, first run first (from is last)
+	journal    []tool.Record
+	state      runtime.DurableState
+	checkpoint evidence.Checkpoint
+}
+
+// Checkpoint stores a durable state for the sink's run: a "checkpoint" event naming the state's
+// SHA-256 and turn count, then the state (redacted) bound to that event.
+func (s *storeSink) Checkpoint(ctx context.Context, state json.RawMessage) error {
+	masked := redactJSON(s.redactor, state)
+	var st runtime.DurableState
+	if err := json.Unmarshal(masked, &st); err != nil {
+		return fmt.Errorf("checkpoint state: %w", err)
+	}
+	ev, err := runtime.NewEvent("checkpoint", "", "", map[string]any{"turns": len(st.Turns), "paused": st.Paused,
+		"state_sha256": fmt.Sprintf("%x", sha256.Sum256(masked))})
+	if err != nil {
+		return err
+	}
+	stored, err := s.store.AppendEvent(ctx, s.runID, evidence.Event{Type: ev.Type, Time: ev.Time, Payload: ev.Payload})
+	if err != nil {
+		return err
+	}
+	_, err = s.store.SaveCheckpoint(ctx, s.runID, stored.Seq, masked)
+	return err
+}
+
+// recover records run_resumed, restores the boundary from the journal, dispatches what an approval
+// now covers and reconciles unknown effects through the backend.
+func (p *resumePoint) recover(ctx context.Context, e *runtime.Engine, team runtime.Team, prog *lineWriter) error {
+	if err := e.Emit(ctx, "run_resumed", "", "", map[string]any{"resumes_run_id": p.from, "lineage": p.lineage,
+		"team_run_id": team.RunID, "checkpoint_seq": p.checkpoint.Seq, "checkpoint_hash": p.checkpoint.Hash,
+		"checkpoint_event_hash": p.checkpoint.EventHash, "turns": len(p.state.Turns), "pauses": p.state.Pauses}); err != nil {
+		return fmt.Errorf("record run_resumed: %w", err)
+	}
+	members := func(id string) (tool.MemberContext, bool) {
+		m, ok := team.Member(id)
+		if !ok {
+			return tool.MemberContext{}, false
+		}
+		allowed, ro := e.MemberTools(m)
+		return tool.MemberContext{Root: m.Dir, Allowed: allowed, ReadOnly: ro}, true
+	}
+	b := e.Boundary()
+	if _, err := b.Recover(ctx, p.journal, members); err != nil {
+		return fmt.Errorf("restore the boundary: %w", err)
+	}
+	outs, err := b.DispatchApproved(ctx)
+	if err != nil {
+		return fmt.Errorf("dispatch approved calls: %w", err)
+	}
+	for _, o := range outs {
+		prog.line("resume %s: approved call %s dispatched: %s", p.from, o.IdempotencyKey, o.State)
+	}
+	for _, r := range b.Effects(effect.AwaitingApproval) {
+		prog.line("resume %s: call %s still awaits approval", p.from, r.Key)
+	}
+	for _, r := range b.Effects(effect.Unknown) {
+		o, err := b.Reconcile(ctx, r.Key)
+		switch {
+		case errors.Is(err, effect.ErrNoBackend):
+			prog.line("resume %s: effect %s is unknown and no backend can be asked for its receipt; it stays unknown (assay reconcile)", p.from, r.Key)
+		case err != nil:
+			prog.line("resume %s: reconciling %s: %v; it stays unknown", p.from, r.Key, err)
+		default:
+			prog.line("resume %s: effect %s reconciled through the receipt lookup: %s", p.from, r.Key, o.State)
+		}
+	}
+	return nil
+}
+
+// Resume continues run runID of the evidence store in opts.OutDir in a new run and returns that
+// run's result (accepted, rejected, or paused again). The case is the one the run's manifest names;
+// provider, policy, approvals, mode, budgets and tenant come from opts as for Run (the model and
+// base URL default to the run's). Errors: ErrBadOptions for options that cannot run,
+// ErrNotResumable (nothing written) for a run that cannot be resumed, evidence.ErrLocked when
+// another process holds the store, and what stopped the run itself.
+func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error) {
+	start := time.Now()
+	if opts.OutDir == "" {
+		opts.OutDir = "assay-out"
+	}
+	if opts.Command == "" {
+		opts.Command = "assay resume"
+	}
+	storePath := filepath.Join(opts.OutDir, "evidence.duckdb")
+	if _, err := os.Stat(storePath); err != nil {
+		return CaseResult{}, fmt.Errorf("%w: no evidence store at %s (--out names the matrix run's output directory): %v", ErrBadOptions, storePath, err)
+	}
+	store, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: opts.Command, Wait: opts.StoreWait})
+	if err != nil {
+		return CaseResult{}, err
+	}
+	defer store.Close()
+	notResumable := func(format string, args ...any) error {
+		return fmt.Errorf("%w: run %s: %s", ErrNotResumable, runID, fmt.Sprintf(format, args...))
+	}
+	runs, err := store.Runs(ctx)
+	if err != nil {
+		return CaseResult{}, fmt.Errorf("list runs: %w", err)
+	}
+	byID := map[string]evidence.RunSummary{}
+	for _, r := range runs {
+		byID[r.RunID] = r
+	}
+	run, ok := byID[runID]
+	switch {
+	case !ok:
+		return CaseResult{}, notResumable("no such run in %s", storePath)
+	case run.Status == evidence.StatusOpen:
+		return CaseResult{}, notResumable("it is still open (being written)")
+	}
+	// The lineage: the run, and the runs it resumed, back to the first.
+	lineage := []string{runID}
+	for r := run; r.CorrectsRunID != ""; {
+		parent, ok := byID[r.CorrectsRunID]
+		if !ok {
+			return CaseResult{}, notResumable("the run it continues, %s, is not in the store", r.CorrectsRunID)
+		}
+		lineage = append([]string{parent.RunID}, lineage...)
+		r = parent
+	}
+	identity := lineage[0]
+	for _, r := range runs {
+		if r.CorrectsRunID == runID && len(r.Checkpoints) > 0 {
+			return CaseResult{}, notResumable("it was already resumed by run %s; resume that one", r.RunID)
+		}
+	}
+	var m manifest
+	if err := readManifest(ctx, store, run, &m); err != nil {
+		return CaseResult{}, notResumable("%v", err)
+	}
+	entry, err := LookupCase(m.Catalog)
+	if err != nil {
+		return CaseResult{}, notResumable("its case %q is not in this catalog", m.Catalog)
+	}
+	opts.Formations, opts.Profile, opts.Language, opts.Stream = []string{entry.Name}, m.Profile, m.Language, m.Stream
+	if opts.BaseURL == "" {
+		opts.BaseURL = run.Envelope.BaseURL
+	}
+	if opts.Model == "" {
+		opts.Model = run.Envelope.Model
+	}
+	if err := opts.Normalize(); err != nil {
+		return CaseResult{}, err
+	}
+	c := Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language}
+	cr, newManifest, envelope, err := prepareCase(opts, c, identity)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	if !runtimeResumable(c) {
+		return CaseResult{}, notResumable("formation %s does not resume durably", c.Entry.Formation)
+	}
+	cp, err := store.LoadCheckpoint(ctx, runID, -1, evidence.ResumeRequest{Tenant: envelope.Tenant,
+		ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode, PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest})
+	if err != nil {
+		return CaseResult{}, notResumable("%v", err)
+	}
+	var state runtime.DurableState
+	if err := json.Unmarshal(cp.State, &state); err != nil {
+		return CaseResult{}, notResumable("its checkpoint state does not decode: %v", err)
+	}
+	if err := runtime.ValidateDurableState(&state); err != nil {
+		return CaseResult{}, notResumable("%v", err)
+	}
+	if state.RunID != identity {
+		return CaseResult{}, notResumable("its checkpoint is of team run %s, its lineage starts at %s", state.RunID, identity)
+	}
+	if run.Status == evidence.StatusFinalized && !state.Paused {
+		return CaseResult{}, notResumable("it completed without pausing; there is nothing to resume")
+	}
+	// The journal: every run of the lineage and their reconciliation corrections, in creation order.
+	var family []evidence.RunSummary
+	for _, r := range runs {
+		if slices.Contains(lineage, r.RunID) || slices.Contains(lineage, r.CorrectsRunID) {
+			family = append(family, r)
+		}
+	}
+	slices.SortStableFunc(family, func(a, b evidence.RunSummary) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	var journal []tool.Record
+	for _, r := range family {
+		recs, err := ToolRecords(ctx, store, r.RunID)
+		if err != nil {
+			return CaseResult{}, err
+		}
+		journal = append(journal, recs...)
+	}
+
+	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath, GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
+	env, closeEnv, err := openEnv(ctx, opts, store, &sum)
+	defer closeEnv()
+	if err != nil {
+		return CaseResult{}, err
+	}
+	newID, err := newRunID()
+	if err != nil {
+		return CaseResult{}, err
+	}
+	if err := store.OpenRun(ctx, newID, envelope, runID); err != nil {
+		return CaseResult{}, fmt.Errorf("open run %s: %w", newID, err)
+	}
+	manifestJSON, err := json.MarshalIndent(newManifest, "", "  ")
+	if err != nil {
+		return CaseResult{}, err
+	}
+	if _, err := store.PutArtifact(ctx, newID, manifestArtifact, "application/json", manifestJSON); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", newID, err)
+	}
+	env.progress.line("resuming run %s (case %s, checkpoint after event %d, %d turns) as run %s", runID, c.Name(), cp.Seq, len(state.Turns), newID)
+	cr.runID, cr.start = newID, start
+	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
+	cr.resume = &resumePoint{from: runID, lineage: lineage, journal: journal, state: state, checkpoint: cp}
+	return executeCase(ctx, opts, c, env, cr)
+}
+
+// runtimeResumable reports whether case c's formation resumes durably.
+func runtimeResumable(c Case) bool {
+	return formation.Resumable(c.Entry.Formation, c.Entry.Options())
+}
+
+// readManifest reads run r's stored case manifest into m.
+func readManifest(ctx context.Context, store *evidence.Store, r evidence.RunSummary, m *manifest) error {
+	for _, a := range r.Artifacts {
+		if a.Name != manifestArtifact {
+			continue
+		}
+		b, err := store.Artifact(ctx, a.Digest)
+		if err != nil {
+			return fmt.Errorf("its manifest: %w", err)
+		}
+		if err := json.Unmarshal(b, m); err != nil {
+			return fmt.Errorf("its manifest does not decode: %w", err)
+		}
+		return nil
+	}
+	return errors.New("it has no case manifest (not a matrix case run)")
+}
+
+// ToolRecords reads run runID's tool_call and tool_result events as journal records, in recorded
+// order.
+func ToolRecords(ctx context.Context, store *evidence.Store, runID string) ([]tool.Record, error) {
+	evs, err := store.Events(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("run %s events: %w", runID, err)
+	}
+	var out []tool.Record
+	for _, ev := range evs {
+		switch ev.Type {
+		case "tool_call":
+			var in tool.Intent
+			if err := json.Unmarshal(ev.Payload, &in); err != nil {
+				return nil, fmt.Errorf("run %s event %d: %w", runID, ev.Seq, err)
+			}
+			out = append(out, tool.Record{Intent: &in})
+		case "tool_result":
+			var o tool.Outcome
+			if err := json.Unmarshal(ev.Payload, &o); err != nil {
+				return nil, fmt.Errorf("run %s event %d: %w", runID, ev.Seq, err)
+			}
+			out = append(out, tool.Record{Outcome: &o})
+		}
+	}
+	return out, nil
+}
