@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -412,8 +413,9 @@ type chunkString struct {
 	start, end int
 	choice     int
 	field      string // content, refusal, reasoning_content or arguments
-	callIndex  *int
-	callID     string
+	callPos    int    // the tool call's position in the chunk's tool_calls
+	callIndex  *int   // its "index", nil when absent
+	callID     string // its "id", "" when absent
 }
 
 // joinedDeltaFields are the delta fields a client concatenates across chunks.
@@ -421,113 +423,183 @@ var joinedDeltaFields = []string{"content", "refusal", "reasoning_content"}
 
 // chunkStrings returns the string values at choices[*].delta.{content,refusal,reasoning_content}
 // and choices[*].delta.tool_calls[*].function.arguments of one chunk, with the choice index and
-// tool-call index or id the chunk gives them. Data that is not a JSON object gives none.
+// tool-call index or id the chunk gives them, reading keys and indices as encoding/json would
+// (case-insensitive keys, escapes decoded, the last of duplicate indices wins). Data that is not valid JSON, or whose indices are not
+// integers, gives none: a client could not have read it either.
 func chunkStrings(data []byte) []chunkString {
-	var shape struct {
-		Choices []struct {
-			Index *int `json:"index"`
-			Delta struct {
-				ToolCalls []struct {
-					Index *int   `json:"index"`
-					ID    string `json:"id"`
-				} `json:"tool_calls"`
-			} `json:"delta"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(data, &shape) != nil {
+	if !json.Valid(data) {
 		return nil
 	}
-	type frame struct {
-		object    bool
-		key       string
-		index     int
-		expectKey bool
-	}
+	type call struct{ choice, pos int }
 	var (
-		stack []frame
-		out   []chunkString
+		found       []chunkString
+		choiceIndex = map[int]int{}
+		callIndex   = map[call]int{}
+		callID      = map[call]string{}
+		bad         bool
 	)
-	// path returns the keys and array positions from the root to the current value.
-	path := func() []any {
-		p := make([]any, 0, len(stack))
-		for _, f := range stack {
-			if f.object {
-				p = append(p, f.key)
+	// Keys match as encoding/json matches struct fields: exactly or case-insensitively.
+	is := func(e jsonPathElem, name string) bool { return e.isKey && strings.EqualFold(e.key, name) }
+	w := jsonWalker{data: data}
+	w.walk(func(p []jsonPathElem, start, end int, str bool) {
+		if len(p) < 3 || !is(p[0], "choices") || p[1].isKey {
+			return
+		}
+		k := p[1].pos
+		last := p[len(p)-1]
+		switch {
+		case len(p) == 3 && is(last, "index") && !str:
+			if n, ok := jsonInt(data[start:end], &bad); ok {
+				choiceIndex[k] = n
 			} else {
-				p = append(p, f.index)
+				delete(choiceIndex, k)
+			}
+		case len(p) == 4 && str && is(p[2], "delta"):
+			for _, f := range joinedDeltaFields {
+				if is(last, f) {
+					found = append(found, chunkString{start: start, end: end, choice: k, field: f})
+				}
+			}
+		case len(p) >= 6 && is(p[2], "delta") && is(p[3], "tool_calls") && !p[4].isKey:
+			c := call{k, p[4].pos}
+			switch {
+			case len(p) == 6 && is(last, "index") && !str:
+				if n, ok := jsonInt(data[start:end], &bad); ok {
+					callIndex[c] = n
+				} else {
+					delete(callIndex, c)
+				}
+			case len(p) == 6 && is(last, "id") && str:
+				var id string
+				bad = bad || json.Unmarshal(data[start:end], &id) != nil
+				callID[c] = id
+			case len(p) == 7 && str && is(p[5], "function") && is(last, "arguments"):
+				found = append(found, chunkString{start: start, end: end, choice: k, field: "arguments", callPos: c.pos})
 			}
 		}
-		return p
+	})
+	if bad {
+		return nil
 	}
-	valueDone := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].object {
-				stack[n-1].expectKey = true
-			} else {
-				stack[n-1].index++
-			}
+	for i := range found {
+		f := &found[i]
+		k := f.choice
+		if n, ok := choiceIndex[k]; ok {
+			f.choice = n
 		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	for {
-		before := int(dec.InputOffset())
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{', '[':
-				stack = append(stack, frame{object: d == '{', expectKey: d == '{'})
-			case '}', ']':
-				stack = stack[:len(stack)-1]
-				valueDone()
-			}
+		if f.field != "arguments" {
 			continue
 		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
-			stack[n-1].key, _ = tok.(string)
-			stack[n-1].expectKey = false
-			continue
+		c := call{k, f.callPos}
+		f.callID = callID[c]
+		if n, ok := callIndex[c]; ok {
+			f.callIndex = &n
 		}
-		if _, ok := tok.(string); ok {
-			p := path()
-			start := before + bytes.IndexByte(data[before:], '"')
-			v := chunkString{start: start, end: int(dec.InputOffset())}
-			if c, ok := choiceAt(p); ok && c < len(shape.Choices) {
-				ch := shape.Choices[c]
-				v.choice = c
-				if ch.Index != nil {
-					v.choice = *ch.Index
-				}
-				field, _ := p[len(p)-1].(string)
-				switch {
-				case len(p) == 4 && p[2] == "delta" && slices.Contains(joinedDeltaFields, field):
-					v.field = field
-				case len(p) == 7 && p[2] == "delta" && p[3] == "tool_calls" && p[5] == "function" && p[6] == "arguments":
-					if i, ok := p[4].(int); ok && i < len(ch.Delta.ToolCalls) {
-						tc := ch.Delta.ToolCalls[i]
-						v.field, v.callIndex, v.callID = "arguments", tc.Index, tc.ID
-					}
-				}
-				if v.field != "" {
-					out = append(out, v)
-				}
-			}
-		}
-		valueDone()
 	}
-	return out
+	return found
 }
 
-// choiceAt returns the array position of the choice a path lies in ("choices", i, ...).
-func choiceAt(p []any) (int, bool) {
-	if len(p) < 2 || p[0] != "choices" {
+// jsonInt reads an integer index as encoding/json decodes it into *int: null is absent (ok false),
+// anything but an integer sets bad (the client refuses such a chunk).
+func jsonInt(tok []byte, bad *bool) (int, bool) {
+	if string(tok) == "null" {
 		return 0, false
 	}
-	i, ok := p[1].(int)
-	return i, ok
+	n, err := strconv.Atoi(string(tok))
+	if err != nil {
+		*bad = true
+		return 0, false
+	}
+	return n, true
+}
+
+// jsonPathElem is one step of a path into a JSON value: an object key or an array position.
+type jsonPathElem struct {
+	isKey bool
+	key   string
+	pos   int
+}
+
+// jsonWalker visits the scalar values of valid JSON (check with json.Valid first) with their paths
+// and byte spans, without decoding them (object keys are decoded, escapes included).
+type jsonWalker struct {
+	data []byte
+	pos  int
+	path []jsonPathElem
+}
+
+func (w *jsonWalker) walk(visit func(path []jsonPathElem, start, end int, str bool)) {
+	w.value(visit)
+}
+
+func (w *jsonWalker) space() {
+	for w.pos < len(w.data) && (w.data[w.pos] == ' ' || w.data[w.pos] == '\t' || w.data[w.pos] == '\n' || w.data[w.pos] == '\r') {
+		w.pos++
+	}
+}
+
+// str skips the string token at pos and returns its end (after the closing quote).
+func (w *jsonWalker) str() int {
+	i := w.pos + 1
+	for i < len(w.data) && w.data[i] != '"' {
+		if w.data[i] == '\\' {
+			i++
+		}
+		i++
+	}
+	w.pos = i + 1
+	return w.pos
+}
+
+func (w *jsonWalker) value(visit func([]jsonPathElem, int, int, bool)) {
+	w.space()
+	if w.pos >= len(w.data) {
+		return
+	}
+	switch c := w.data[w.pos]; c {
+	case '{', '[':
+		object := c == '{'
+		close := byte(']')
+		if object {
+			close = '}'
+		}
+		w.pos++
+		for n := 0; ; n++ {
+			w.space()
+			if w.pos >= len(w.data) || w.data[w.pos] == close {
+				w.pos++
+				return
+			}
+			if w.data[w.pos] == ',' {
+				w.pos++
+				w.space()
+			}
+			el := jsonPathElem{pos: n}
+			if object {
+				start := w.pos
+				end := w.str()
+				key := string(w.data[start+1 : end-1])
+				if strings.IndexByte(key, '\\') >= 0 {
+					_ = json.Unmarshal(w.data[start:end], &key) // valid JSON: it decodes
+				}
+				el = jsonPathElem{isKey: true, key: key}
+				w.space()
+				w.pos++ // ':'
+			}
+			w.path = append(w.path, el)
+			w.value(visit)
+			w.path = w.path[:len(w.path)-1]
+		}
+	case '"':
+		start := w.pos
+		visit(w.path, start, w.str(), true)
+	default:
+		start := w.pos
+		for w.pos < len(w.data) && strings.IndexByte(",}] \t\r\n", w.data[w.pos]) < 0 {
+			w.pos++
+		}
+		visit(w.path, start, w.pos, false)
+	}
 }
 
 // decodeJSONString decodes one JSON string token (quotes included) found at raw offset at, unit by

@@ -258,3 +258,41 @@ func TestSSEReasoningAndOverlappingSecrets(t *testing.T) {
 		t.Fatalf("masked\n%s\nwant\n%s", got, want)
 	}
 }
+
+// BenchmarkRedactorSSE masks a 2,000-chunk tool-call stream (arguments in three-byte pieces, one
+// secret split across two of them) plus 300 content chunks: the shape of a long streamed reply.
+func BenchmarkRedactorSSE(b *testing.B) {
+	r := policy.NewRedactor(sseSecret, "another-secret-value-123")
+	args := strings.Repeat("x", 3000) + sseSecret + strings.Repeat("y", 2975)
+	var s strings.Builder
+	for i := 0; i < 300; i++ {
+		s.WriteString(chunkLine(`{"content":"word ` + fmt.Sprint(i) + ` "}`))
+	}
+	s.WriteString(chunkLine(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"write_file","arguments":""}}]}`))
+	for i := 0; i < len(args); i += 3 {
+		s.WriteString(chunkLine(`{"tool_calls":[{"index":0,"function":{"arguments":` + plainJSON(args[i:i+3]) + `}}]}`))
+	}
+	s.WriteString(sseTail)
+	raw := []byte(s.String())
+	if !bytes.Contains(r.SSE(raw), []byte(policy.Mask)) {
+		b.Fatal("the split secret survived")
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ResetTimer()
+	for b.Loop() {
+		r.SSE(raw)
+	}
+}
+
+// Keys are read as a client's decoder reads them: escaped or in another case, with a null index.
+func TestSSEKeysAsAClientReadsThem(t *testing.T) {
+	r := policy.NewRedactor(sseSecret)
+	raw := chunkLine(`{"role":"assistant","cont\u0065nt":"a `+sseSecret[:10]+`"}`) +
+		strings.Replace(chunkLine(`{"Content":"`+sseSecret[10:]+` b"}`), `"index":0`, `"index":null`, 1) + sseTail
+	if c := parseWithClient(t, []byte(raw)).Message.Content; c != "a "+sseSecret+" b" {
+		t.Fatalf("the client reads %q from the unmasked stream; the case proves nothing", c)
+	}
+	if c := parseWithClient(t, r.SSE([]byte(raw))).Message.Content; c != "a [REDACTED] b" {
+		t.Fatalf("masked stream reads %q", c)
+	}
+}
