@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/policy"
 )
@@ -105,6 +106,9 @@ func runApprove(ctx context.Context, opts *ApproveOptions) error {
 		return err
 	}
 	effs, err := runEffectsOf(ctx, store, runs[0])
+	if err == nil {
+		err = canStillDispatch(ctx, store, runs[0])
+	}
 	store.Close()
 	if err != nil {
 		return err
@@ -182,6 +186,43 @@ func runApprove(ctx context.Context, opts *ApproveOptions) error {
 	}
 	fmt.Fprintf(w, "Approved %s (payload %s) until %s, single use; %s. Written to %s.\n",
 		e.IdempotencyKey, in.PayloadSHA256[:approvePrefixLen], entry.ExpiresAt.Format(time.RFC3339), disclose, path)
+	return nil
+}
+
+// canStillDispatch refuses an approval that no run could ever act on: a finalized run that did not
+// pause with a checkpoint (it completed, or its formation does not resume durably), or one already
+// resumed (approve the call in the run that resumed it). A paused or interrupted durable run's
+// approval is for 'assay resume'.
+func canStillDispatch(ctx context.Context, store *evidence.Store, r evidence.RunSummary) error {
+	all, err := store.Runs(ctx)
+	if err != nil {
+		return fmt.Errorf("list runs: %w", err)
+	}
+	for _, o := range all {
+		if o.CorrectsRunID == r.RunID && len(o.Checkpoints) > 0 {
+			return badInput(fmt.Errorf("run %s was resumed by run %s; approve the call there (assay approve %s CALL); nothing approved", r.RunID, o.RunID, o.RunID))
+		}
+	}
+	if r.Status != evidence.StatusFinalized {
+		return nil
+	}
+	evs, err := store.Events(ctx, r.RunID)
+	if err != nil {
+		return fmt.Errorf("run %s events: %w", r.RunID, err)
+	}
+	paused := false
+	for _, ev := range evs {
+		if ev.Type == "checkpoint" {
+			var p struct {
+				Paused bool `json:"paused"`
+			}
+			_ = json.Unmarshal(ev.Payload, &p)
+			paused = p.Paused
+		}
+	}
+	if !paused {
+		return badInput(fmt.Errorf("run %s is finalized and did not pause with a checkpoint (its formation does not resume durably, or it completed): no run can dispatch this call; nothing approved", r.RunID))
+	}
 	return nil
 }
 

@@ -52,6 +52,13 @@ func digest(s string) string {
 // It returns the store path and the run id.
 func effectsFixture(t *testing.T) (string, string) {
 	t.Helper()
+	return effectsFixtureWith(t, true)
+}
+
+// effectsFixtureWith builds the fixture; paused says whether the run paused with a checkpoint before
+// it was finalized.
+func effectsFixtureWith(t *testing.T, paused bool) (string, string) {
+	t.Helper()
 	ctx := context.Background()
 	out := t.TempDir()
 	path := filepath.Join(out, "evidence.duckdb")
@@ -91,6 +98,21 @@ func effectsFixture(t *testing.T) (string, string) {
 			Tool: c.tool, Arguments: c.args, Root: dir, Allowed: []string{"write_file", "deploy", "shell", "no_such_tool"}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The run paused at call_3, as a durable run does: a checkpoint saying so, then finalized.
+	if !paused {
+		if _, err := s.Finalize(ctx, runID, evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: []string{"effect unknown"}}); err != nil {
+			t.Fatal(err)
+		}
+		return path, runID
+	}
+	ev, err := s.AppendEvent(ctx, runID, evidence.Event{Type: "checkpoint", Time: time.Now(),
+		Payload: json.RawMessage(`{"paused":true,"state_sha256":"` + digest("state") + `","turns":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, runID, ev.Seq, json.RawMessage(`{"paused":true,"version":1}`)); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := s.Finalize(ctx, runID, evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: []string{"effect unknown"}}); err != nil {
 		t.Fatal(err)
@@ -242,5 +264,19 @@ func TestApproveWritesAnExactSingleUseApproval(t *testing.T) {
 			t.Fatalf("%v: exit %d", c.args, r.code)
 		}
 		oneLine(t, r, c.want)
+	}
+}
+
+// A call of a finalized run that did not pause (a formation that does not resume, or a completed
+// run) can never be dispatched: approving it is refused and nothing is written.
+func TestApproveRefusesACallNoRunCanDispatch(t *testing.T) {
+	path, runID := effectsFixtureWith(t, false)
+	approvals := filepath.Join(t.TempDir(), "approvals.json")
+	r := runCLI(t, "approve", "--store", path, "--approvals", approvals, "--approver", "alice", "--payload-sha256", strings.Repeat("a", 64), runID, "call_3")
+	if r.code != 2 || !strings.Contains(r.stderr, "did not pause") {
+		t.Fatalf("approve on a run that cannot resume: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(approvals); err == nil {
+		t.Fatal("an approval file was written")
 	}
 }
