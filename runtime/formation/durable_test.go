@@ -181,9 +181,6 @@ func TestDurableFormationsPauseAndResume(t *testing.T) {
 					if attempt == 0 {
 						t.Fatal("the run never paused")
 					}
-					if len(sink.ofType("member_restored")) == 0 && name != "pipeline" && name != "sequential" && name != "reflection" {
-						t.Fatal("no member was restored from the checkpoint")
-					}
 					break
 				}
 				if s.Paused != paused || len(s.Pauses) == 0 {
