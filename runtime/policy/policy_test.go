@@ -386,3 +386,15 @@ func TestApprovalFile(t *testing.T) {
 		}
 	}
 }
+
+// Two secrets that overlap in the text are masked as one run: no part of either stays visible.
+func TestRedactorMasksOverlappingSecretsWhole(t *testing.T) {
+	r := NewRedactor("abcdef12", "ef123456")
+	got := r.String("key=abcdef123456;")
+	if got != "key="+Mask+";" {
+		t.Fatalf("overlapping secrets: %q", got)
+	}
+	if got := r.String("xx abcdef12 yy ef123456 zz"); got != "xx "+Mask+" yy "+Mask+" zz" {
+		t.Fatalf("separate secrets: %q", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -82,12 +83,44 @@ func (r *Redactor) String(s string) string {
 	if r == nil {
 		return s
 	}
+	// Every occurrence of every secret is an interval; overlapping intervals merge into one masked
+	// run, so two secrets that share characters leave no part of either visible. Adjacent
+	// occurrences stay separate masks.
+	type span struct{ from, to int }
+	var spans []span
 	for _, v := range r.secrets {
-		if strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, Mask)
+		if v == "" {
+			continue
+		}
+		for from := 0; ; {
+			i := strings.Index(s[from:], v)
+			if i < 0 {
+				break
+			}
+			spans = append(spans, span{from + i, from + i + len(v)})
+			from += i + 1
 		}
 	}
-	return s
+	if len(spans) == 0 {
+		return s
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].from < spans[j].from })
+	var b strings.Builder
+	at := 0
+	for k := 0; k < len(spans); {
+		cur := spans[k]
+		for k++; k < len(spans) && spans[k].from < cur.to; k++ {
+			cur.to = max(cur.to, spans[k].to)
+		}
+		if cur.from < at { // inside an earlier run (a shorter secret within a longer one)
+			continue
+		}
+		b.WriteString(s[at:cur.from])
+		b.WriteString(Mask)
+		at = cur.to
+	}
+	b.WriteString(s[at:])
+	return b.String()
 }
 
 // JSON returns raw with the values of sensitive fields masked and secret values masked inside every
