@@ -134,6 +134,9 @@ type invocation struct {
 	hasAssignment bool
 	contract      contractLine
 	results       []requestMessage
+	// called names the tools the assistant called since the invocation's
+	// user message, in order.
+	called []string
 }
 
 // readInvocation finds the last user message carrying an assignment or a
@@ -154,8 +157,13 @@ func readInvocation(req *chatRequest) (invocation, bool) {
 		}
 		inv := invocation{assignment: a, hasAssignment: hasA, contract: c}
 		for _, r := range req.Messages[i+1:] {
-			if r.Role == "tool" {
+			switch r.Role {
+			case "tool":
 				inv.results = append(inv.results, r)
+			case "assistant":
+				for _, tc := range r.ToolCalls {
+					inv.called = append(inv.called, tc.Function.Name)
+				}
 			}
 		}
 		return inv, true
@@ -214,7 +222,41 @@ func answer(req *chatRequest, session string, turn int) reply {
 			return rep
 		}
 	}
+	if inv.publishes(req) {
+		return publishCall(inv, session, turn)
+	}
 	return structured(inv)
+}
+
+// publishes reports whether the reply is a remote_put call: an executor
+// (contract completion with an assignment) whose request offers remote_put,
+// whose tool results so far (its writes) all succeeded, and which has not
+// called remote_put in this invocation.
+func (inv invocation) publishes(req *chatRequest) bool {
+	if inv.contract.Contract != contractCompletion || !inv.hasAssignment || len(inv.results) == 0 || !req.offersTool(RemotePutTool) {
+		return false
+	}
+	if _, failed := inv.firstError(); failed {
+		return false
+	}
+	return !slices.Contains(inv.called, RemotePutTool)
+}
+
+// publishCall is one remote_put call publishing what the invocation wrote:
+// name "<task>/<member_id>" (the contract's member id; the task alone when
+// it names none), value the canonical key task/language/files. The call id
+// is "call_" + the first 12 hex digits of SHA-256(session, turn,
+// "remote_put").
+func publishCall(inv invocation, session string, turn int) reply {
+	name := inv.assignment.Task
+	if inv.contract.MemberID != "" {
+		name += "/" + inv.contract.MemberID
+	}
+	return reply{finish: "tool_calls", toolCalls: []replyToolCall{{
+		id:        "call_" + shortHash(12, session, strconv.Itoa(turn), RemotePutTool),
+		name:      RemotePutTool,
+		arguments: string(compactJSON(remotePutArgs{Name: name, Value: canonicalKey(inv)})),
+	}}}
 }
 
 // writeCalls is one write_file call per file of a, or content saying why

@@ -11,6 +11,9 @@
 //     usage travels in a final chunk with empty "choices", then
 //     "data: [DONE]". Content and tool-call arguments are split over several
 //     chunks so that clients' joining is exercised.
+//   - PUT and GET /v1/effects/{key}: the effect service, a stand-in remote
+//     backend with receipts kept in SQLite (Config.EffectsDB); see
+//     effects.go and EffectsReader.
 //
 // A request for another model is answered 404 and a malformed body 400, both
 // with an OpenAI-style {"error":{...}} body.
@@ -36,7 +39,13 @@
 //     finish_reason "stop".
 //  2. No tool result yet, contract "critic_verdict" with files, and the
 //     request offers read_file: one read_file call per file, ids as above.
-//  3. Otherwise the structured reply of the contract, finish "stop". "Failed"
+//  3. Contract "completion" with an assignment, tool results that all
+//     succeeded, no remote_put call yet in this invocation, and the request
+//     offers remote_put (RemotePutTool): one remote_put call publishing what
+//     was written, arguments {"name":"<task>/<member_id>","value":"<task>/
+//     <language>/<files, comma-separated>"}, call id "call_" + the first 12
+//     hex digits of SHA-256(session + "\n" + turn + "\n" + "remote_put").
+//  4. Otherwise the structured reply of the contract, finish "stop". "Failed"
 //     below means a tool result's content starts with "error" (ignoring case
 //     and leading whitespace); the first such result is quoted.
 //     - completion: {"status":"done","files":[...]} with the assignment's
@@ -110,12 +119,15 @@
 // included. A fault applies when its Member matches the session and its Turn
 // matches the turn. The kinds are FaultKinds(): drop usage, HTTP 500, HTTP 500
 // after a tool-call reply, malformed structured JSON, a scripted reply, split
-// tool arguments, a slow reply, and a wrong session echo. Every chat response
+// tool arguments, a slow reply, a wrong session echo, and HTTP 500 from the
+// effect service after it committed (FaultHTTP500AfterCommit: its turn is
+// that of the reply that issued the remote_put call). Every chat response
 // echoes the session header it received (the wrong_session fault echoes
 // another), and the model object declares max_parallel_requests
 // (Config.ParallelCapacity).
 //
-// A Server is safe for concurrent use; its only state is the turn counters.
+// A Server is safe for concurrent use; its state is the turn counters, the
+// remote_put calls it issued, and the effects database.
 package reference
 
 import (
@@ -184,12 +196,14 @@ const (
 	// FaultWrongSession echoes a session id other than the one received in
 	// the session response header.
 	FaultWrongSession = "wrong_session"
+	// FaultHTTP500AfterCommit (effects.go) answers 500 to the effect
+	// service's PUT that committed a remote_put effect issued at the turn.
 )
 
 // FaultKinds returns every fault kind, in documentation order; a new slice on every call.
 func FaultKinds() []string {
 	return []string{FaultDropUsage, FaultHTTP500, FaultHTTP500AfterToolCall, FaultMalformedJSON,
-		FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession}
+		FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession, FaultHTTP500AfterCommit}
 }
 
 // DefaultSlowDelay is FaultSlow's delay when Fault.Delay is 0: past the
@@ -291,6 +305,12 @@ type Config struct {
 	// declares: 0 means DefaultParallelCapacity, a negative value declares
 	// none (for testing clients that must refuse to guess).
 	ParallelCapacity int
+	// EffectsDB is the SQLite file where the effect service (effects.go)
+	// keeps its receipts and committed values, created when missing; ""
+	// keeps them in memory for the life of the Server. Start opens it at
+	// once (a bad path fails Start); New opens it on the first effect
+	// request.
+	EffectsDB string
 }
 
 // DefaultParallelCapacity is the parallel capacity the model object declares
@@ -310,8 +330,18 @@ type Server struct {
 	// toolCallLast records sessions whose last reply was a tool-call reply.
 	toolCallLast map[string]bool
 
+	// issued maps the remote_put call ids of this server's replies to the
+	// session and turn that issued them (FaultHTTP500AfterCommit).
+	issued map[string]issuedCall
+
 	// busy is the summed wall time of chat-completion handlers, nanoseconds.
 	busy atomic.Int64
+
+	// The effect service's database, opened once (effects.go).
+	effectsPath string
+	effMu       sync.Mutex
+	eff         *effectStore
+	closed      bool
 }
 
 // HandlerTime is the summed wall time the server spent in chat-completion
@@ -323,7 +353,8 @@ func (s *Server) HandlerTime() time.Duration { return time.Duration(s.busy.Load(
 // (wrapped) for an unknown fault kind, a fault turn below -1 or a session
 // header that is not a valid header name.
 func New(cfg Config) (*Server, error) {
-	s := &Server{header: cfg.SessionHeader, turns: map[string]int{}, toolCallLast: map[string]bool{}, capacity: cfg.ParallelCapacity}
+	s := &Server{header: cfg.SessionHeader, turns: map[string]int{}, toolCallLast: map[string]bool{}, capacity: cfg.ParallelCapacity,
+		issued: map[string]issuedCall{}, effectsPath: cfg.EffectsDB}
 	if s.capacity == 0 {
 		s.capacity = DefaultParallelCapacity
 	}
@@ -343,11 +374,15 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("GET /v1/models/{id}", s.getModel)
 	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	mux.HandleFunc("PUT /v1/effects/{key}", s.putEffect)
+	mux.HandleFunc("GET /v1/effects/{key}", s.getEffect)
 	s.handler = mux
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler; its routes start with /v1/.
+// Handler returns the server's HTTP handler; its routes start with /v1/. A
+// Server used through Handler alone should be closed (Close) to release its
+// effects database.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Turns returns how many chat-completion requests the server has received
@@ -482,6 +517,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(rep.toolCalls) > 0 {
 		s.setToolCallLast(session)
+		s.recordIssued(rep, session, turn)
 	}
 	id := "chatcmpl-" + shortHash(24, session, strconv.Itoa(turn))
 	var usage *usageObject
@@ -516,7 +552,7 @@ func shortHash(n int, parts ...string) string {
 
 // compactJSON encodes v without HTML escaping and without a trailing
 // newline. v is always one of this package's plain structs, which encode.
-func compactJSON[T writeFileArgs | readFileArgs | statusReply | failedReply | verdictReply | judgeReply | selectReply | answerReply |
+func compactJSON[T writeFileArgs | readFileArgs | remotePutArgs | EffectReceipt | statusReply | failedReply | verdictReply | judgeReply | selectReply | answerReply |
 	routerReply | turnReply | proposalReply | voteReply | completion | chunk | modelList | modelObject | errorBody](v T) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -25,8 +25,9 @@ type Running struct {
 
 // Start validates cfg (see New), listens on 127.0.0.1:0 and serves the
 // reference provider until Close is called or ctx is done, whichever comes
-// first. It returns ErrInvalidConfig (wrapped) for a bad cfg and the listen
-// error when no port could be had.
+// first. It returns ErrInvalidConfig (wrapped) for a bad cfg, the effects
+// database's error when cfg.EffectsDB cannot be opened, and the listen error
+// when no port could be had.
 func Start(ctx context.Context, cfg Config) (*Running, error) {
 	return StartOn(ctx, "127.0.0.1:0", cfg)
 }
@@ -40,10 +41,16 @@ func StartOn(ctx context.Context, addr string, cfg Config) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.EffectsDB != "" {
+		// A bad effects database path fails here, not at the first PUT.
+		if _, err := srv.effects(ctx); err != nil {
+			return nil, errors.Join(err, srv.Close())
+		}
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("reference: listen on %s: %w", addr, err)
+		return nil, errors.Join(fmt.Errorf("reference: listen on %s: %w", addr, err), srv.Close())
 	}
 	r := &Running{
 		server:  srv,
@@ -74,7 +81,8 @@ func (r *Running) Server() *Server { return r.server }
 func (r *Running) Done() <-chan struct{} { return r.stop }
 
 // Close stops the server at once: it closes the listener and every
-// connection, so a request still in flight fails. (A graceful drain is not
+// connection, so a request still in flight fails, and then the effects
+// database. (A graceful drain is not
 // offered: net/http waits up to 5 s for connections that were opened but
 // never used, which a closing harness should not pay for.) It returns the
 // serve error, if the server had failed, or the close error. Calling it
@@ -93,7 +101,7 @@ func (r *Running) Close() error {
 		if serveErr != nil {
 			serveErr = fmt.Errorf("reference: serve %s: %w", r.baseURL, serveErr)
 		}
-		r.closeErr = errors.Join(serveErr, closeErr)
+		r.closeErr = errors.Join(serveErr, closeErr, r.server.Close())
 	})
 	return r.closeErr
 }
