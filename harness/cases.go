@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,8 +10,10 @@ import (
 
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/provider/reference"
+	"github.com/assay-audit/assay/runtime/tool"
 )
 
 // Profile is a task profile: what each implementing member must deliver.
@@ -99,6 +102,10 @@ type MemberTemplate struct {
 	// SatisfiedAt is, for a critic, the reflection iteration from which the reference critic is
 	// satisfied (so the case exercises the needs_work loop); 0 for others.
 	SatisfiedAt int
+	// Publishes: an implementing member that, after writing its files, publishes them to the
+	// remote effect service with remote_put (tool.RemotePut, access mode network), which it is
+	// allowed; the effects check requires a committed receipt for every publish that succeeded.
+	Publishes bool
 }
 
 // CatalogEntry is one case of the matrix catalog: a formation (or an ensemble mode of one) with its
@@ -127,14 +134,25 @@ func implementer(id string) MemberTemplate {
 	return MemberTemplate{ID: id, Name: "executor " + strings.TrimPrefix(id, "exec-"), DomainRole: "executor", Implements: true}
 }
 
+func publisher(id string) MemberTemplate {
+	m := implementer(id)
+	m.Publishes = true
+	return m
+}
+
+// publishes reports whether a member of the entry publishes with remote_put.
+func (e CatalogEntry) publishes() bool {
+	return slices.ContainsFunc(e.Members, func(m MemberTemplate) bool { return m.Publishes })
+}
+
 func roleMember(id, role string) MemberTemplate {
 	return MemberTemplate{ID: id, Name: role, DomainRole: "reviewer", FormationRole: role}
 }
 
 func noOptions() formation.Options { return formation.Options{} }
 
-// Catalog returns the matrix catalog: one case per formation plus the three ensemble modes, in
-// this order. The slice is new on every call.
+// Catalog returns the matrix catalog: one case per formation, the three ensemble modes, and
+// sequential+remote (sequential with remote effects), in this order. The slice is new on every call.
 func Catalog() []CatalogEntry {
 	ensemble := func(mode string) func() formation.Options {
 		return func() formation.Options { return formation.Options{Ensemble: formation.EnsembleOptions{Mode: mode}} }
@@ -187,6 +205,9 @@ func Catalog() []CatalogEntry {
 		{Name: "parallel+synthesizer", Formation: "parallel", Doc: "ensemble synthesizer: two candidates, a read-only synthesizer composes the answer",
 			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2"), roleMember("synthesizer", formation.RoleSynthesizer)},
 			Options: ensemble(formation.EnsembleSynthesizer), Evidence: ensembleEvidence},
+		{Name: "sequential+remote", Formation: "sequential", Doc: "two executors one after another, each publishing what it wrote to a remote " +
+			"effect service with remote_put (network); every publish needs a committed receipt, and an effect left unknown rejects the case",
+			Members: []MemberTemplate{publisher("exec-1"), publisher("exec-2")}, Options: noOptions, Evidence: sequentialEvidence},
 	}
 }
 
@@ -244,6 +265,16 @@ func implementTask(language string, files []string) string {
 		"directory: %s. A go.mod is already there.", packageName, strings.Join(files, ", "))
 }
 
+// publishTask is what a publishing member is asked to do after writing its files.
+func publishTask(memberID string, a reference.Assignment) string {
+	lang := a.Language
+	if lang == "" {
+		lang = reference.LanguageGo
+	}
+	return fmt.Sprintf("After writing the files, publish them once with the remote_put tool: name %q, value %q. "+
+		"Do not publish again if it fails; report the failure.", a.Task+"/"+memberID, a.Task+"/"+lang+"/"+strings.Join(a.Files, ","))
+}
+
 // roleTask is the task of a member that does not implement.
 func roleTask(t MemberTemplate) string {
 	switch t.FormationRole {
@@ -292,6 +323,10 @@ func (c Case) plan(caseDir string) ([]memberPlan, error) {
 		if t.Implements {
 			spec.Task = implementTask(c.Language, files) + "\n" + reference.FormatAssignment(assignment)
 			spec.AllowedTools = []string{"write_file", "read_file"}
+			if t.Publishes {
+				spec.Task = implementTask(c.Language, files) + "\n" + publishTask(t.ID, assignment) + "\n" + reference.FormatAssignment(assignment)
+				spec.AllowedTools = append(spec.AllowedTools, tool.RemotePutName)
+			}
 			p.Deliverables, p.Artifact = files, c.Profile.Artifact(c.Language)
 		} else {
 			spec.Task = roleTask(t)
@@ -332,4 +367,70 @@ func (c Case) oracleSpec() (oracle.Spec, error) {
 		spec.Imports = append(slices.Clone(imports), "testing")
 	}
 	return spec, nil
+}
+
+// EffectsDBName is the file, in the output directory, where the embedded effect service keeps its
+// receipts and committed values (reference.Config.EffectsDB).
+const EffectsDBName = "reference-effects.db"
+
+// EffectsDBPath returns the effect service's database in the output directory outDir.
+func EffectsDBPath(outDir string) string { return filepath.Join(outDir, EffectsDBName) }
+
+// caseTools returns the tools the engine of a case knows: tool.Builtins(), plus remote_put sending
+// to the run's effect service (env.effectsURL) when a member of entry publishes. Members still see
+// only their allowed tools. Resume uses it through executeCase, so a resumed case has the same tools.
+func caseTools(env caseEnv, entry CatalogEntry) map[string]tool.Tool {
+	tools := tool.Builtins()
+	if entry.publishes() && env.effectsURL != "" {
+		tools[tool.RemotePutName] = tool.RemotePut(env.effectsURL, nil)
+	}
+	return tools
+}
+
+// caseBackendOptions returns the boundary option that lets reconciliation (Boundary.Reconcile, and
+// so assay resume) ask the run's effect service for receipts: tool.WithBackend over
+// effect.HTTPBackend; none when the run has no effect service.
+func caseBackendOptions(env caseEnv) []tool.Option {
+	if env.effectsURL == "" {
+		return nil
+	}
+	return []tool.Option{tool.WithBackend(effect.NewHTTPBackend(env.effectsURL, nil))}
+}
+
+// OpenEffectsBackend opens the effect service's database in the output directory outDir directly,
+// read-only: the receipt lookup (an effect.Backend) that works after the provider that served the
+// effects is gone (assay reconcile --lookup, assay resume). The caller closes it. It returns
+// reference.ErrNoEffectsDB (wrapped, matching fs.ErrNotExist) when no effect service ever ran there.
+func OpenEffectsBackend(ctx context.Context, outDir string) (*reference.EffectsReader, error) {
+	return reference.OpenEffectsReader(ctx, EffectsDBPath(outDir))
+}
+
+// startEffectService returns the base URL of the run's effect service. With the embedded reference
+// provider (embedded true, refURL its base URL) it is the provider's own, serving
+// EffectsDBPath(opts.OutDir). With a base URL and a selected case that publishes, a reference
+// server is started for its effect service alone on the same database, and its Close is appended
+// to closers. Otherwise there is none ("").
+func startEffectService(ctx context.Context, opts Options, embedded bool, refURL string, closers *[]func()) (string, error) {
+	if embedded {
+		return refURL, nil
+	}
+	for _, name := range opts.Formations {
+		if e, err := LookupCase(name); err == nil && e.publishes() {
+			eff, err := reference.Start(ctx, reference.Config{EffectsDB: EffectsDBPath(opts.OutDir)})
+			if err != nil {
+				return "", fmt.Errorf("start the effect service: %w", err)
+			}
+			*closers = append(*closers, func() { _ = eff.Close() })
+			return eff.BaseURL(), nil
+		}
+	}
+	return "", nil
+}
+
+// knownTools is every tool a case's engine can have (caseTools of any entry), for checking policy
+// files: remote_put's URL is irrelevant there.
+func knownTools() map[string]tool.Tool {
+	tools := tool.Builtins()
+	tools[tool.RemotePutName] = tool.RemotePut("", nil)
+	return tools
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
-func TestCatalogHasFifteenCasesOnePerFormationAndMode(t *testing.T) {
+func TestCatalogHasOneCasePerFormationModeAndRemoteEffects(t *testing.T) {
 	names := CatalogNames()
 	want := "sequential,pipeline,parallel,hierarchical,consensus,reflection,dynamic_router,multi_level_hierarchy,adaptive," +
-		"group_chat,debate,handoff,parallel+vote,parallel+judge,parallel+synthesizer"
+		"group_chat,debate,handoff,parallel+vote,parallel+judge,parallel+synthesizer,sequential+remote"
 	if strings.Join(names, ",") != want {
 		t.Fatalf("catalog %v", names)
 	}
@@ -34,7 +34,7 @@ func TestCatalogHasFifteenCasesOnePerFormationAndMode(t *testing.T) {
 		}
 	}
 	o := Options{OutDir: t.TempDir(), Formations: []string{"all"}}
-	if err := o.Normalize(); err != nil || len(o.Formations) != 15 {
+	if err := o.Normalize(); err != nil || len(o.Formations) != 16 {
 		t.Fatalf("all: %v %v", o.Formations, err)
 	}
 	o = Options{OutDir: t.TempDir(), Formations: []string{"vote", "judge"}}
@@ -75,7 +75,7 @@ func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
 		t.Run(c.language+"/"+c.profile, func(t *testing.T) {
 			var progress strings.Builder
 			sum := runMatrix(t, Options{Formations: []string{"all"}, Language: c.language, Profile: c.profile, Concurrency: 2, Progress: &progress})
-			if len(sum.Cases) != 15 || !sum.Accepted() {
+			if len(sum.Cases) != 16 || !sum.Accepted() {
 				for _, cr := range sum.Cases {
 					if cr.Verdict.Verdict != "accepted" {
 						t.Errorf("%s: %s %v", cr.Case, cr.Verdict.Verdict, cr.Verdict.Reasons)
@@ -88,7 +88,7 @@ func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
 					t.Fatalf("case %d: %s %s %s %s timings %v", i, cr.Catalog, cr.Language, cr.Profile, cr.Verdict.Verdict, cr.Timings)
 				}
 			}
-			if n := strings.Count(progress.String(), ": accepted in "); n != 15 {
+			if n := strings.Count(progress.String(), ": accepted in "); n != 16 {
 				t.Fatalf("%d progress lines for accepted cases:\n%s", n, progress.String())
 			}
 		})

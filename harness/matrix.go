@@ -318,7 +318,7 @@ func (o *Options) Normalize() error {
 // name (WRITE_FILE, writefile) in a deny rule would otherwise never apply and leave the policy
 // more permissive than its author wrote.
 func checkPolicyTools(f *policy.File) error {
-	names := slices.Sorted(maps.Keys(tool.Builtins()))
+	names := slices.Sorted(maps.Keys(knownTools()))
 	for _, r := range f.Rules {
 		for _, pat := range r.Tools {
 			matched := false
@@ -564,7 +564,8 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 	upstream := opts.BaseURL
 	var refServer *reference.Server
 	if upstream == "" {
-		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader})
+		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader,
+			EffectsDB: EffectsDBPath(opts.OutDir)})
 		if err != nil {
 			return caseEnv{}, closeAll, fmt.Errorf("start the reference provider: %w", err)
 		}
@@ -601,6 +602,9 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 	}
 	env.progress = &lineWriter{w: opts.Progress, redactor: env.redactor}
 	env.reference = refServer
+	if env.effectsURL, err = startEffectService(ctx, opts, refServer != nil, upstream, &closers); err != nil {
+		return caseEnv{}, closeAll, err
+	}
 	return env, closeAll, nil
 }
 
@@ -619,6 +623,8 @@ type caseEnv struct {
 	progress *lineWriter
 	// reference is the embedded reference provider, nil with a base URL.
 	reference *reference.Server
+	// effectsURL is the base URL of the run's effect service (startEffectService), "" when none.
+	effectsURL string
 }
 
 func labelOr(s, empty string) string {
@@ -783,7 +789,8 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
 	}
-	ecfg := runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink, BoundaryOptions: bopts}
+	ecfg := runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink,
+		BoundaryOptions: append(bopts, caseBackendOptions(env)...), Tools: caseTools(env, c.Entry)}
 	if formation.Resumable(team.Formation, fopts) {
 		ecfg.Durable = &runtime.DurableConfig{Checkpoint: sink.Checkpoint}
 		if cr.resume != nil {

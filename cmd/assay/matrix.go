@@ -39,14 +39,16 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 		Use:   "run",
 		Short: "Run every selected formation on a task profile and accept or reject each case from evidence",
 		Long: `Run each selected case of the catalog — one per formation plus the ensemble modes parallel+vote,
-parallel+judge and parallel+synthesizer, 15 in all — against an OpenAI-compatible provider (by default
+parallel+judge and parallel+synthesizer, and sequential+remote, whose members publish to a remote effect
+service with remote_put; 16 in all — against an OpenAI-compatible provider (by default
 the embedded reference provider on 127.0.0.1, not a language model) through the observing gateway,
 then check each case independently of what any member said: declared files exist, the members' tests
 pass under a bounded runner (go test, or pytest for --language python), the finite-domain oracle passes
 with the artifact unchanged, member outcomes succeeded, the formation's own evidence is in the trace
 (critic verdicts, consensus, the router's single selection, judge and ensemble decisions, handoffs),
-session ids are distinct and match the wire, routing matches, and token usage is conserved across
-wire, store and gateway. Every case is recorded and finalized in <out>/evidence.duckdb, accepted or
+session ids are distinct and match the wire, routing matches, no tool call's effect is left unknown
+and every remote_put has its committed receipt in <out>/reference-effects.db, and token usage is
+conserved across wire, store and gateway. Every case is recorded and finalized in <out>/evidence.duckdb, accepted or
 rejected (a rejected case names every failed check and is never re-run); the gateway's records go to
 <out>/gateway-usage.db; <out>/report.md is the readable report. Progress goes to stderr.
 

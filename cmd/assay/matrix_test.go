@@ -25,11 +25,11 @@ func TestMatrixRunAllAcceptsEveryCaseInBothOtherCombinations(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 				t.Fatal(err)
 			}
-			if len(sum.Cases) != 15 || !sum.Accepted() || !sum.Reference {
+			if len(sum.Cases) != 16 || !sum.Accepted() || !sum.Reference {
 				t.Fatalf("%d cases, accepted %v", len(sum.Cases), sum.Accepted())
 			}
 			// Progress went to stderr, one line per step, never to stdout.
-			if strings.Count(r.stderr, ": running") != 15 || strings.Count(r.stderr, ": accepted in ") != 15 {
+			if strings.Count(r.stderr, ": running") != 16 || strings.Count(r.stderr, ": accepted in ") != 16 {
 				t.Fatalf("progress on stderr:\n%s", r.stderr)
 			}
 			if v := runCLI(t, "verify", "--out", out); v.code != 0 {

@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gowebpki/jcs"
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/assay-audit/assay/runtime/effect"
@@ -100,8 +101,9 @@ type EffectReceipt struct {
 	Puts int64 `json:"puts"`
 	// Name is the name the value was committed under.
 	Name string `json:"name"`
-	// PayloadSHA256 is the SHA-256 hex of the committed body's compact JSON
-	// {"name":...,"value":...} (keys in that order).
+	// PayloadSHA256 is the SHA-256 hex of the committed body's RFC 8785
+	// canonical JSON {"name":...,"value":...}: equal to the payload hash the
+	// tool boundary records in the effect's intent.
 	PayloadSHA256 string `json:"payload_sha256"`
 }
 
@@ -117,9 +119,15 @@ type remotePutArgs struct {
 	Value string `json:"value"`
 }
 
-// payloadSHA256 is the SHA-256 hex of the body's compact JSON.
+// payloadSHA256 is the SHA-256 hex of the body's RFC 8785 canonical JSON: the payload hash the
+// tool boundary records for the same arguments, so a receipt can be matched to its intent.
 func (a remotePutArgs) payloadSHA256() string {
-	sum := sha256.Sum256(compactJSON(a))
+	canon, err := jcs.Transform(compactJSON(a))
+	if err != nil {
+		// compactJSON of two strings is always valid JSON; keep the compact form if it were not.
+		canon = compactJSON(a)
+	}
+	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:])
 }
 
