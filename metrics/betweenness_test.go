@@ -54,32 +54,72 @@ func TestBetweennessMatchesGonum(t *testing.T) {
 			if tc.callGraph {
 				edges = callGraphLike(tc.seed, tc.n, tc.m)
 			}
-			g := simple.NewDirectedGraph()
-			for i := 0; i < tc.n; i++ {
-				g.AddNode(simple.Node(int64(i)))
-			}
-			for _, e := range edges {
-				g.SetEdge(simple.Edge{F: simple.Node(int64(e[0])), T: simple.Node(int64(e[1]))})
-			}
-			ref := network.Betweenness(g)
-			got, err := metrics.Betweenness(context.Background(), tc.n, edges, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nonzero := 0
-			for i := 0; i < tc.n; i++ {
-				want := ref[int64(i)]
-				if want != 0 {
-					nonzero++
-				}
-				if diff := math.Abs(got[i] - want); diff > 1e-9*math.Max(1, math.Abs(want)) {
-					t.Fatalf("node %d: betweenness %v, gonum %v (relative error %g)", i, got[i], want, diff/math.Max(1, math.Abs(want)))
-				}
-			}
-			if nonzero == 0 {
-				t.Fatalf("every betweenness is 0: the comparison proves nothing")
-			}
+			compareWithGonum(t, tc.n, edges)
 		})
+	}
+}
+
+// TestBetweennessFoldedSourcesMatchGonum covers the sources that are not
+// searched on their own (a single successor, see foldPlan): folded into a
+// successor that reaches them back, several folded into one node, a chain
+// of single-successor nodes (not folded), a single successor that is a dead
+// end, and a long ring with chords whose searches are deep and narrow.
+func TestBetweennessFoldedSourcesMatchGonum(t *testing.T) {
+	ring := func(n int) [][2]int32 {
+		var edges [][2]int32
+		for i := 0; i < n; i++ {
+			edges = append(edges, [2]int32{int32(i), int32((i + 1) % n)})
+			if i%7 == 0 {
+				edges = append(edges, [2]int32{int32(i), int32((i + 3) % n)})
+			}
+		}
+		return edges
+	}
+	for _, tc := range []struct {
+		name  string
+		n     int
+		edges [][2]int32
+	}{
+		{"folded source reached back", 5, [][2]int32{{0, 1}, {1, 2}, {1, 3}, {2, 0}, {3, 4}, {4, 0}}},
+		{"three folded into one", 7, [][2]int32{{0, 3}, {1, 3}, {2, 3}, {3, 4}, {3, 5}, {4, 6}, {5, 6}, {6, 1}}},
+		{"chain of single successors", 6, [][2]int32{{0, 1}, {1, 2}, {2, 3}, {2, 4}, {3, 5}, {4, 5}, {5, 0}}},
+		{"single successor is a dead end", 4, [][2]int32{{0, 1}, {2, 0}, {2, 3}, {3, 0}}},
+		{"ring with chords", 1500, ring(1500)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			compareWithGonum(t, tc.n, tc.edges)
+		})
+	}
+}
+
+// compareWithGonum checks Betweenness against gonum's network.Betweenness
+// to a relative error of 1e-9 and fails when every value is 0.
+func compareWithGonum(t *testing.T, n int, edges [][2]int32) {
+	t.Helper()
+	g := simple.NewDirectedGraph()
+	for i := 0; i < n; i++ {
+		g.AddNode(simple.Node(int64(i)))
+	}
+	for _, e := range edges {
+		g.SetEdge(simple.Edge{F: simple.Node(int64(e[0])), T: simple.Node(int64(e[1]))})
+	}
+	ref := network.Betweenness(g)
+	got, err := metrics.Betweenness(context.Background(), n, edges, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonzero := 0
+	for i := 0; i < n; i++ {
+		want := ref[int64(i)]
+		if want != 0 {
+			nonzero++
+		}
+		if diff := math.Abs(got[i] - want); diff > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Fatalf("node %d: betweenness %v, gonum %v (relative error %g)", i, got[i], want, diff/math.Max(1, math.Abs(want)))
+		}
+	}
+	if nonzero == 0 {
+		t.Fatalf("every betweenness is 0: the comparison proves nothing")
 	}
 }
 
