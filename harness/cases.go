@@ -2,11 +2,13 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
@@ -433,4 +435,59 @@ func knownTools() map[string]tool.Tool {
 	tools := tool.Builtins()
 	tools[tool.RemotePutName] = tool.RemotePut("", nil)
 	return tools
+}
+
+// Refusals of ReconcileThroughLookup.
+var (
+	// ErrNoReceipt: the effect service has no receipt for the effect's idempotency key. Nothing
+	// committed under it, or not yet; the effect stays unknown (an operator decides, or a later
+	// lookup).
+	ErrNoReceipt = errors.New("no receipt for the effect")
+	// ErrReceiptPayloadMismatch: the service committed another payload under the effect's key. It is
+	// evidence for another action, not for this one (SAFETY.md rule 12), and resolves nothing.
+	ErrReceiptPayloadMismatch = errors.New("the receipt is for another payload")
+)
+
+// ReconcileThroughLookup resolves effect e — unknown, as tool.Replay established it from a run's
+// evidence — through the receipt lookup of db, the effect service's database, and returns the
+// outcome to record (Source "reconciliation", with the receipt): succeeded when the receipt says
+// committed, failed when it says not. The state change goes through effect.Ledger, the one
+// transition guard (an effect that is not unknown is refused; a receipt naming another key is
+// effect.ErrUnrelatedReceipt). It records nothing itself. Errors: ErrNoReceipt (e stays unknown),
+// ErrReceiptPayloadMismatch, effect.ErrIllegalTransition or effect.ErrLate, and the database's
+// error when it could not be read.
+func ReconcileThroughLookup(ctx context.Context, db *reference.EffectsReader, e tool.Effect) (tool.Outcome, error) {
+	rc, found, err := db.Receipt(ctx, e.IdempotencyKey)
+	if err != nil {
+		return tool.Outcome{}, err
+	}
+	if found && e.PayloadSHA256 != "" && rc.PayloadSHA256 != e.PayloadSHA256 {
+		return tool.Outcome{}, fmt.Errorf("%w: effect %s: the service committed payload sha256 %s under its key, the intent's is %s",
+			ErrReceiptPayloadMismatch, e.IdempotencyKey, rc.PayloadSHA256, e.PayloadSHA256)
+	}
+	l := effect.NewLedger(db, nil)
+	if err := l.Add(e.IdempotencyKey, e.State); err != nil {
+		return tool.Outcome{}, err
+	}
+	if e.State != effect.Unknown {
+		_, err := l.Apply(e.IdempotencyKey, effect.Event{Kind: effect.Reconcile, To: effect.Succeeded})
+		return tool.Outcome{}, fmt.Errorf("effect %s is %s, not unknown: %w", e.IdempotencyKey, e.State, err)
+	}
+	rec, err := l.Reconcile(ctx, e.IdempotencyKey, nil)
+	if err != nil {
+		return tool.Outcome{}, err
+	}
+	if rec.State == effect.Unknown || rec.Receipt == nil {
+		return tool.Outcome{}, fmt.Errorf("%w: %s in %s", ErrNoReceipt, e.IdempotencyKey, db.Path())
+	}
+	out := tool.Outcome{RunID: e.RunID, MemberID: e.MemberID, SessionID: e.SessionID, CallID: e.CallID,
+		IdempotencyKey: e.IdempotencyKey, Tool: e.Tool, State: string(rec.State), Source: "reconciliation", Mode: e.Mode,
+		Receipt: rec.Receipt, Revision: e.Intent.Revision, Attempts: max(e.Intent.Attempt, 1),
+		Note: fmt.Sprintf("receipt lookup in %s: receipt %s, %d PUT(s) received", db.Path(), rc.Reference, rc.Puts)}
+	if rec.State == effect.Succeeded {
+		out.Result = fmt.Sprintf("committed: receipt %s at %s", rc.Reference, rc.Time.Format(time.RFC3339Nano))
+	} else {
+		out.Error = "the effect service's receipt says it was not committed"
+	}
+	return out, nil
 }
