@@ -430,10 +430,14 @@ var effectsCheck = Check{
 			return statusFailed, "the recorded tool calls do not replay: " + err.Error(), nil
 		}
 		var unknown, problems []string
+		var firstUnknown tool.Effect
 		var remote []tool.Effect
 		simulated := 0
 		for _, e := range effs {
 			if e.State == effect.Unknown {
+				if len(unknown) == 0 {
+					firstUnknown = e
+				}
 				unknown = append(unknown, fmt.Sprintf("%s (%s)", e.IdempotencyKey, e.Tool))
 			}
 			if e.Tool == tool.RemotePutName && e.Dispatched {
@@ -464,8 +468,10 @@ var effectsCheck = Check{
 			problems = append(problems, "and the rest cannot be checked: "+lookupErr.Error())
 		}
 		if len(unknown) > 0 {
+			// The effect's intent is in the run that dispatched it (the first of a resumed lineage).
 			problems = append([]string{fmt.Sprintf("reconciliation required: %d effect(s) unknown (may have committed): %s; "+
-				"see 'assay effects %s --state unknown', resolve with 'assay reconcile'", len(unknown), strings.Join(unknown, ", "), s.runID)}, problems...)
+				"see 'assay effects %s --state unknown', resolve with 'assay reconcile %s %s --lookup' (or --outcome)",
+				len(unknown), strings.Join(unknown, ", "), firstUnknown.RunID, firstUnknown.RunID, firstUnknown.IdempotencyKey)}, problems...)
 		}
 		if len(problems) > 0 {
 			return statusFailed, strings.Join(problems, "; "), ev

@@ -171,3 +171,41 @@ func TestEffectsCheckFailsWhenTheBackendContradictsTheEvidence(t *testing.T) {
 		t.Fatalf("without the database: %s %q", status, detail)
 	}
 }
+
+// A durable case paused at the unknown effect is resumed by a new run: resume reconciles it through
+// the effect service's receipt (the backend wired by caseBackendOptions), the paused member's call
+// returns the reconciled outcome without a second PUT, and the resumed case is accepted.
+func TestResumeReconcilesTheUnknownEffectThroughTheReceipt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs member code; skipped with -short")
+	}
+	out := t.TempDir()
+	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"},
+		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}})
+	first := sum.Cases[0]
+	if first.Verdict.Verdict != "rejected" {
+		t.Fatalf("first run %+v", first.Verdict)
+	}
+	var progress strings.Builder
+	res, err := Resume(context.Background(), Options{OutDir: out, Progress: &progress}, first.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Verdict != "accepted" || !strings.Contains(progress.String(), "reconciled through the receipt lookup: succeeded") {
+		t.Fatalf("resumed %+v\n%s", res.Verdict, progress.String())
+	}
+	if c := checkByName(res)["effects"]; c.Status != statusPassed || !strings.Contains(c.Detail, "2 remote_put receipt(s) match") {
+		t.Fatalf("effects check of the resumed run %+v", c)
+	}
+	store := openStoreReadOnly(t, out)
+	db, err := OpenEffectsBackend(t.Context(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, e := range remoteEffects(t, store, first.RunID) {
+		if rc, found, err := db.Receipt(t.Context(), e.IdempotencyKey); err != nil || !found || rc.Puts != 1 {
+			t.Fatalf("%s: receipt %+v found %v err %v: sent more than once across the resume", e.IdempotencyKey, rc, found, err)
+		}
+	}
+}
