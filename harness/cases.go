@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -490,4 +491,33 @@ func ReconcileThroughLookup(ctx context.Context, db *reference.EffectsReader, e 
 		out.Error = "the effect service's receipt says it was not committed"
 	}
 	return out, nil
+}
+
+// checkEffectFaults refuses an http_500_after_commit fault that cannot fire: its member (any member
+// when it names none) publishes with remote_put in none of the selected cases.
+func (o *Options) checkEffectFaults() error {
+	var publishers []string
+	for _, name := range o.Formations {
+		e, err := LookupCase(name)
+		if err != nil {
+			return err
+		}
+		for _, m := range e.Members {
+			if m.Publishes && !slices.Contains(publishers, m.ID) {
+				publishers = append(publishers, m.ID)
+			}
+		}
+	}
+	for _, f := range o.ReferenceFaults {
+		if f.Kind != reference.FaultHTTP500AfterCommit || (f.Member == "" && len(publishers) > 0) || slices.Contains(publishers, f.Member) {
+			continue
+		}
+		who := "member " + strconv.Quote(f.Member)
+		if f.Member == "" {
+			who = "any member"
+		}
+		return fmt.Errorf("%w: reference fault %s names %s, which publishes with remote_put in no selected case (select sequential+remote)",
+			ErrBadOptions, f.Kind, who)
+	}
+	return nil
 }

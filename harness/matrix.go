@@ -410,7 +410,7 @@ func (o *Options) checkFaultsTarget() error {
 			return fmt.Errorf("%w: reference fault names member %q, which no selected case has (members: %s)", ErrBadOptions, f.Member, strings.Join(known, ", "))
 		}
 	}
-	return nil
+	return o.checkEffectFaults()
 }
 
 // preflight asks the provider for its models (GET {base}/models, OpenAI's list-models endpoint)

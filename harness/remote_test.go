@@ -209,3 +209,23 @@ func TestResumeReconcilesTheUnknownEffectThroughTheReceipt(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTP500AfterCommitFaultMustBeAbleToFire(t *testing.T) {
+	for _, tc := range []struct {
+		formations []string
+		member     string
+		ok         bool
+	}{
+		{[]string{"sequential+remote"}, "exec-1", true},
+		{[]string{"sequential", "sequential+remote"}, "", true},
+		{[]string{"sequential"}, "exec-1", false}, // exec-1 exists but never publishes
+		{[]string{"parallel"}, "", false},
+	} {
+		o := Options{OutDir: t.TempDir(), Formations: tc.formations,
+			ReferenceFaults: []reference.Fault{{Member: tc.member, Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}}
+		err := o.Normalize()
+		if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "publishes with remote_put in no selected case")) {
+			t.Fatalf("%v member %q: %v", tc.formations, tc.member, err)
+		}
+	}
+}
