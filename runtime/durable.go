@@ -310,3 +310,12 @@ func fromCheckpoint(cs []CheckpointMessage) []provider.Message {
 	}
 	return out
 }
+
+// knownTokens is a usage total's tokens, nil when any response reported none (unknown, never 0).
+func knownTokens(u provider.UsageTotal) *int64 {
+	if u.Unknown > 0 {
+		return nil
+	}
+	t := u.TotalTokens
+	return &t
+}

@@ -88,6 +88,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 			for s, n := range d.Restore.Seqs {
 				e.seqs[s] = n
 			}
+			// What the earlier processes consumed still counts against the budgets (rule 11).
+			for _, t := range d.Restore.Turns {
+				e.boundary.Budget().Restore(t.MemberID, int64(t.Result.ToolCalls), knownTokens(t.Result.Usage))
+			}
 		}
 		e.durable = newDurableRun(d)
 		if d.Restore != nil {

@@ -205,3 +205,24 @@ func (b *Budget) Team() Usage {
 	defer b.mu.Unlock()
 	return b.total
 }
+
+// Restore charges what member consumed before this budget existed — the earlier processes of a
+// resumed run — without a reservation: calls tool calls, and tokens (nil: unknown, which makes the
+// member's and the team's token usage unknown, never zero). Limits are not checked here; the next
+// reservation sees the restored usage. Safe on a nil Budget (no-op).
+func (b *Budget) Restore(member string, calls int64, tokens *int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.usageLocked(member)
+	for _, x := range []*Usage{u, &b.total} {
+		x.ToolCalls += calls
+		if tokens == nil {
+			x.TokensUnknown = true
+		} else {
+			x.Tokens += *tokens
+		}
+	}
+}

@@ -56,3 +56,24 @@ func TestReserveRequestAgainstTokenLimits(t *testing.T) {
 		t.Fatalf("a tool call spends no tokens, yet was refused: %v", err)
 	}
 }
+
+// Usage restored from earlier processes counts against the limits: a member that already spent
+// its tool calls is refused, and restored unknown tokens make a token limit unevaluable.
+func TestBudgetRestoreCountsEarlierUsage(t *testing.T) {
+	b, err := NewBudget(Limits{}, Limits{ToolCalls: 2, Tokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten := int64(10)
+	b.Restore("a", 2, &ten)
+	if _, err := b.Reserve("a", 1, 0, "dispatch"); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("a member with its calls spent before the resume reserved another: %v", err)
+	}
+	b.Restore("b", 0, nil)
+	if _, err := b.ReserveRequest("b"); !errors.Is(err, ErrBudgetUnevaluable) {
+		t.Fatalf("restored unknown usage under a token limit: %v", err)
+	}
+	if u := b.Team(); u.ToolCalls != 2 || u.Tokens != 10 || !u.TokensUnknown {
+		t.Fatalf("team usage %+v", u)
+	}
+}
