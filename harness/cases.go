@@ -493,7 +493,7 @@ func ReconcileThroughLookup(ctx context.Context, db *reference.EffectsReader, e 
 	return out, nil
 }
 
-// checkEffectFaults refuses an http_500_after_commit fault that cannot fire: its member (any member
+// checkEffectFaults refuses an http_500_after_commit or hang_after_commit fault that cannot fire: its member (any member
 // when it names none) publishes with remote_put in none of the selected cases.
 func (o *Options) checkEffectFaults() error {
 	var publishers []string
@@ -509,7 +509,7 @@ func (o *Options) checkEffectFaults() error {
 		}
 	}
 	for _, f := range o.ReferenceFaults {
-		if f.Kind != reference.FaultHTTP500AfterCommit || (f.Member == "" && len(publishers) > 0) || slices.Contains(publishers, f.Member) {
+		if (f.Kind != reference.FaultHTTP500AfterCommit && f.Kind != reference.FaultHangAfterCommit) || (f.Member == "" && len(publishers) > 0) || slices.Contains(publishers, f.Member) {
 			continue
 		}
 		who := "member " + strconv.Quote(f.Member)

@@ -25,8 +25,18 @@ import (
 	"github.com/assay-audit/assay/harness"
 )
 
-// TestMain lets the test binary act as a second process holding the evidence store's writer lock.
+// TestMain lets the test binary act as a second process: one holding the evidence store's writer
+// lock (ASSAY_TEST_HOLD_STORE), or the assay command itself (ASSAY_TEST_CLI, a JSON array of arguments).
 func TestMain(m *testing.M) {
+	if args := os.Getenv("ASSAY_TEST_CLI"); args != "" {
+		// The test binary as the assay command, in its own process (crash tests kill it).
+		var argv []string
+		if err := json.Unmarshal([]byte(args), &argv); err != nil {
+			fmt.Fprintln(os.Stderr, "ASSAY_TEST_CLI:", err)
+			os.Exit(3)
+		}
+		os.Exit(run(context.Background(), argv, IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
+	}
 	if path := os.Getenv("ASSAY_TEST_HOLD_STORE"); path != "" {
 		s, err := evidence.Open(context.Background(), path, evidence.OpenOptions{Command: "assay-test-holder"})
 		if err != nil {

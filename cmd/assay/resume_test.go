@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
 // askTests sends exec-1's write of double_test.go to an approver.
@@ -248,5 +255,100 @@ func TestResumeRefusals(t *testing.T) {
 	r = runCLI(t, "resume", sum.Cases[0].RunID, "--out", out)
 	if r.code != 2 || !strings.Contains(r.stderr, "nothing to resume") {
 		t.Fatalf("resume of a completed run: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// kill -9 between intent and outcome, then assay resume: the matrix runs in its own process; the
+// reference effect service commits exec-1's remote_put and never answers (hang_after_commit), and
+// the process is killed while the call waits. The intent is recorded, the outcome is not. assay
+// resume (a new process) finds the run interrupted, makes the effect unknown from the journal,
+// reconciles it through the receipt lookup (the effect service's database survived the kill), and
+// continues exec-1 from its checkpoint without sending the PUT again; the case is accepted.
+func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	args, _ := json.Marshal([]string{"matrix", "run", "--formations", "sequential+remote", "--out", out,
+		"--reference-fault", "exec-1:-1:hang_after_commit"})
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "ASSAY_TEST_CLI="+string(args))
+	var childErr strings.Builder
+	child.Stderr = &childErr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	dbPath := filepath.Join(out, "reference-effects.db")
+	var key string
+	deadline := time.Now().Add(2 * time.Minute)
+	for key == "" {
+		if time.Now().After(deadline) {
+			_ = child.Process.Kill()
+			t.Fatalf("no committed receipt appeared; child said: %s", childErr.String())
+		}
+		if _, err := os.Stat(dbPath); err == nil {
+			db, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro&_busy_timeout=1000")
+			if err == nil {
+				_ = db.QueryRow(`SELECT idempotency_key FROM effect_receipts LIMIT 1`).Scan(&key)
+				db.Close()
+			}
+		}
+		if key == "" {
+			time.Sleep(20 * time.Millisecond) // polling the other process's database, not waiting for time to pass
+		}
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+
+	cases, err := os.ReadDir(filepath.Join(out, "cases"))
+	if err != nil || len(cases) != 1 {
+		t.Fatalf("case directories: %v %v", cases, err)
+	}
+	run := cases[0].Name()
+	if !strings.HasPrefix(key, run+":exec-1:") {
+		t.Fatalf("receipt key %s is not exec-1's call of run %s", key, run)
+	}
+	r := runCLI(t, "resume", run, "--out", out, "--format", "json")
+	if r.code != 0 {
+		t.Fatalf("resume after kill -9: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var cr harness.CaseResult
+	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
+		t.Fatal(err)
+	}
+	runs := runsOf(t, out)
+	if runs[run].Status != evidence.StatusInterrupted {
+		t.Fatalf("the killed run is %s, want interrupted", runs[run].Status)
+	}
+	if cr.Verdict.Verdict != "accepted" {
+		t.Fatalf("resumed case %s: %+v", cr.Verdict.Verdict, cr.Verdict.Reasons)
+	}
+	// The effect: unknown on recovery, succeeded through the receipt, never dispatched again.
+	var states []string
+	for _, ev := range eventsOf(t, out, cr.RunID) {
+		if ev.Type != "tool_call" && ev.Type != "tool_result" {
+			continue
+		}
+		if string(mustField(t, ev.Payload, "idempotency_key").([]byte)) != key {
+			continue
+		}
+		if ev.Type == "tool_call" {
+			t.Fatalf("the killed call was dispatched again: %s", ev.Payload)
+		}
+		states = append(states, string(mustField(t, ev.Payload, "state").([]byte))+"/"+string(mustField(t, ev.Payload, "source").([]byte)))
+	}
+	if strings.Join(states, ",") != "unknown/recovery,succeeded/reconciliation" {
+		t.Fatalf("outcomes of %s in the resumed run: %v", key, states)
+	}
+	reader, err := reference.OpenEffectsReader(context.Background(), dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	rc, found, err := reader.Receipt(context.Background(), key)
+	if err != nil || !found || rc.Puts != 1 {
+		t.Fatalf("receipt of %s: %+v found=%v err=%v; want exactly one PUT", key, rc, found, err)
 	}
 }

@@ -65,6 +65,11 @@ const (
 	// repeated PUT of that key gets the receipt (200). PUTs of keys this
 	// server did not issue a call for are never faulted.
 	FaultHTTP500AfterCommit = "http_500_after_commit"
+	// FaultHangAfterCommit commits the PUT of a remote_put call issued at the
+	// fault's turn, then never answers: the response is held until the client
+	// gives up or goes away (a process killed between intent and outcome, or
+	// a timeout that leaves the effect unknown).
+	FaultHangAfterCommit = "hang_after_commit"
 	// MaxEffectBodyBytes bounds a PUT body (1 MiB); a larger one is 400.
 	MaxEffectBodyBytes = 1 << 20
 	// MaxEffectKeyBytes bounds an idempotency key (bytes); a longer one is 400.
@@ -468,6 +473,10 @@ func (s *Server) putEffect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "invalid_request_error", "key", "idempotency_key_reused",
 			fmt.Sprintf("idempotency key %q was committed with another payload (sha256 %s); nothing was committed", key, res.receipt.PayloadSHA256))
 	case res.created:
+		if c, ok := s.issuedFor(key); ok && s.faulted(FaultHangAfterCommit, c.session, c.turn) {
+			<-r.Context().Done() // committed; the answer never comes
+			return
+		}
 		if c, ok := s.issuedFor(key); ok && s.faulted(FaultHTTP500AfterCommit, c.session, c.turn) {
 			writeError(w, http.StatusInternalServerError, "server_error", "", "reference_fault_http_500_after_commit",
 				fmt.Sprintf("scripted fault %s for session %q turn %d", FaultHTTP500AfterCommit, c.session, c.turn))

@@ -197,13 +197,14 @@ const (
 	// the session response header.
 	FaultWrongSession = "wrong_session"
 	// FaultHTTP500AfterCommit (effects.go) answers 500 to the effect
-	// service's PUT that committed a remote_put effect issued at the turn.
+	// service's PUT that committed a remote_put effect issued at the turn;
+	// FaultHangAfterCommit (effects.go) never answers it.
 )
 
 // FaultKinds returns every fault kind, in documentation order; a new slice on every call.
 func FaultKinds() []string {
 	return []string{FaultDropUsage, FaultHTTP500, FaultHTTP500AfterToolCall, FaultMalformedJSON,
-		FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession, FaultHTTP500AfterCommit}
+		FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession, FaultHTTP500AfterCommit, FaultHangAfterCommit}
 }
 
 // DefaultSlowDelay is FaultSlow's delay when Fault.Delay is 0: past the
