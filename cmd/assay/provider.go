@@ -19,6 +19,7 @@ type ProviderServeOptions struct {
 	SessionHeader string
 	Capacity      int
 	Format        string
+	EffectsDB     string
 }
 
 // NewCmdProvider builds `assay provider` and its `serve` subcommand. runF replaces runProviderServe
@@ -42,6 +43,10 @@ ending in "-MEMBER" (empty = every session), TURN is the session's 0-based reque
 turn), KIND is one of ` + strings.Join(reference.FaultKinds(), ", ") + `, and ARG is the reply of
 replace_reply or the delay of slow (e.g. 2s).
 
+It also serves the reference effect service (PUT and GET /v1/effects/{idempotency key}, what the
+remote_put tool publishes to); --effects-db keeps its receipts in a SQLite file so they outlive the
+process (assay reconcile --lookup --effects-db FILE reads them), otherwise they are in memory.
+
 It prints the base URL on stdout and serves until interrupted (Ctrl-C or SIGTERM).`,
 		Example: `  assay provider serve --addr 127.0.0.1:8089
   assay provider serve --addr 127.0.0.1:0 --faults exec-2:1:drop_usage --faults critic:-1:malformed_json
@@ -60,6 +65,7 @@ It prints the base URL on stdout and serves until interrupted (Ctrl-C or SIGTERM
 	f.StringVar(&opts.SessionHeader, "session-header", reference.DefaultSessionHeader, "request header carrying each member's session id (echoed on responses)")
 	f.IntVar(&opts.Capacity, "parallel-capacity", reference.DefaultParallelCapacity, "max_parallel_requests the model object declares (-1 declares none)")
 	f.StringVar(&opts.Format, "format", "text", "how the base URL line is printed: text or json")
+	f.StringVar(&opts.EffectsDB, "effects-db", "", "SQLite file keeping the effect service's receipts (default: in memory)")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -68,7 +74,7 @@ func runProviderServe(ctx context.Context, opts *ProviderServeOptions) error {
 	if err := checkFormat(opts.Format, "text", "json"); err != nil {
 		return err
 	}
-	cfg := reference.Config{SessionHeader: opts.SessionHeader, ParallelCapacity: opts.Capacity}
+	cfg := reference.Config{SessionHeader: opts.SessionHeader, ParallelCapacity: opts.Capacity, EffectsDB: opts.EffectsDB}
 	if opts.Capacity == 0 {
 		return badInput(errors.New("--parallel-capacity 0: declare a positive capacity, or -1 for none"))
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,21 @@ func TestProviderServeBadInput(t *testing.T) {
 			t.Fatalf("%v: exit %d, want 2 (%s)", c.args, r.code, r.stderr)
 		}
 		oneLine(t, r, c.want)
+	}
+}
+
+// --effects-db naming a file that is not an effects database is refused before serving.
+func TestProviderServeRefusesAForeignEffectsDB(t *testing.T) {
+	foreign := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(foreign, []byte("not a database at all, just text that is long enough to look like a file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "provider", "serve", "--addr", "127.0.0.1:0", "--effects-db", foreign)
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2: %s", r.code, r.stderr)
+	}
+	oneLine(t, r, "not a reference effects database")
+	if b, _ := os.ReadFile(foreign); !strings.HasPrefix(string(b), "not a database") {
+		t.Fatal("the foreign file was changed")
 	}
 }
