@@ -219,21 +219,9 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	if run.Status == evidence.StatusFinalized && !state.Paused {
 		return CaseResult{}, notResumable("it completed without pausing; there is nothing to resume")
 	}
-	// The journal: every run of the lineage and their reconciliation corrections, in creation order.
-	var family []evidence.RunSummary
-	for _, r := range runs {
-		if slices.Contains(lineage, r.RunID) || slices.Contains(lineage, r.CorrectsRunID) {
-			family = append(family, r)
-		}
-	}
-	slices.SortStableFunc(family, func(a, b evidence.RunSummary) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	var journal []tool.Record
-	for _, r := range family {
-		recs, err := ToolRecords(ctx, store, r.RunID)
-		if err != nil {
-			return CaseResult{}, err
-		}
-		journal = append(journal, recs...)
+	journal, err := FamilyRecords(ctx, store, runs, runID)
+	if err != nil {
+		return CaseResult{}, err
 	}
 
 	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath, GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
@@ -284,6 +272,57 @@ func readManifest(ctx context.Context, store *evidence.Store, r evidence.RunSumm
 		return nil
 	}
 	return errors.New("it has no case manifest (not a matrix case run)")
+}
+
+// Family returns the runs that record one team run's effects, in creation order: the first run
+// (runID's lineage followed back through corrects_run_id) and every run that continues or corrects
+// it, directly or through another (resumed runs, reconciliation corrections). runs is the store's
+// run list.
+func Family(runs []evidence.RunSummary, runID string) []evidence.RunSummary {
+	byID := map[string]evidence.RunSummary{}
+	for _, r := range runs {
+		byID[r.RunID] = r
+	}
+	root := runID
+	for seen := map[string]bool{}; !seen[root]; {
+		seen[root] = true
+		r, ok := byID[root]
+		if !ok || r.CorrectsRunID == "" {
+			break
+		}
+		root = r.CorrectsRunID
+	}
+	in := map[string]bool{root: true}
+	for changed := true; changed; {
+		changed = false
+		for _, r := range runs {
+			if !in[r.RunID] && in[r.CorrectsRunID] {
+				in[r.RunID], changed = true, true
+			}
+		}
+	}
+	var out []evidence.RunSummary
+	for _, r := range runs {
+		if in[r.RunID] {
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b evidence.RunSummary) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// FamilyRecords reads the journal records of runID's family (Family), in creation order: what
+// every process of one team run recorded of its tool calls.
+func FamilyRecords(ctx context.Context, store *evidence.Store, runs []evidence.RunSummary, runID string) ([]tool.Record, error) {
+	var out []tool.Record
+	for _, r := range Family(runs, runID) {
+		recs, err := ToolRecords(ctx, store, r.RunID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
 }
 
 // ToolRecords reads run runID's tool_call and tool_result events as journal records, in recorded

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/tool"
 )
@@ -78,6 +78,11 @@ func runEffects(ctx context.Context, opts *EffectsOptions) error {
 	runs, err := selectRuns(ctx, store, opts.Runs)
 	if err != nil {
 		return err
+	}
+	if len(opts.Runs) == 0 {
+		// Every run: each team run once, from its first run (its family holds the runs that
+		// resumed or corrected it).
+		runs = slices.DeleteFunc(runs, func(r evidence.RunSummary) bool { return r.CorrectsRunID != "" })
 	}
 	var all []tool.Effect
 	for _, r := range runs {
@@ -156,60 +161,29 @@ func selectRuns(ctx context.Context, store *evidence.Store, names []string) ([]e
 	return out, nil
 }
 
-// runEffectsOf replays run r's tool events followed by those of the correction runs linked to it,
-// in the order they were created.
+// runEffectsOf replays the tool events of run r's family — the first run of its team run, the runs
+// that resumed it and every reconciliation correction (harness.Family) — in the order they were
+// created: the effects as everything recorded establishes them.
 func runEffectsOf(ctx context.Context, store *evidence.Store, r evidence.RunSummary) ([]tool.Effect, error) {
-	records, err := toolRecords(ctx, store, r.RunID)
-	if err != nil {
-		return nil, err
-	}
 	all, err := store.Runs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	slices.SortStableFunc(all, func(a, b evidence.RunSummary) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	for _, c := range all {
-		if c.CorrectsRunID != r.RunID {
-			continue
-		}
-		more, err := toolRecords(ctx, store, c.RunID)
-		if err != nil {
-			return nil, err
-		}
-		records = append(records, more...)
+	records, err := harness.FamilyRecords(ctx, store, all, r.RunID)
+	if err != nil {
+		return nil, err
 	}
-	effs, err := tool.Replay(records, r.Status == evidence.StatusOpen)
+	open := false
+	for _, f := range harness.Family(all, r.RunID) {
+		open = open || f.Status == evidence.StatusOpen
+	}
+	effs, err := tool.Replay(records, open)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.RunID, err)
 	}
 	return effs, nil
 }
 
-// toolRecords reads a run's tool_call and tool_result events as journal records.
-func toolRecords(ctx context.Context, store *evidence.Store, runID string) ([]tool.Record, error) {
-	evs, err := store.Events(ctx, runID)
-	if err != nil {
-		return nil, fmt.Errorf("run %s events: %w", runID, err)
-	}
-	var out []tool.Record
-	for _, ev := range evs {
-		switch ev.Type {
-		case "tool_call":
-			var in tool.Intent
-			if err := json.Unmarshal(ev.Payload, &in); err != nil {
-				return nil, fmt.Errorf("run %s event %d: %w", runID, ev.Seq, err)
-			}
-			out = append(out, tool.Record{Intent: &in})
-		case "tool_result":
-			var o tool.Outcome
-			if err := json.Unmarshal(ev.Payload, &o); err != nil {
-				return nil, fmt.Errorf("run %s event %d: %w", runID, ev.Seq, err)
-			}
-			out = append(out, tool.Record{Outcome: &o})
-		}
-	}
-	return out, nil
-}
 
 // findEffect returns the effect of run r named by call: an idempotency key, or a call id that exactly
 // one member used. An ambiguous or missing call is bad input; nothing is guessed.

@@ -163,6 +163,23 @@ func TestResumeAfterApprovalIsAccepted(t *testing.T) {
 	if r := runCLI(t, "verify", "--out", out); r.code != 0 {
 		t.Fatalf("verify after resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// The resumed run's effects are the whole team run's: exec-2's writes from the first process and
+	// the approved call, all succeeded, nothing left awaiting.
+	r = runCLI(t, "effects", "--out", out, "--format", "json", cr.RunID)
+	var effs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &effs); err != nil {
+		t.Fatal(err)
+	}
+	members := map[string]int{}
+	for _, e := range effs {
+		if e["state"] != "succeeded" {
+			t.Fatalf("effect of the resumed team run not succeeded: %v", e)
+		}
+		members[e["member_id"].(string)]++
+	}
+	if members["exec-1"] < 2 || members["exec-2"] < 2 {
+		t.Fatalf("assay effects %s does not hold the whole team run's effects: %v", cr.RunID, members)
+	}
 }
 
 func mustField(t *testing.T, payload json.RawMessage, k string) any {
