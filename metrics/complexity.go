@@ -8,8 +8,12 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -33,15 +37,16 @@ type sourceSet struct {
 	missing map[string]string
 }
 
-// sources parses the indexed files once, the first time a complexity
-// metric asks.
+// sourcesOnce parses the indexed files the first time a complexity metric
+// asks (Compute asks before the descriptors run concurrently). Files are
+// read, checked against their SHA-256 and parsed by GOMAXPROCS goroutines;
+// each file's result depends only on that file, so the set is the same
+// whatever the number of goroutines.
 func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 	if in.sources != nil {
 		return in.sources, nil
 	}
-	s := &sourceSet{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
-	type pos struct{ line, col int }
-	byPath := map[string]map[pos][]string{}
+	byPath := map[string]map[srcPos][]string{}
 	sums := map[string]string{}
 	for _, n := range in.Nodes {
 		if n.Kind != "func" && n.Kind != "method" && n.Kind != "closure" {
@@ -52,9 +57,9 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 			continue // dependencies and synthesized functions have no source here
 		}
 		if byPath[f.Path] == nil {
-			byPath[f.Path] = map[pos][]string{}
+			byPath[f.Path] = map[srcPos][]string{}
 		}
-		k := pos{n.StartLine, n.StartCol}
+		k := srcPos{n.StartLine, n.StartCol}
 		byPath[f.Path][k] = append(byPath[f.Path][k], n.ID)
 		sums[f.Path] = f.SHA256
 	}
@@ -63,64 +68,102 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 		paths = append(paths, p)
 	}
 	slices.Sort(paths)
-	for _, path := range paths {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("metrics: parse sources: %w", err)
-		}
-		want := byPath[path]
-		fail := func(reason string) {
-			for _, ids := range want {
-				for _, id := range ids {
-					s.missing[id] = reason
+	results := make([]fileComplexity, len(paths))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(paths) || ctx.Err() != nil {
+					return
 				}
+				results[i] = measureFile(paths[i], sums[paths[i]], byPath[paths[i]])
 			}
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			fail(fmt.Sprintf("source unreadable: %v", err))
-			continue
-		}
-		sum := sha256.Sum256(data)
-		if hex.EncodeToString(sum[:]) != sums[path] {
-			fail("the source file changed since the snapshot (SHA-256 differs); re-index")
-			continue
-		}
-		fset := token.NewFileSet()
-		file, err := parser.ParseFile(fset, path, data, parser.SkipObjectResolution)
-		if file == nil {
-			fail(fmt.Sprintf("source unparsable: %v", err))
-			continue
-		}
-		found := map[pos]bool{}
-		record := func(n ast.Node, c funcComplexity) {
-			p := fset.PositionFor(n.Pos(), false)
-			k := pos{p.Line, p.Column}
-			for _, id := range want[k] {
-				s.byNode[id] = c
-			}
-			found[k] = true
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.FuncDecl:
-				if n.Body != nil {
-					record(n, complexityOf(n.Body))
-				}
-			case *ast.FuncLit:
-				record(n, complexityOf(n.Body))
-			}
-			return true
-		})
-		for k, ids := range want {
-			if !found[k] {
-				for _, id := range ids {
-					s.missing[id] = fmt.Sprintf("no function body at %s:%d:%d (a declaration without body, or positions from //line directives)", path, k.line, k.col)
-				}
-			}
-		}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("metrics: parse sources: %w", err)
+	}
+	s := &sourceSet{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
+	for _, r := range results {
+		maps.Copy(s.byNode, r.byNode)
+		maps.Copy(s.missing, r.missing)
 	}
 	in.sources = s
 	return s, nil
+}
+
+// srcPos is a physical 1-based line and byte column.
+type srcPos struct{ line, col int }
+
+// fileComplexity is one file's part of a sourceSet.
+type fileComplexity struct {
+	byNode  map[string]funcComplexity
+	missing map[string]string
+}
+
+// measureFile reads path, checks it against sum (SHA-256 hex) and measures
+// the function bodies starting at the positions in want (node ids by
+// position). A node whose file cannot be read, has changed or cannot be
+// parsed, or that has no body at its position, is in missing with the
+// reason.
+func measureFile(path, sum string, want map[srcPos][]string) fileComplexity {
+	r := fileComplexity{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
+	fail := func(reason string) {
+		for _, ids := range want {
+			for _, id := range ids {
+				r.missing[id] = reason
+			}
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fail(fmt.Sprintf("source unreadable: %v", err))
+		return r
+	}
+	got := sha256.Sum256(data)
+	if hex.EncodeToString(got[:]) != sum {
+		fail("the source file changed since the snapshot (SHA-256 differs); re-index")
+		return r
+	}
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, path, data, parser.SkipObjectResolution)
+	if file == nil {
+		fail(fmt.Sprintf("source unparsable: %v", err))
+		return r
+	}
+	found := map[srcPos]bool{}
+	record := func(n ast.Node, c funcComplexity) {
+		p := fset.PositionFor(n.Pos(), false)
+		k := srcPos{p.Line, p.Column}
+		for _, id := range want[k] {
+			r.byNode[id] = c
+		}
+		found[k] = true
+	}
+	ast.Inspect(file, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncDecl:
+			if n.Body != nil {
+				record(n, complexityOf(n.Body))
+			}
+		case *ast.FuncLit:
+			record(n, complexityOf(n.Body))
+		}
+		return true
+	})
+	for k, ids := range want {
+		if !found[k] {
+			for _, id := range ids {
+				r.missing[id] = fmt.Sprintf("no function body at %s:%d:%d (a declaration without body, or positions from //line directives)", path, k.line, k.col)
+			}
+		}
+	}
+	return r
 }
 
 // complexityOf measures one body.

@@ -32,9 +32,10 @@
 // # Storage
 //
 // Enrich is the hook indexer.Options.Enrich takes: the values are written
-// into the graph database (tables metric_descriptors and metric_values, see
-// Write) in the indexer's transaction, before its integrity check and
-// SHA-256. Read returns them.
+// into the graph database (tables metric_descriptors, metric_value_rows
+// and metric_context, read through the view metric_values, which has one
+// row per value with every column of a Value; see Write) in the indexer's
+// transaction, before its integrity check and SHA-256. Read returns them.
 //
 // Compute, Load and Read are safe for concurrent use on distinct inputs;
 // an Input is read-only once loaded.

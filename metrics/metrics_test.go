@@ -2,9 +2,11 @@ package metrics_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -254,5 +256,67 @@ func TestRegistry(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"lcom4"}, metrics.Names(metrics.ScopeType)); diff != "" {
 		t.Errorf("type-scope metrics (-want +got):\n%s", diff)
+	}
+}
+
+// TestWriteStoresEveryColumn: every column of every value read back through
+// the metric_values view equals the value computed, although scope, method,
+// snapshot and build context are stored once; and a value that does not
+// match its descriptor is refused rather than stored as its descriptor's.
+func TestWriteStoresEveryColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbPath := filepath.Join(t.TempDir(), "graph.db")
+	if _, err := indexer.Index(ctx, indexer.Options{Dir: "testdata/fixture", Tests: true, DBPath: dbPath}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := indexer.OpenDatabase(ctx, dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	computed, err := metrics.Compute(ctx, db, metrics.Options{})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stored := indexFixture(t, metrics.Options{})
+	if len(stored) != len(computed) {
+		t.Fatalf("%d values stored, %d computed", len(stored), len(computed))
+	}
+	for _, v := range computed {
+		got := stored[v.Metric+" "+v.Subject]
+		// The two indexes are of the same sources: only the database differs.
+		if diff := cmp.Diff(v, got); diff != "" {
+			t.Fatalf("%s of %s read back (-computed +stored):\n%s", v.Metric, v.Subject, diff)
+		}
+	}
+
+	rw, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	for _, tc := range []struct {
+		name   string
+		mutate func(v *metrics.Value)
+	}{
+		{"other scope", func(v *metrics.Value) {
+			v.Scope = map[bool]metrics.Scope{true: metrics.ScopeFunc, false: metrics.ScopeType}[v.Scope == metrics.ScopeType]
+		}},
+		{"other method", func(v *metrics.Value) { v.Method = "something-else@v9" }},
+		{"unknown metric", func(v *metrics.Value) { v.Metric = "no_such_metric" }},
+		{"other snapshot", func(v *metrics.Value) { v.SnapshotID = "0000" }},
+	} {
+		vals := slices.Clone(computed)
+		tc.mutate(&vals[len(vals)-1])
+		tx, err := rw.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = metrics.Write(ctx, tx, vals)
+		_ = tx.Rollback()
+		if !errors.Is(err, metrics.ErrValueMismatch) {
+			t.Errorf("%s: Write error %v, want ErrValueMismatch", tc.name, err)
+		}
 	}
 }

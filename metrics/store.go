@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/assay-audit/assay/indexer"
 )
@@ -22,22 +25,54 @@ var ErrSnapshotMismatch = errors.New("metrics: snapshot not in the graph databas
 // Compute loads the graph through q and runs every descriptor of the
 // registry, returning their values sorted by (metric, subject). Errors are
 // Load's, a descriptor's (wrapped with its name), or ctx's.
+//
+// The descriptors run concurrently (GOMAXPROCS at a time) over the shared,
+// read-only Input; the facts several of them share (parsed sources, call
+// graph facts) are built before they start. The result does not depend on
+// the order in which they finish.
 func Compute(ctx context.Context, q Queryer, opts Options) ([]Value, error) {
 	in, err := Load(ctx, q, opts)
 	if err != nil {
 		return nil, err
 	}
-	var out []Value
-	for _, d := range Registry() {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
-		}
-		vals, err := d.Compute(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: compute %s: %w", d.Name, err)
-		}
-		out = append(out, vals...)
+	in.callFacts()
+	if _, err := in.sourcesOnce(ctx); err != nil {
+		return nil, err
 	}
+	reg := Registry()
+	results := make([][]Value, len(reg))
+	errs := make([]error, len(reg))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(reg)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(reg) {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[i] = fmt.Errorf("metrics: %w", err)
+					continue
+				}
+				vals, err := reg[i].Compute(ctx, in)
+				if err != nil {
+					errs[i] = fmt.Errorf("metrics: compute %s: %w", reg[i].Name, err)
+					continue
+				}
+				results[i] = vals
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first in registry order
+		}
+	}
+	out := slices.Concat(results...)
 	slices.SortFunc(out, func(a, b Value) int {
 		if c := strings.Compare(a.Metric, b.Metric); c != 0 {
 			return c
@@ -47,43 +82,80 @@ func Compute(ctx context.Context, q Queryer, opts Options) ([]Value, error) {
 	return out, nil
 }
 
-// schema creates the metric tables: metric_descriptors (one row per
-// registry entry: name, title, scope, kind, method, source, doc) and
-// metric_values (one row per value; value is NULL exactly when kind is
-// 'unavailable', and then reason says why).
+// schema creates the metric tables. metric_descriptors has one row per
+// registry entry (name, title, scope, kind, method, source, doc);
+// metric_value_rows one row per value (value is NULL exactly when kind is
+// 'unavailable', and then reason says why); metric_context the one
+// snapshot id and build context every value was computed with. The view
+// metric_values joins them into one row per value with every column a
+// Value has. A value's scope and method are its descriptor's, and its
+// snapshot and build context are the database's, so storing them once
+// loses nothing and keeps the database (and its integrity check, hash and
+// sync) smaller.
 var schema = []string{
 	`CREATE TABLE metric_descriptors (
 		name   TEXT PRIMARY KEY,
 		title  TEXT NOT NULL,
-		scope  TEXT NOT NULL,
+		scope  TEXT NOT NULL CHECK (scope IN ('package', 'type', 'func')),
 		kind   TEXT NOT NULL,
 		method TEXT NOT NULL,
 		source TEXT NOT NULL,
 		doc    TEXT NOT NULL
 	)`,
-	`CREATE TABLE metric_values (
-		metric        TEXT NOT NULL REFERENCES metric_descriptors(name),
-		subject       TEXT NOT NULL REFERENCES nodes(id),
-		scope         TEXT NOT NULL CHECK (scope IN ('package', 'type', 'func')),
-		value         REAL,
-		kind          TEXT NOT NULL CHECK (kind IN ('measured', 'proxy', 'unavailable')),
-		method        TEXT NOT NULL,
-		reason        TEXT,
-		detail        TEXT,
-		coverage      REAL NOT NULL CHECK (coverage >= 0 AND coverage <= 1),
+	`CREATE TABLE metric_context (
 		snapshot_id   TEXT NOT NULL REFERENCES snapshots(id),
-		build_context TEXT NOT NULL,
-		origin        TEXT NOT NULL,
-		variant       TEXT NOT NULL,
+		build_context TEXT NOT NULL
+	)`,
+	`CREATE TABLE metric_value_rows (
+		metric   TEXT NOT NULL REFERENCES metric_descriptors(name),
+		subject  TEXT NOT NULL REFERENCES nodes(id),
+		value    REAL,
+		kind     TEXT NOT NULL CHECK (kind IN ('measured', 'proxy', 'unavailable')),
+		reason   TEXT,
+		detail   TEXT,
+		coverage REAL NOT NULL CHECK (coverage >= 0 AND coverage <= 1),
+		origin   TEXT NOT NULL,
+		variant  TEXT NOT NULL,
 		PRIMARY KEY (metric, subject),
 		CHECK ((kind = 'unavailable') = (value IS NULL)),
 		CHECK (kind != 'unavailable' OR reason IS NOT NULL)
 	) WITHOUT ROWID`,
+	`CREATE VIEW metric_values AS
+		SELECT r.metric, r.subject, d.scope, r.value, r.kind, d.method, r.reason, r.detail, r.coverage,
+			c.snapshot_id, c.build_context, r.origin, r.variant
+		FROM metric_value_rows r JOIN metric_descriptors d ON d.name = r.metric CROSS JOIN metric_context c`,
 }
 
+// ErrValueMismatch is returned (wrapped, naming the value) by Write when a
+// value's scope or method is not its descriptor's, or its snapshot or build
+// context differs from the other values': the storage keeps them once, so
+// such a value cannot be stored faithfully.
+var ErrValueMismatch = errors.New("metrics: value does not match its descriptor or snapshot")
+
 // Write creates the metric tables in tx and inserts the registry's
-// descriptors and vals.
+// descriptors and vals. Errors: ErrValueMismatch (wrapped) for a value
+// that does not match its descriptor or the other values' snapshot and
+// build context, or for a metric not in the registry; wrapped SQLite
+// errors.
 func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
+	reg := map[string]*Descriptor{}
+	for _, d := range Registry() {
+		reg[d.Name] = d
+	}
+	for i := range vals {
+		v := &vals[i]
+		d := reg[v.Metric]
+		switch {
+		case d == nil:
+			return fmt.Errorf("%w: %s of %s: no such metric in the registry", ErrValueMismatch, v.Metric, v.Subject)
+		case v.Scope != d.Scope || v.Method != d.Method.String():
+			return fmt.Errorf("%w: %s of %s: scope %s method %s, descriptor %s %s", ErrValueMismatch, v.Metric, v.Subject,
+				v.Scope, v.Method, d.Scope, d.Method)
+		case v.SnapshotID != vals[0].SnapshotID || v.BuildContext != vals[0].BuildContext:
+			return fmt.Errorf("%w: %s of %s: snapshot %s %q, first value %s %q", ErrValueMismatch, v.Metric, v.Subject,
+				v.SnapshotID, v.BuildContext, vals[0].SnapshotID, vals[0].BuildContext)
+		}
+	}
 	for _, stmt := range schema {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("metrics: create tables: %w", err)
@@ -95,15 +167,21 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 			return fmt.Errorf("metrics: insert descriptor %s: %w", d.Name, err)
 		}
 	}
-	err := indexer.InsertBatched(ctx, tx, "metric_values", `INSERT INTO metric_values (metric, subject, scope, value, kind, method, reason, detail, coverage,
-		snapshot_id, build_context, origin, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(vals), func(i int) []any {
+	if len(vals) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO metric_context (snapshot_id, build_context) VALUES (?, ?)`,
+		vals[0].SnapshotID, vals[0].BuildContext); err != nil {
+		return fmt.Errorf("metrics: insert metric context: %w", err)
+	}
+	err := indexer.InsertBatched(ctx, tx, "metric_value_rows", `INSERT INTO metric_value_rows (metric, subject, value, kind, reason, detail,
+		coverage, origin, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(vals), func(i int) []any {
 		v := vals[i]
 		var val sql.Null[float64]
 		if v.Value != nil {
 			val = sql.Null[float64]{V: *v.Value, Valid: true}
 		}
-		return []any{v.Metric, v.Subject, string(v.Scope), val, string(v.Kind), v.Method,
-			nullString(v.Reason), nullString(v.Detail), v.Coverage, v.SnapshotID, v.BuildContext, v.Origin, v.Variant}
+		return []any{v.Metric, v.Subject, val, string(v.Kind), nullString(v.Reason), nullString(v.Detail), v.Coverage, v.Origin, v.Variant}
 	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
