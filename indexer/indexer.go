@@ -375,7 +375,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	}
 	snap.FullReason = fullReason
 	progress("writing the database")
-	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan)
+	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan, progress)
 	if err != nil {
 		return Snapshot{}, err
 	}

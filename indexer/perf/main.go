@@ -5,7 +5,9 @@
 // (getrusage of that process; the go command it starts is not included, in
 // every case alike) is its own.
 //
-// Run it through indexer/perf/perf.sh.
+// Run it through indexer/perf/perf.sh. To profile one measurement:
+//
+//	go run ./indexer/perf -child index -dir DIR -db DB -cpuprofile cpu.out
 //
 //	go run ./indexer/perf [-scip-go BIN] golang.org/x/tools@v0.52.0 gonum.org/v1/gonum@v0.17.0
 package main
@@ -19,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -49,10 +52,26 @@ func main() {
 	db := flag.String("db", "", "internal: database path")
 	scip := flag.String("scip-go", "", "scip-go binary (empty: not run)")
 	rounds := flag.Int("rounds", 3, "repeat each measurement this many times and keep the fastest")
+	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measurement to this file")
+	stages := flag.Bool("stages", false, "with -child index: print each indexing stage with the time since start on stderr")
 	flag.Parse()
 	if *child != "" {
-		res, err := runChild(*child, *dir, *db)
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				fatal(err)
+			}
+			defer func() {
+				pprof.StopCPUProfile()
+				f.Close()
+			}()
+		}
+		res, err := runChild(*child, *dir, *db, *stages)
 		if err != nil {
+			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "perf child:", err)
 			os.Exit(1)
 		}
@@ -77,8 +96,13 @@ func fatal(err error) {
 
 var env = []string{"GOFLAGS=-mod=mod"}
 
-func runChild(mode, dir, db string) (childResult, error) {
+func runChild(mode, dir, db string, stages bool) (childResult, error) {
 	ctx := context.Background()
+	start := time.Now()
+	var progress func(string)
+	if stages {
+		progress = func(stage string) { fmt.Fprintf(os.Stderr, "%6.2fs %s\n", time.Since(start).Seconds(), stage) }
+	}
 	switch mode {
 	case "bare":
 		cfg := &packages.Config{Context: ctx, Mode: indexer.LoadMode(true), Dir: dir, Env: append(os.Environ(), env...), Tests: true}
@@ -93,9 +117,12 @@ func runChild(mode, dir, db string) (childResult, error) {
 		return childResult{Files: files, Packages: len(pkgs)}, nil
 	case "index":
 		snap, err := indexer.Index(ctx, indexer.Options{Dir: dir, Tests: true, DBPath: db, Env: env, Reuse: true,
-			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()})
+			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID(), Progress: progress})
 		if err != nil {
 			return childResult{}, err
+		}
+		if progress != nil {
+			progress("done")
 		}
 		c := snap.Counts
 		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused,
