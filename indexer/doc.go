@@ -98,6 +98,9 @@
 //	load_errors  seq, package_id (NULL when the package is not indexed), go_id,
 //	             kind (list | parse | type | module | file | unknown), position,
 //	             file, line, col, message.
+//	reuse_check  key (the file-system reuse key), check_json (the roots walked,
+//	             the directories listed and the files hashed); no row when a
+//	             pattern is not relative to the directory.
 //
 // Node ids are stable across runs and machines for the same sources: they are
 // built from the package ID and declared names, never from absolute paths or
@@ -182,6 +185,19 @@
 // options, the VCS state and the content of every file that can change the
 // graph; when the database at DBPath carries the same key it is returned
 // as it is (Snapshot.Reused).
+//
+// Before that listing, a file-system check (Snapshot.ReusedBy "files")
+// can decide alone: when every pattern is relative to Dir, the database
+// also stores a key over what the go command reads to make the listing —
+// go env, the options, the VCS state, the content of every file the
+// listing hashed, and the names of all entries of every directory under
+// the patterns' roots (version control metadata and the database's own
+// files left out) and of the directories of hashed files outside them. If
+// all of it is unchanged, so is the listing, and the database is reused
+// without running the go command's listing. Any difference, even a file
+// the go command ignores, falls back to the listing (ReusedBy "listing"
+// when it still matches); a reuse does not rewrite the database, so the
+// stored check stays that of the last index.
 //
 // When only the matched packages' files changed (same configuration key:
 // build context, options, dependency versions), the index is incremental:

@@ -71,9 +71,12 @@ type Options struct {
 	// loading or writing anything, when its reuse key equals the current
 	// one: same schema, tool, Go version and build context, same patterns,
 	// VCS state, EnrichID, and same content (SHA-256) of every file of the
-	// matched packages and of every dependency without a module version.
-	// When only files of the matched packages changed, Index re-indexes
-	// incrementally: the changed packages and every package that imports
+	// matched packages and of every dependency without a module version
+	// (vendored dependencies included). An unchanged tree is usually
+	// recognized without the go command's listing, by a file-system check
+	// (see the package doc, "Reuse and incremental index"). When only files
+	// of the matched packages changed, Index re-indexes incrementally: the
+	// changed packages and every package that imports
 	// them (transitively) are type-checked in full; the others are
 	// type-checked without function bodies, and the relations found in
 	// their bodies are kept from the previous database. The result has the
@@ -164,6 +167,11 @@ type Snapshot struct {
 	// Reused reports that Index returned the existing database unchanged
 	// because its InputKey matched.
 	Reused bool
+	// ReusedBy says how an unchanged input was established when Reused:
+	// "files" when the file-system check found every file and directory the
+	// go command reads as it was (no listing needed), "listing" when the go
+	// command's listing gave the same reuse key. "" when not Reused.
+	ReusedBy string
 	// ConfigKey is the configuration key (SHA-256 hex): the reuse key
 	// without file contents, package list and VCS state. An existing
 	// database with the same ConfigKey can be updated incrementally.
@@ -270,13 +278,23 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	}
 	keyCh := make(chan keyResult, 1)
 	computeKey := func() {
-		k, err := reuseKey(ctx, spec, goEnv, vcs, opts, tags)
+		k, err := reuseKey(ctx, spec, goEnv, vcs, opts, tags, dbPath)
 		keyCh <- keyResult{k, err}
 	}
 	var plan *incrementalPlan
 	var fullReason string
 	_, statErr := os.Stat(dbPath)
 	if opts.Reuse && statErr == nil {
+		// The file-system check first: when nothing the go command reads
+		// changed, neither did the listing, and it is not needed.
+		prev, ok, err := fsReuse(ctx, dbPath, dir, fsBase(goEnv, vcs, opts, tags, spec))
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if ok {
+			prev.Reused, prev.ReusedBy = true, "files"
+			return prev, nil
+		}
 		computeKey()
 		kr := <-keyCh
 		if kr.err != nil {
@@ -284,7 +302,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		}
 		if prev, err := ReadSnapshot(ctx, dbPath); err == nil {
 			if prev.InputKey == kr.keys.input {
-				prev.Reused = true
+				prev.Reused, prev.ReusedBy = true, "listing"
 				return prev, nil
 			}
 			if prev.ConfigKey == kr.keys.config {
@@ -375,7 +393,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	}
 	snap.FullReason = fullReason
 	progress("writing the database")
-	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan, progress)
+	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan, progress, kr.keys)
 	if err != nil {
 		return Snapshot{}, err
 	}

@@ -19,20 +19,39 @@ import (
 	"golang.org/x/tools/go/packages"
 )
 
-// goEnv is the part of `go env` that decides what gets loaded.
+// goEnv is the part of `go env` that decides what gets loaded: the
+// toolchain, the target and its architecture level (build constraints such
+// as amd64.v3 read it), experiments, module mode and flags.
 type goEnv struct {
-	GoVersion  string `json:"GOVERSION"`
-	GOOS       string `json:"GOOS"`
-	GOARCH     string `json:"GOARCH"`
-	CGOEnabled string `json:"CGO_ENABLED"`
-	GOFLAGS    string `json:"GOFLAGS"`
-	GOWORK     string `json:"GOWORK"`
+	GoVersion    string `json:"GOVERSION"`
+	GOOS         string `json:"GOOS"`
+	GOARCH       string `json:"GOARCH"`
+	CGOEnabled   string `json:"CGO_ENABLED"`
+	GOFLAGS      string `json:"GOFLAGS"`
+	GOWORK       string `json:"GOWORK"`
+	GOROOT       string `json:"GOROOT"`
+	GO111MODULE  string `json:"GO111MODULE"`
+	GOEXPERIMENT string `json:"GOEXPERIMENT"`
+	GOFIPS140    string `json:"GOFIPS140"`
+	GOAMD64      string `json:"GOAMD64"`
+	GOARM        string `json:"GOARM"`
+	GOARM64      string `json:"GOARM64"`
+	GO386        string `json:"GO386"`
+	GOMIPS       string `json:"GOMIPS"`
+	GOMIPS64     string `json:"GOMIPS64"`
+	GOPPC64      string `json:"GOPPC64"`
+	GORISCV64    string `json:"GORISCV64"`
+	GOWASM       string `json:"GOWASM"`
 }
+
+// goEnvNames are the variables goEnv holds, as `go env` names them.
+var goEnvNames = []string{"GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED", "GOFLAGS", "GOWORK", "GOROOT", "GO111MODULE",
+	"GOEXPERIMENT", "GOFIPS140", "GOAMD64", "GOARM", "GOARM64", "GO386", "GOMIPS", "GOMIPS64", "GOPPC64", "GORISCV64", "GOWASM"}
 
 // readGoEnv runs `go env -json` in dir with env, the same way go/packages
 // will run the go command, so the recorded toolchain is the one that loads.
 func readGoEnv(ctx context.Context, dir string, env []string) (goEnv, error) {
-	cmd := exec.CommandContext(ctx, "go", "env", "-json", "GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED", "GOFLAGS", "GOWORK")
+	cmd := exec.CommandContext(ctx, "go", append([]string{"env", "-json"}, goEnvNames...)...)
 	cmd.Dir = dir
 	cmd.Env = env
 	var stderr bytes.Buffer

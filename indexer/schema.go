@@ -158,6 +158,10 @@ func schemaDDL() []string {
 			col        INTEGER,
 			message    TEXT NOT NULL
 		)`,
+		`CREATE TABLE reuse_check (
+			key        TEXT NOT NULL,
+			check_json TEXT NOT NULL
+		)`,
 		`CREATE INDEX nodes_kind ON nodes(kind)`,
 		`CREATE INDEX nodes_package ON nodes(package_id)`,
 		`CREATE INDEX edges_dst ON edges(dst, kind)`,

@@ -21,7 +21,7 @@ import (
 // writeDatabase writes g to a temporary file next to dbPath, checks it,
 // syncs it, renames it over dbPath and returns its SHA-256 hex. On any
 // error the temporary file is removed and dbPath is left as it was.
-func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string)) (sum string, counts Counts, err error) {
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string), k keys) (sum string, counts Counts, err error) {
 	dir := filepath.Dir(dbPath)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", Counts{}, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
@@ -42,7 +42,7 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		}
 	}()
 
-	counts, err = fillDatabase(ctx, tmpPath, snap, env, g, enrich, plan, progress)
+	counts, err = fillDatabase(ctx, tmpPath, snap, env, g, enrich, plan, progress, k)
 	if err != nil {
 		return "", Counts{}, err
 	}
@@ -89,7 +89,7 @@ func syncAndHash(path string) (string, error) {
 // fillDatabase creates the schema in path and inserts g in one
 // transaction, then runs PRAGMA integrity_check and foreign_key_check and
 // closes the database.
-func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string)) (counts Counts, err error) {
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string), k keys) (counts Counts, err error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=MEMORY&_synchronous=OFF")
 	if err != nil {
 		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
@@ -112,6 +112,10 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		return Counts{}, fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
 	}
 	if err := insertAll(ctx, tx, snap, env, g); err != nil {
+		_ = tx.Rollback()
+		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+	}
+	if err := insertFSCheck(ctx, tx, k.fs, k.check); err != nil {
 		_ = tx.Rollback()
 		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
 	}

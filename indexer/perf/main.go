@@ -40,6 +40,8 @@ type childResult struct {
 	Edges    int  `json:"edges"`
 	Packages int  `json:"packages"`
 	Reused   bool `json:"reused"`
+	// ReusedBy is Snapshot.ReusedBy: "files" or "listing".
+	ReusedBy string `json:"reused_by,omitempty"`
 	// Incremental and Note (the re-indexed packages) describe an
 	// incremental index.
 	Incremental bool   `json:"incremental"`
@@ -125,7 +127,7 @@ func runChild(mode, dir, db string, stages bool) (childResult, error) {
 			progress("done")
 		}
 		c := snap.Counts
-		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused,
+		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused, ReusedBy: snap.ReusedBy,
 			Incremental: snap.Incremental, Note: note(snap)}, nil
 	}
 	return childResult{}, fmt.Errorf("unknown mode %q", mode)
@@ -264,7 +266,7 @@ func measure(self, mod, scip string, rounds *int) error {
 	fmt.Printf("| run | wall s | CPU s | peak RSS MiB | files | nodes | edges |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	fmt.Printf("| bare packages.Load (floor) | %.2f | %.2f | %.0f | %d | | |\n", bare.wall.Seconds(), bare.cpu.Seconds(), bare.rssMB, bare.res.Files)
 	fmt.Printf("| assay index, cold (graph + metrics) | %.2f | %.2f | %.0f | %d | %d | %d |\n", cold.wall.Seconds(), cold.cpu.Seconds(), cold.rssMB, cold.res.Files, cold.res.Nodes, cold.res.Edges)
-	fmt.Printf("| assay index, unchanged re-run | %.2f | %.2f | %.0f | | | |\n", again.wall.Seconds(), again.cpu.Seconds(), again.rssMB)
+	fmt.Printf("| assay index, unchanged re-run (reused by %s) | %.2f | %.2f | %.0f | | | |\n", again.res.ReusedBy, again.wall.Seconds(), again.cpu.Seconds(), again.rssMB)
 	rel, _ := filepath.Rel(src, leaf)
 	fmt.Printf("| assay index after appending a func to %s (%s) | %.2f | %.2f | %.0f | %d | %d | %d |\n", rel,
 		map[bool]string{true: "incremental: ", false: "full: "}[inc.res.Incremental]+inc.res.Note, inc.wall.Seconds(), inc.cpu.Seconds(), inc.rssMB, inc.res.Files, inc.res.Nodes, inc.res.Edges)

@@ -1,0 +1,77 @@
+package indexer_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/assay-audit/assay/indexer"
+)
+
+// TestReuseByFiles: an unchanged re-run is decided by the file-system check
+// without the go command's listing ("files"), also with the database inside
+// the module; a file the go command ignores makes the check fall back to
+// the listing, which still reuses ("listing"); and every change the go
+// command would see — a new file in a package, a new package, a new
+// embedded file, an edited test file, an edited vendored file, another
+// GOFLAGS — is not reused.
+func TestReuseByFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"go.mod":                        "module example.com/fs\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n",
+		"vendor/modules.txt":            "# example.com/dep v1.0.0\n## explicit\nexample.com/dep\n",
+		"vendor/example.com/dep/dep.go": "package dep\n\nfunc Two() int { return 2 }\n",
+		"a/a.go":                        "package a\n\nimport \"example.com/dep\"\n\nfunc A() int { return dep.Two() }\n",
+		"a/a_test.go":                   "package a\n\nimport \"testing\"\n\nfunc TestA(t *testing.T) { A() }\n",
+		"e/e.go":                        "package e\n\nimport \"embed\"\n\n//go:embed data/*.txt\nvar Data embed.FS\n",
+		"e/data/one.txt":                "one\n",
+	})
+	env := []string{"GOFLAGS=-mod=vendor", "GOPROXY=off"}
+	dbPath := filepath.Join(dir, "assay-out", "graph.db")
+	opts := indexer.Options{Dir: dir, DBPath: dbPath, Reuse: true, Tests: true, Env: env}
+	first := index(t, opts)
+	if first.Reused || first.ReusedBy != "" {
+		t.Fatalf("first index: Reused %v ReusedBy %q", first.Reused, first.ReusedBy)
+	}
+	if s := index(t, opts); !s.Reused || s.ReusedBy != "files" || s.DBSHA256 != first.DBSHA256 {
+		t.Fatalf("unchanged re-run: Reused %v ReusedBy %q, same database %v", s.Reused, s.ReusedBy, s.DBSHA256 == first.DBSHA256)
+	}
+
+	writeFiles(t, dir, map[string]string{"NOTES.md": "not Go\n"})
+	if s := index(t, opts); !s.Reused || s.ReusedBy != "listing" {
+		t.Fatalf("a file the go command ignores: Reused %v ReusedBy %q, want reused by the listing", s.Reused, s.ReusedBy)
+	}
+	if err := os.Remove(filepath.Join(dir, "NOTES.md")); err != nil {
+		t.Fatal(err)
+	}
+	if s := index(t, opts); s.ReusedBy != "files" {
+		t.Fatalf("back as indexed: ReusedBy %q, want files", s.ReusedBy)
+	}
+
+	for _, change := range []struct {
+		name  string
+		files map[string]string
+		env   []string
+	}{
+		{name: "new file in a package", files: map[string]string{"a/b.go": "package a\n\nfunc B() {}\n"}},
+		{name: "new package", files: map[string]string{"c/c.go": "package c\n\nfunc C() {}\n"}},
+		{name: "new embedded file", files: map[string]string{"e/data/two.txt": "two\n"}},
+		{name: "edited test file", files: map[string]string{"a/a_test.go": "package a\n\nimport \"testing\"\n\nfunc TestA(t *testing.T) { _ = A() }\n"}},
+		{name: "edited vendored file", files: map[string]string{"vendor/example.com/dep/dep.go": "package dep\n\nfunc Two() int { return 3 }\n"}},
+		{name: "other GOFLAGS", env: []string{"GOFLAGS=-mod=vendor -tags=x", "GOPROXY=off"}},
+	} {
+		writeFiles(t, dir, change.files)
+		o := opts
+		if change.env != nil {
+			o.Env = change.env
+		}
+		if s := index(t, o); s.Reused {
+			t.Errorf("%s: reused (%s)", change.name, s.ReusedBy)
+		}
+		// Indexed again, so the next change starts from an up-to-date database.
+		if s := index(t, o); !s.Reused || s.ReusedBy != "files" {
+			t.Errorf("%s: the run after the re-index: Reused %v ReusedBy %q", change.name, s.Reused, s.ReusedBy)
+		}
+	}
+}
