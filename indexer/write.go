@@ -18,8 +18,9 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 )
 
-// writeDatabase writes g to a temporary file next to dbPath, checks it,
-// syncs it, renames it over dbPath and returns its SHA-256 hex. On any
+// writeDatabase writes g to a temporary file next to dbPath, checks it
+// (PRAGMA integrity_check and foreign_key_check) while syncing and hashing
+// it, renames it over dbPath and returns its SHA-256 hex. On any
 // error the temporary file is removed and dbPath is left as it was.
 func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string), k keys) (sum string, counts Counts, err error) {
 	dir := filepath.Dir(dbPath)
@@ -46,10 +47,22 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 	if err != nil {
 		return "", Counts{}, err
 	}
-	progress("syncing and hashing the database")
-	sum, err = syncAndHash(tmpPath)
-	if err != nil {
-		return "", Counts{}, err
+	// The checks read the closed file through a read-only connection while
+	// it is synced and hashed: neither changes a byte of it.
+	progress("checking (PRAGMA integrity_check, foreign_key_check), syncing and hashing the database")
+	var hashErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sum, hashErr = syncAndHash(tmpPath)
+	}()
+	checkErr := checkClosedDatabase(ctx, tmpPath)
+	<-done
+	if checkErr != nil {
+		return "", Counts{}, checkErr
+	}
+	if hashErr != nil {
+		return "", Counts{}, hashErr
 	}
 	if err := ctx.Err(); err != nil {
 		return "", Counts{}, fmt.Errorf("indexer: write %s: %w", dbPath, err)
@@ -86,9 +99,9 @@ func syncAndHash(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// fillDatabase creates the schema in path and inserts g in one
-// transaction, then runs PRAGMA integrity_check and foreign_key_check and
-// closes the database.
+// fillDatabase creates the schema in path, inserts g in one transaction
+// (with what enrich writes), sets the schema version and closes the
+// database.
 func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string), k keys) (counts Counts, err error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=MEMORY&_synchronous=OFF")
 	if err != nil {
@@ -149,8 +162,18 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
 		return Counts{}, fmt.Errorf("indexer: set user_version on %s: %w", path, err)
 	}
-	progress("checking the database (PRAGMA integrity_check, foreign_key_check)")
-	return counts, checkDatabase(ctx, db, path)
+	return counts, nil
+}
+
+// checkClosedDatabase runs checkDatabase on the closed database at path
+// through a read-only connection.
+func checkClosedDatabase(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("indexer: open database %s for checking: %w", path, err)
+	}
+	defer db.Close()
+	return checkDatabase(ctx, db, path)
 }
 
 // checkDatabase runs PRAGMA integrity_check (which must answer exactly
