@@ -291,9 +291,12 @@ func TestRunOutputLimit(t *testing.T) {
 		name   string
 		script string
 		killed bool
+		either bool
 	}{
 		{name: "endless writer is killed", script: "yes", killed: true},
-		{name: "writer that exits is flagged", script: "head -c 300000 /dev/zero"},
+		// head may exit before the limit is noticed or be killed when it is: either way the output
+		// past the limit is flagged (whether it was killed depends on scheduling, not on Run).
+		{name: "writer that exits is flagged", script: "head -c 300000 /dev/zero", either: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -309,7 +312,7 @@ func TestRunOutputLimit(t *testing.T) {
 			if !res.OutputExceeded || res.TimedOut || res.Cancelled {
 				t.Fatalf("Run = %+v, want OutputExceeded", res)
 			}
-			if tt.killed != (res.ExitCode == -1) {
+			if !tt.either && tt.killed != (res.ExitCode == -1) {
 				t.Fatalf("ExitCode = %d, killed want %v", res.ExitCode, tt.killed)
 			}
 		})
