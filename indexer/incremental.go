@@ -208,18 +208,29 @@ func mergeKept(ctx context.Context, tx *sql.Tx, kept []string) error {
 		func(i int) []any { return []any{kept[i]} }); err != nil {
 		return err
 	}
+	// Nodes are copied by id and get new seqs; kept edges are mapped from
+	// the previous seqs to the new ones through the ids. The dependency
+	// and synthesized nodes kept edges point at are copied before the
+	// edges; an edge whose end is still missing then fails the NOT NULL
+	// constraint rather than vanishing.
+	const nodeCols = `id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path`
+	keptEdges := `SELECT e.src, e.dst, e.kind, e.variant FROM old.edge_rows e JOIN old.nodes n ON n.seq = e.src
+			WHERE n.package_id IN (SELECT id FROM kept_packages) AND n.kind IN ('func', 'method', 'closure') AND e.kind IN (` + bodyEdgeKinds + `)`
 	for _, s := range []string{
-		`INSERT OR IGNORE INTO nodes SELECT * FROM old.nodes WHERE kind = 'closure' AND package_id IN (SELECT id FROM kept_packages)`,
-		`INSERT OR IGNORE INTO edges SELECT e.* FROM old.edges e JOIN old.nodes n ON n.id = e.src
-			WHERE n.package_id IN (SELECT id FROM kept_packages) AND n.kind IN ('func', 'method', 'closure') AND e.kind IN (` + bodyEdgeKinds + `)`,
+		`INSERT OR IGNORE INTO nodes (` + nodeCols + `) SELECT ` + nodeCols + ` FROM old.nodes
+			WHERE kind = 'closure' AND package_id IN (SELECT id FROM kept_packages) ORDER BY id`,
+		`INSERT OR IGNORE INTO nodes (` + nodeCols + `) SELECT ` + nodeCols + ` FROM old.nodes o
+			WHERE o.origin IN ('dependency', 'synthesized') AND o.kind != 'package' AND o.seq IN (SELECT k.dst FROM (` + keptEdges + `) k) ORDER BY id`,
+		`INSERT OR IGNORE INTO edge_rows (src, dst, kind, variant)
+			SELECT ns.seq, nd.seq, k.kind, k.variant FROM (` + keptEdges + `) k
+			JOIN old.nodes os ON os.seq = k.src JOIN old.nodes od ON od.seq = k.dst
+			LEFT JOIN nodes ns ON ns.id = os.id LEFT JOIN nodes nd ON nd.id = od.id`,
 		`INSERT INTO dynamic_calls (src, closure, mode, target, expr, signature, file_id, line, col, variant)
 			SELECT d.src, d.closure, d.mode, d.target, d.expr, d.signature, d.file_id, d.line, d.col, d.variant
 			FROM old.dynamic_calls d JOIN old.nodes n ON n.id = d.src WHERE n.package_id IN (SELECT id FROM kept_packages) ORDER BY d.seq`,
-		`INSERT OR IGNORE INTO nodes SELECT o.* FROM old.nodes o
-			WHERE o.origin IN ('dependency', 'synthesized') AND o.kind != 'package' AND o.id IN (SELECT dst FROM edges)`,
-		`INSERT OR IGNORE INTO nodes SELECT o.* FROM old.nodes o
-			WHERE o.kind = 'package' AND o.origin = 'dependency' AND o.id IN (SELECT package_id FROM nodes)`,
-		`UPDATE snapshots SET nodes = (SELECT count(*) FROM nodes), edges = (SELECT count(*) FROM edges)`,
+		`INSERT OR IGNORE INTO nodes (` + nodeCols + `) SELECT ` + nodeCols + ` FROM old.nodes o
+			WHERE o.kind = 'package' AND o.origin = 'dependency' AND o.id IN (SELECT package_id FROM nodes) ORDER BY id`,
+		`UPDATE snapshots SET nodes = (SELECT count(*) FROM nodes), edges = (SELECT count(*) FROM edge_rows)`,
 		`DROP TABLE kept_packages`,
 	} {
 		if _, err := tx.ExecContext(ctx, s); err != nil {

@@ -3,7 +3,7 @@ package indexer
 // SchemaVersion is the version of the graph database schema this package
 // writes. It is stored in snapshots.schema_version and PRAGMA user_version;
 // readers compare it before querying.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // schemaDDL returns the statements that create the graph database. The
 // package doc comment documents each table; keep the two in step.
@@ -46,7 +46,7 @@ func schemaDDL() []string {
 			reindexed            TEXT
 		)`,
 		`CREATE TABLE nodes (
-			id         TEXT PRIMARY KEY,
+			id         TEXT NOT NULL UNIQUE,
 			kind       TEXT NOT NULL CHECK (kind IN ('module', 'package', 'file', 'type', 'func', 'method', 'field', 'interface_method', 'closure')),
 			name       TEXT,
 			package_id TEXT REFERENCES nodes(id),
@@ -56,15 +56,19 @@ func schemaDDL() []string {
 			end_line   INTEGER,
 			end_col    INTEGER,
 			origin     TEXT NOT NULL CHECK (origin IN ('production', 'test', 'generated', 'example', 'synthesized', 'dependency')),
-			object_path TEXT
+			object_path TEXT,
+			seq        INTEGER PRIMARY KEY
 		)`,
-		`CREATE TABLE edges (
-			src     TEXT NOT NULL REFERENCES nodes(id),
-			dst     TEXT NOT NULL REFERENCES nodes(id),
+		`CREATE TABLE edge_rows (
+			src     INTEGER NOT NULL REFERENCES nodes(seq),
+			dst     INTEGER NOT NULL REFERENCES nodes(seq),
 			kind    TEXT NOT NULL,
 			variant TEXT NOT NULL,
 			PRIMARY KEY (src, dst, kind)
 		) WITHOUT ROWID`,
+		`CREATE VIEW edges AS
+			SELECT s.id AS src, d.id AS dst, e.kind AS kind, e.variant AS variant
+			FROM edge_rows e JOIN nodes s ON s.seq = e.src JOIN nodes d ON d.seq = e.dst`,
 		`CREATE TABLE packages (
 			id             TEXT PRIMARY KEY REFERENCES nodes(id),
 			go_id          TEXT NOT NULL UNIQUE,
@@ -164,7 +168,7 @@ func schemaDDL() []string {
 		)`,
 		`CREATE INDEX nodes_kind ON nodes(kind)`,
 		`CREATE INDEX nodes_package ON nodes(package_id)`,
-		`CREATE INDEX edges_dst ON edges(dst, kind)`,
+		`CREATE INDEX edge_rows_dst ON edge_rows(dst, kind)`,
 		`CREATE INDEX load_errors_package ON load_errors(package_id)`,
 		`CREATE INDEX nodes_file ON nodes(file_id)`,
 		`CREATE INDEX members_type ON members(type_id)`,

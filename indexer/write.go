@@ -269,24 +269,42 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 	}
 
 	nodes := g.allNodes()
-	// Rows in primary-key order make every B-tree insert an append.
+	// Rows in primary-key order make every B-tree insert an append. A
+	// node's seq is its position in id order; edges refer to nodes by seq.
 	slices.SortFunc(nodes, func(a, b nodeRow) int { return strings.Compare(a.id, b.id) })
-	slices.SortFunc(g.edges, func(a, b edgeRow) int {
-		return cmp.Or(strings.Compare(a.src, b.src), strings.Compare(a.dst, b.dst), strings.Compare(a.kind, b.kind))
-	})
+	seqOf := make(map[string]int64, len(nodes))
+	for i, n := range nodes {
+		seqOf[n.id] = int64(i + 1)
+	}
 	err = insertRows(ctx, tx, "nodes",
-		`INSERT INTO nodes (id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, nodes,
+		`INSERT INTO nodes (seq, id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, nodes,
 		func(n nodeRow) []any {
 			var sl, sc, el, ec sql.Null[int]
 			if n.pos != nil {
 				sl, sc, el, ec = valid(n.pos.startLine), valid(n.pos.startCol), valid(n.pos.endLine), valid(n.pos.endCol)
 			}
-			return []any{n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin, n.objectPath}
+			return []any{seqOf[n.id], n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin, n.objectPath}
 		})
 	if err != nil {
 		return err
 	}
+	type edgeSeq struct {
+		src, dst      int64
+		kind, variant string
+	}
+	edges := make([]edgeSeq, len(g.edges))
+	for i, e := range g.edges {
+		src, ok1 := seqOf[e.src]
+		dst, ok2 := seqOf[e.dst]
+		if !ok1 || !ok2 {
+			return fmt.Errorf("%w: %s edge %s -> %s names a node that is not in the graph", ErrDatabaseCheck, e.kind, e.src, e.dst)
+		}
+		edges[i] = edgeSeq{src, dst, e.kind, e.variant}
+	}
+	slices.SortFunc(edges, func(a, b edgeSeq) int {
+		return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst), strings.Compare(a.kind, b.kind))
+	})
 	err = insertRows(ctx, tx, "packages",
 		`INSERT INTO packages (id, go_id, import_path, name, dir, module_path, module_version, module_dir, module_main, variant, for_test, ill_typed, error_count)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.packages,
@@ -334,9 +352,9 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 	// An edge is a relation, not an occurrence: g.edges is deduplicated.
-	err = insertRows(ctx, tx, "edges",
-		`INSERT INTO edges (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, g.edges,
-		func(e edgeRow) []any { return []any{e.src, e.dst, e.kind, e.variant} })
+	err = insertRows(ctx, tx, "edge_rows",
+		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, edges,
+		func(e edgeSeq) []any { return []any{e.src, e.dst, e.kind, e.variant} })
 	if err != nil {
 		return err
 	}

@@ -84,8 +84,9 @@ func Compute(ctx context.Context, q Queryer, opts Options) ([]Value, error) {
 
 // schema creates the metric tables. metric_descriptors has one row per
 // registry entry (name, title, scope, kind, method, source, doc);
-// metric_value_rows one row per value (value is NULL exactly when kind is
-// 'unavailable', and then reason says why); metric_context the one
+// metric_value_rows one row per value, its subject a nodes.seq (value is
+// NULL exactly when kind is 'unavailable', and then reason says why);
+// metric_context the one
 // snapshot id and build context every value was computed with. The view
 // metric_values joins them into one row per value with every column a
 // Value has. A value's scope and method are its descriptor's, and its
@@ -108,7 +109,7 @@ var schema = []string{
 	)`,
 	`CREATE TABLE metric_value_rows (
 		metric   TEXT NOT NULL REFERENCES metric_descriptors(name),
-		subject  TEXT NOT NULL REFERENCES nodes(id),
+		subject  INTEGER NOT NULL REFERENCES nodes(seq),
 		value    REAL,
 		kind     TEXT NOT NULL CHECK (kind IN ('measured', 'proxy', 'unavailable')),
 		reason   TEXT,
@@ -121,9 +122,11 @@ var schema = []string{
 		CHECK (kind != 'unavailable' OR reason IS NOT NULL)
 	) WITHOUT ROWID`,
 	`CREATE VIEW metric_values AS
-		SELECT r.metric, r.subject, d.scope, r.value, r.kind, d.method, r.reason, r.detail, r.coverage,
-			c.snapshot_id, c.build_context, r.origin, r.variant
-		FROM metric_value_rows r JOIN metric_descriptors d ON d.name = r.metric CROSS JOIN metric_context c`,
+		SELECT r.metric AS metric, n.id AS subject, d.scope AS scope, r.value AS value, r.kind AS kind, d.method AS method,
+			r.reason AS reason, r.detail AS detail, r.coverage AS coverage, c.snapshot_id AS snapshot_id,
+			c.build_context AS build_context, r.origin AS origin, r.variant AS variant
+		FROM metric_value_rows r JOIN nodes n ON n.seq = r.subject JOIN metric_descriptors d ON d.name = r.metric
+		CROSS JOIN metric_context c`,
 }
 
 // ErrValueMismatch is returned (wrapped, naming the value) by Write when a
@@ -135,8 +138,8 @@ var ErrValueMismatch = errors.New("metrics: value does not match its descriptor 
 // Write creates the metric tables in tx and inserts the registry's
 // descriptors and vals. Errors: ErrValueMismatch (wrapped) for a value
 // that does not match its descriptor or the other values' snapshot and
-// build context, or for a metric not in the registry; wrapped SQLite
-// errors.
+// build context, for a metric not in the registry, or for a subject that
+// is not a node of the graph; wrapped SQLite errors.
 func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 	reg := map[string]*Descriptor{}
 	for _, d := range Registry() {
@@ -174,6 +177,23 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 		vals[0].SnapshotID, vals[0].BuildContext); err != nil {
 		return fmt.Errorf("metrics: insert metric context: %w", err)
 	}
+	seqOf := map[string]int64{}
+	if err := scanRows(ctx, tx, `SELECT id, seq FROM nodes`, func(rows *sql.Rows) error {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return err
+		}
+		seqOf[id] = seq
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, v := range vals {
+		if _, ok := seqOf[v.Subject]; !ok {
+			return fmt.Errorf("%w: %s of %s: no such node in the graph", ErrValueMismatch, v.Metric, v.Subject)
+		}
+	}
 	err := indexer.InsertBatched(ctx, tx, "metric_value_rows", `INSERT INTO metric_value_rows (metric, subject, value, kind, reason, detail,
 		coverage, origin, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(vals), func(i int) []any {
 		v := vals[i]
@@ -181,7 +201,7 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 		if v.Value != nil {
 			val = sql.Null[float64]{V: *v.Value, Valid: true}
 		}
-		return []any{v.Metric, v.Subject, val, string(v.Kind), nullString(v.Reason), nullString(v.Detail), v.Coverage, v.Origin, v.Variant}
+		return []any{v.Metric, seqOf[v.Subject], val, string(v.Kind), nullString(v.Reason), nullString(v.Detail), v.Coverage, v.Origin, v.Variant}
 	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
