@@ -293,9 +293,11 @@ func roleTask(t MemberTemplate) string {
 	return fmt.Sprintf("You are the team's %s. Answer the request you are given.", t.DomainRole)
 }
 
-// plan builds the members of a case under caseDir, creating each member's directory and scaffold.
+// plan builds the members of a case under caseDir; with scaffold it creates each member's directory
+// and scaffold (a first run), without it it touches nothing (a resumed run, or a plan made only to
+// compute the case's manifest).
 // Every implementing member writes in its own directory, so concurrent members never share a path.
-func (c Case) plan(caseDir string) ([]memberPlan, error) {
+func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
 	files := c.Profile.Files(c.Language)
 	assignment := reference.Assignment{Task: reference.TaskDouble, Language: c.Language, Files: files}
 	if c.Language == reference.LanguageGo {
@@ -307,6 +309,10 @@ func (c Case) plan(caseDir string) ([]memberPlan, error) {
 			continue
 		}
 		dir := filepath.Join(caseDir, t.ID)
+		dirs[t.ID] = dir
+		if !scaffold {
+			continue // a resumed case works in the directories its first run made, as they are
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("case %s: member directory: %w", c.Name(), err)
 		}
@@ -315,7 +321,6 @@ func (c Case) plan(caseDir string) ([]memberPlan, error) {
 				return nil, fmt.Errorf("case %s: scaffold go.mod: %w", c.Name(), err)
 			}
 		}
-		dirs[t.ID] = dir
 	}
 	var plans []memberPlan
 	for _, t := range c.Entry.Members {

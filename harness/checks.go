@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -80,12 +80,19 @@ func Checks() []Check {
 
 var filesExist = Check{
 	Name: "files",
-	Doc: "every implementing member's declared files exist as non-empty regular files in its directory; their bytes are stored as " +
-		"artifacts; a file holding a credential value is stored masked and fails the check",
+	Doc: "every implementing member's declared files exist as non-empty regular files in its directory, and their bytes are " +
+		"the ones the member's last recorded succeeded write of that path produced (the boundary's observation of the file " +
+		"after the write, or the content a write_file reconciled as succeeded carried): a file placed or changed by anything " +
+		"else, e.g. during a pause, fails; the bytes are stored as artifacts; a file holding a credential value is stored " +
+		"masked and fails the check",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		var missing, secret []string
+		var missing, secret, unproven []string
 		digests := map[string]string{}
+		written, err := recordedWrites(ctx, s)
+		if err != nil {
+			return statusUnknown, "the run's tool journal is unavailable: " + err.Error(), nil
+		}
 		for _, p := range s.plans {
 			for _, f := range p.Deliverables {
 				path := filepath.Join(p.Spec.Dir, f)
@@ -105,6 +112,13 @@ var filesExist = Check{
 					secret = append(secret, p.Spec.ID+"/"+f)
 					data = []byte(masked)
 				}
+				sum := sha256.Sum256(data)
+				if want, ok := written[p.Spec.ID+"/"+f]; !ok {
+					unproven = append(unproven, p.Spec.ID+"/"+f+" (no recorded write produced it)")
+				} else if want != hex.EncodeToString(sum[:]) {
+					unproven = append(unproven, fmt.Sprintf("%s/%s (sha256 %.12s, the member's last recorded write produced %.12s)",
+						p.Spec.ID, f, hex.EncodeToString(sum[:]), labelOr(want, "no file")))
+				}
 				d, err := s.store.PutArtifact(ctx, s.runID, "deliverable/"+p.Spec.ID+"/"+f, "text/plain", data)
 				if err != nil {
 					return statusFailed, fmt.Sprintf("store artifact %s/%s: %v", p.Spec.ID, f, err), nil
@@ -115,18 +129,62 @@ var filesExist = Check{
 				}
 			}
 		}
-		if len(missing) > 0 || len(secret) > 0 {
+		if len(missing) > 0 || len(secret) > 0 || len(unproven) > 0 {
 			var parts []string
 			if len(missing) > 0 {
 				parts = append(parts, "missing or empty: "+strings.Join(missing, ", "))
 			}
+			if len(unproven) > 0 {
+				parts = append(parts, "not the bytes the member's recorded writes produced: "+strings.Join(unproven, ", "))
+			}
 			if len(secret) > 0 {
 				parts = append(parts, "holding a credential value (stored masked): "+strings.Join(secret, ", "))
 			}
-			return statusFailed, strings.Join(parts, "; "), map[string]any{"missing": missing, "credential": secret, "sha256": digests}
+			return statusFailed, strings.Join(parts, "; "), map[string]any{"missing": missing, "credential": secret, "unproven": unproven, "sha256": digests}
 		}
 		return statusPassed, fmt.Sprintf("%d files", len(digests)), map[string]any{"sha256": digests}
 	},
+}
+
+// recordedWrites returns, for "member/path", the SHA-256 hex of the file the member's last
+// succeeded call touching that path left ("" when it left none), from the team run's tool journal
+// (every run of the team run: lineageToolRecords). The observation is the boundary's
+// (Outcome.Files); a write_file whose success was established by reconciliation has none, and its
+// intent's content is what it wrote.
+func recordedWrites(ctx context.Context, s *caseState) (map[string]string, error) {
+	intents := map[string]tool.Intent{}
+	out := map[string]string{}
+	recs, err := lineageToolRecords(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	{
+		for _, r := range recs {
+			if r.Intent != nil {
+				intents[r.Intent.IdempotencyKey] = *r.Intent
+				continue
+			}
+			o := r.Outcome
+			if o.State != tool.StateSucceeded || o.Simulated {
+				continue
+			}
+			for p, sum := range o.Files {
+				out[o.MemberID+"/"+p] = sum
+			}
+			in, ok := intents[o.IdempotencyKey]
+			if len(o.Files) == 0 && ok && in.Tool == "write_file" && (o.Source == "reconciliation" || o.Source == "operator") {
+				var a struct {
+					Path    string `json:"path"`
+					Content string `json:"content"`
+				}
+				if json.Unmarshal(in.Arguments, &a) == nil && a.Path != "" {
+					sum := sha256.Sum256([]byte(a.Content))
+					out[o.MemberID+"/"+path.Clean(a.Path)] = hex.EncodeToString(sum[:])
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 var independentTests = Check{
@@ -416,7 +474,8 @@ func marshalEvidence(v any) json.RawMessage {
 // service's database — not the runtime — about every remote_put.
 var effectsCheck = Check{
 	Name: "effects",
-	Doc: "no tool call's effect is left unknown (unknown means it may have committed: reconciliation required); every " +
+	Doc: "no tool call's effect is left unknown (unknown means it may have committed: reconciliation required) or awaiting " +
+		"approval (an unapproved action is unfinished work); every " +
 		"remote_put the evidence says succeeded has a committed receipt for its idempotency key, for the same payload, sent " +
 		"once, in the effect service's database (OUT/" + EffectsDBName + ", read directly); one the evidence says failed has none",
 	Required: true,
@@ -429,11 +488,14 @@ var effectsCheck = Check{
 		if err != nil {
 			return statusFailed, "the recorded tool calls do not replay: " + err.Error(), nil
 		}
-		var unknown, problems []string
+		var unknown, awaiting, problems []string
 		var firstUnknown tool.Effect
 		var remote []tool.Effect
 		simulated := 0
 		for _, e := range effs {
+			if e.State == effect.AwaitingApproval {
+				awaiting = append(awaiting, fmt.Sprintf("%s (%s)", e.IdempotencyKey, e.Tool))
+			}
 			if e.State == effect.Unknown {
 				if len(unknown) == 0 {
 					firstUnknown = e
@@ -473,10 +535,16 @@ var effectsCheck = Check{
 				"see 'assay effects %s --state unknown', resolve with 'assay reconcile %s %s --lookup' (or --outcome)",
 				len(unknown), strings.Join(unknown, ", "), firstUnknown.RunID, firstUnknown.RunID, firstUnknown.IdempotencyKey)}, problems...)
 		}
+		if len(awaiting) > 0 {
+			// An action policy asked about and nobody approved is unfinished work, whatever the
+			// member said and whatever is on disk.
+			problems = append(problems, fmt.Sprintf("%d call(s) still await approval: %s", len(awaiting), strings.Join(awaiting, ", ")))
+		}
+		ev["awaiting_approval"] = awaiting
 		if len(problems) > 0 {
 			return statusFailed, strings.Join(problems, "; "), ev
 		}
-		detail := fmt.Sprintf("%d effects, none unknown", len(effs))
+		detail := fmt.Sprintf("%d effects, none unknown, none awaiting approval", len(effs))
 		if len(remote) > 0 {
 			detail += fmt.Sprintf("; %d remote_put receipt(s) match the evidence", len(remote))
 		}
@@ -491,27 +559,11 @@ var effectsCheck = Check{
 // continues and their corrections, in creation order (the records Replay needs: an outcome
 // recorded by a resume or a reconciliation belongs to an intent of an earlier run).
 func lineageToolRecords(ctx context.Context, s *caseState) ([]tool.Record, error) {
-	if len(s.priorRuns) == 0 {
-		return ToolRecords(ctx, s.store, s.runID)
-	}
-	lineage := append(slices.Clone(s.priorRuns), s.runID)
 	runs, err := s.store.Runs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	slices.SortStableFunc(runs, func(a, b evidence.RunSummary) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	var out []tool.Record
-	for _, r := range runs {
-		if !slices.Contains(lineage, r.RunID) && !slices.Contains(lineage, r.CorrectsRunID) {
-			continue
-		}
-		recs, err := ToolRecords(ctx, s.store, r.RunID)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, recs...)
-	}
-	return out, nil
+	return FamilyRecords(ctx, s.store, runs, s.runID)
 }
 
 // remoteReceipt is what the effects check found at the backend for one remote_put.

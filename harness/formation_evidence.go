@@ -149,7 +149,12 @@ func planIDs(s *caseState, keep func(memberPlan) bool) []string {
 func inOrder(t trace, ids []string) (string, string) {
 	for i := 1; i < len(ids); i++ {
 		done, start := t.lastSeq("member_completed", ids[i-1]), t.firstSeq("member_started", ids[i])
-		if done == 0 || start == 0 || start < done {
+		switch {
+		case done == 0:
+			return failedf("%s never completed, so the order after it is not shown", ids[i-1])
+		case start == 0:
+			return failedf("%s never started", ids[i])
+		case start < done:
 			return failedf("%s started (seq %d) before %s completed (seq %d)", ids[i], start, ids[i-1], done)
 		}
 	}

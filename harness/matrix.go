@@ -692,7 +692,7 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	if err != nil {
 		return CaseResult{}, err
 	}
-	cr, m, envelope, err := prepareCase(opts, c, runID)
+	cr, m, envelope, err := prepareCase(opts, c, runID, true)
 	if err != nil {
 		return CaseResult{}, err
 	}
@@ -716,14 +716,14 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 const manifestArtifact = "manifest.json"
 
 // prepareCase builds what defines case c for the team run identityRunID: the member directories
-// under OUT/cases/identityRunID (created when missing, kept when present), the plans, the oracle
+// under OUT/cases/identityRunID (created and scaffolded only with scaffold), the plans, the oracle
 // spec, the team, the manifest and the envelope binding its digest. It writes no evidence.
-func prepareCase(opts Options, c Case, identityRunID string) (caseRun, manifest, evidence.Envelope, error) {
+func prepareCase(opts Options, c Case, identityRunID string, scaffold bool) (caseRun, manifest, evidence.Envelope, error) {
 	caseDir, err := filepath.Abs(filepath.Join(opts.OutDir, "cases", identityRunID))
 	if err != nil {
 		return caseRun{}, manifest{}, evidence.Envelope{}, err
 	}
-	plans, err := c.plan(caseDir)
+	plans, err := c.plan(caseDir, scaffold)
 	if err != nil {
 		return caseRun{}, manifest{}, evidence.Envelope{}, err
 	}
@@ -926,6 +926,24 @@ func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, dat
 // policy.Redactor.JSON it does not mask fields by name: an event's vote_key or consensus_key is
 // evidence, not a credential, and tool arguments were already projected by the boundary. Payloads
 // without a secret are returned byte for byte; a payload that is not JSON is masked as text.
+// vocabulary holds the fixed values the runtime writes into event payloads and checkpoints:
+// effect and turn states, outcome sources, access modes, run modes, policy effects, check statuses
+// and verdicts. redactJSON never masks a string that is exactly one of them.
+var vocabulary = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range []string{
+		"awaiting_approval", "pending", "running", "succeeded", "failed", "unknown", "cancelled",
+		"invocation", "reconciliation", "operator", "recovery", "approval", "refusal", "observation",
+		"readonly", "write", "execute", "network", "mixed", "live", "dry_run", "observe",
+		"allow", "deny", "ask", "passed", "accepted", "rejected", "non_certifiable",
+		runtime.TurnCompleted, runtime.TurnInFlight, runtime.TurnPaused,
+		"system", "user", "assistant", "tool", "function", "completion",
+	} {
+		m[w] = true
+	}
+	return m
+}()
+
 func redactJSON(r *policy.Redactor, raw json.RawMessage) json.RawMessage {
 	if r == nil || len(raw) == 0 {
 		return raw
@@ -941,6 +959,12 @@ func redactJSON(r *policy.Redactor, raw json.RawMessage) json.RawMessage {
 	walk = func(v any) any {
 		switch x := v.(type) {
 		case string:
+			if vocabulary[x] {
+				// A fixed word of the record's own vocabulary (a state, a source, a mode) reveals
+				// nothing even if a secret happens to equal or contain it; masking it would corrupt
+				// the journal resume and the checks read.
+				return v
+			}
 			if m := r.String(x); m != x {
 				changed = true
 				return m

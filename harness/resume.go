@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime"
@@ -56,13 +59,16 @@ type resumePoint struct {
 // Checkpoint stores a durable state for the sink's run: a "checkpoint" event naming the state's
 // SHA-256 and turn count, then the state (redacted) bound to that event.
 func (s *storeSink) Checkpoint(ctx context.Context, state json.RawMessage) error {
-	masked := redactJSON(s.redactor, state)
+	masked, err := jcs.Transform(redactJSON(s.redactor, state))
+	if err != nil {
+		return fmt.Errorf("checkpoint state: canonicalize (RFC 8785): %w", err)
+	}
 	var st runtime.DurableState
 	if err := json.Unmarshal(masked, &st); err != nil {
 		return fmt.Errorf("checkpoint state: %w", err)
 	}
 	ev, err := runtime.NewEvent("checkpoint", "", "", map[string]any{"turns": len(st.Turns), "paused": st.Paused,
-		"state_sha256": fmt.Sprintf("%x", sha256.Sum256(masked))})
+		"state_sha256": hex.EncodeToString(sha256Sum(masked))})
 	if err != nil {
 		return err
 	}
@@ -190,11 +196,16 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	if opts.Model == "" {
 		opts.Model = run.Envelope.Model
 	}
+	// The budgets are the team run's, as its first run recorded them: a pause does not reset them
+	// (and what was consumed before is charged again on restore).
+	if err := budgetsOf(ctx, store, lineage[0], &opts); err != nil {
+		return CaseResult{}, notResumable("%v", err)
+	}
 	if err := opts.Normalize(); err != nil {
 		return CaseResult{}, err
 	}
 	c := Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language}
-	cr, newManifest, envelope, err := prepareCase(opts, c, identity)
+	cr, newManifest, envelope, err := prepareCase(opts, c, identity, false)
 	if err != nil {
 		return CaseResult{}, err
 	}
@@ -204,6 +215,24 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	cp, err := store.LoadCheckpoint(ctx, runID, -1, evidence.ResumeRequest{Tenant: envelope.Tenant,
 		ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode, PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest})
 	if err != nil {
+		if errors.Is(err, evidence.ErrEnvelopeMismatch) {
+			return CaseResult{}, notResumable("%v (give the run's options again: the same --policy file, --mode and --tenant; a case definition changed since the run cannot be resumed)", err)
+		}
+		return CaseResult{}, notResumable("%v", err)
+	}
+	// Nothing is resumed from evidence that does not verify: every run of the family must verify
+	// (the run being resumed may be unfinalized when it was interrupted), and the checkpoint's state
+	// must be the one its chained checkpoint event names.
+	for _, v := range mustVerify(ctx, store, runs, runID, &err) {
+		if v.Status == evidence.VerifyOK || (v.Status == evidence.VerifyUnfinalized && v.RunID == runID && run.Status == evidence.StatusInterrupted) {
+			continue
+		}
+		return CaseResult{}, notResumable("run %s of its lineage does not verify (%s: %s)", v.RunID, v.Status, v.Detail)
+	}
+	if err != nil {
+		return CaseResult{}, notResumable("verify its lineage: %v", err)
+	}
+	if err := checkpointEventMatches(ctx, store, runID, cp); err != nil {
 		return CaseResult{}, notResumable("%v", err)
 	}
 	var state runtime.DurableState
@@ -249,6 +278,69 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
 	cr.resume = &resumePoint{from: runID, lineage: lineage, journal: journal, state: state, checkpoint: cp}
 	return executeCase(ctx, opts, c, env, cr)
+}
+
+// mustVerify verifies runID's family and returns the results; an error is stored in *errp.
+func mustVerify(ctx context.Context, store *evidence.Store, runs []evidence.RunSummary, runID string, errp *error) []evidence.RunVerification {
+	var ids []string
+	for _, r := range Family(runs, runID) {
+		ids = append(ids, r.RunID)
+	}
+	vs, err := store.Verify(ctx, ids...)
+	if err != nil {
+		*errp = err
+	}
+	return vs
+}
+
+// checkpointEventMatches checks that the event a checkpoint follows is the checkpoint event that
+// names the state's SHA-256: the event is in the hash chain, so a state rewritten with its row hash
+// recomputed does not match it.
+func checkpointEventMatches(ctx context.Context, store *evidence.Store, runID string, cp evidence.Checkpoint) error {
+	evs, err := store.Events(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("its events: %w", err)
+	}
+	for _, ev := range evs {
+		if ev.Seq != cp.Seq {
+			continue
+		}
+		var p struct {
+			StateSHA256 string `json:"state_sha256"`
+		}
+		sum := sha256.Sum256(cp.State)
+		if ev.Type != "checkpoint" || json.Unmarshal(ev.Payload, &p) != nil || p.StateSHA256 != hex.EncodeToString(sum[:]) {
+			return fmt.Errorf("its checkpoint after event %d is not the state its chained %s event names", cp.Seq, ev.Type)
+		}
+		return nil
+	}
+	return fmt.Errorf("the event its checkpoint follows (%d) is missing", cp.Seq)
+}
+
+// budgetsOf sets opts' tool-call and token limits to those run runID recorded in its
+// boundary_configured event.
+func budgetsOf(ctx context.Context, store *evidence.Store, runID string, opts *Options) error {
+	evs, err := store.Events(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("run %s events: %w", runID, err)
+	}
+	for _, ev := range evs {
+		if ev.Type != "boundary_configured" {
+			continue
+		}
+		var b struct {
+			MemberToolCalls int64 `json:"member_tool_calls"`
+			TeamToolCalls   int64 `json:"team_tool_calls"`
+			MemberTokens    int64 `json:"member_tokens"`
+			TeamTokens      int64 `json:"team_tokens"`
+		}
+		if err := json.Unmarshal(ev.Payload, &b); err != nil {
+			return fmt.Errorf("run %s boundary_configured: %w", runID, err)
+		}
+		opts.MemberToolCalls, opts.TeamToolCalls, opts.MemberTokens, opts.TeamTokens = b.MemberToolCalls, b.TeamToolCalls, b.MemberTokens, b.TeamTokens
+		return nil
+	}
+	return fmt.Errorf("run %s recorded no boundary configuration (its budgets are unknown)", runID)
 }
 
 // runtimeResumable reports whether case c's formation resumes durably.
@@ -350,4 +442,9 @@ func ToolRecords(ctx context.Context, store *evidence.Store, runID string) ([]to
 		}
 	}
 	return out, nil
+}
+
+func sha256Sum(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
 }

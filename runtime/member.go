@@ -396,10 +396,10 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			switch out.State {
 			case tool.StateAwaitingApproval:
 				stop = fmt.Errorf("%w: tool call %s (%s, key %s) needs an approval; nothing was dispatched (grant it with an approval file: assay approve)",
-					ErrPausedForApproval, pc.ToolCallID, pc.Tool, out.IdempotencyKey)
+					ErrPausedForApproval, pc.CallID, pc.Tool, out.IdempotencyKey)
 			case tool.StateUnknown:
 				stop = fmt.Errorf("%w: tool call %s (%s, key %s) ended unknown: reconciliation required",
-					ErrReconciliationRequired, pc.ToolCallID, pc.Tool, out.IdempotencyKey)
+					ErrReconciliationRequired, pc.CallID, pc.Tool, out.IdempotencyKey)
 			}
 			if stop != nil {
 				if e.durable != nil {

@@ -184,7 +184,6 @@ func runEffectsOf(ctx context.Context, store *evidence.Store, r evidence.RunSumm
 	return effs, nil
 }
 
-
 // findEffect returns the effect of run r named by call: an idempotency key, or a call id that exactly
 // one member used. An ambiguous or missing call is bad input; nothing is guessed.
 func findEffect(effs []tool.Effect, runID, call string) (tool.Effect, error) {

@@ -206,7 +206,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 
 // matrixTable is the printed table: one row per case.
 func matrixTable(sum harness.Summary) table {
-	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "EVIDENCE", "SESSIONS", "USAGE", "VERDICT"}}
+	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "EVIDENCE", "EFFECTS", "SESSIONS", "USAGE", "VERDICT"}}
 	for _, c := range sum.Cases {
 		status := map[string]string{}
 		for _, ch := range c.Checks {
@@ -223,7 +223,7 @@ func matrixTable(sum harness.Summary) table {
 			usage = "conserved"
 		}
 		t.rows = append(t.rows, []string{c.RunID, c.Catalog, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
-			get("files"), get("tests"), get("oracle"), get("formation"), get("sessions"), usage, verdictLabel(c)})
+			get("files"), get("tests"), get("oracle"), get("formation"), get("effects"), get("sessions"), usage, verdictLabel(c)})
 	}
 	return t
 }

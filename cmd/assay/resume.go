@@ -52,6 +52,11 @@ Before anything runs, resume
 Then the formation replays over the checkpoint: members whose turns ended are restored without a
 provider request, the paused member continues from its recorded conversation, and the others run.
 
+The budgets (tool calls and tokens, per member and per team) are the team run's, as its first run
+recorded them, and what the earlier runs consumed counts against them: a pause does not reset them.
+The resumed run must verify: a run of the lineage whose evidence does not verify, or a checkpoint that
+is not the state its chained checkpoint event names, refuses the resume.
+
 The new run keeps the first run's session ids and idempotency keys, records run_resumed as its
 first event and is finalized with its own verdict (accepted only when every required check passes;
 rejected again if it pauses again, to be resumed in turn). The model and base URL default to the
@@ -60,8 +65,9 @@ run's; give --api-key-env again for a real provider.
 Exit status: 0 accepted; 1 rejected (or paused again); 2 bad input or a run that cannot be resumed
 (unknown, still open, already resumed, completed, no checkpoint, envelope differs), nothing written.`,
 		Example: `  assay matrix run --formations sequential --policy ask-writes.yaml --out out   # pauses
-  assay approve RUN CALL --out out --file approvals.json
-  assay resume RUN --out out --policy ask-writes.yaml --approvals approvals.json`,
+  assay effects RUN --out out --state awaiting_approval                          # the call waiting
+  assay approve RUN CALL --out out --approver me                                # writes out/approvals.json
+  assay resume RUN --out out --policy ask-writes.yaml                           # reads out/approvals.json`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return badInput(fmt.Errorf("assay resume takes one RUN, got %d arguments", len(args)))
@@ -85,10 +91,8 @@ Exit status: 0 accepted; 1 rejected (or paused again); 2 bad input or a run that
 	f.StringVar(&opts.Harness.Tenant, "tenant", "local", "tenant; must be the run's")
 	f.DurationVar(&opts.Harness.RequestTimeout, "request-timeout", 60*time.Second, "deadline of one provider request")
 	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file; its SHA-256 must be the run's policy digest (the same file the run had)")
-	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants may now cover the calls the run paused at")
+	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants may now cover the calls the run paused at (default: <out>/approvals.json when it exists, where assay approve writes)")
 	f.StringVar(&opts.Harness.Mode, "mode", "live", "run mode; must be the run's")
-	f.Int64Var(&opts.Harness.MemberToolCalls, "member-tool-calls", harness.DefaultMemberToolCalls, "hard limit on tool calls per member in the resumed run")
-	f.Int64Var(&opts.Harness.TeamToolCalls, "team-tool-calls", harness.DefaultTeamToolCalls, "hard limit on tool calls of the team in the resumed run")
 	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider (MEMBER:TURN:KIND[:ARG]); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process")
@@ -106,8 +110,6 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return badInput(fmt.Errorf("--request-timeout %s must be positive", h.RequestTimeout))
 	case h.StoreWait < 0:
 		return badInput(fmt.Errorf("--wait %s is negative", h.StoreWait))
-	case h.MemberToolCalls <= 0 || h.TeamToolCalls <= 0:
-		return badInput(fmt.Errorf("--member-tool-calls %d and --team-tool-calls %d must be positive", h.MemberToolCalls, h.TeamToolCalls))
 	}
 	if opts.APIKeyEnv != "" {
 		key, ok := os.LookupEnv(opts.APIKeyEnv)
@@ -122,6 +124,11 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 			return badInput(fmt.Errorf("--reference-fault: %w", err))
 		}
 		h.ReferenceFaults = append(h.ReferenceFaults, fault)
+	}
+	if h.ApprovalsFile == "" {
+		if p := filepath.Join(h.OutDir, "approvals.json"); fileExists(p) {
+			h.ApprovalsFile = p
+		}
 	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
 	cr, err := harness.Resume(ctx, h, opts.Run)
@@ -149,4 +156,10 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return failed("run %s %s: %v", cr.RunID, cr.Verdict.Verdict, cr.Verdict.Reasons)
 	}
 	return nil
+}
+
+// fileExists reports whether path names an existing regular file.
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -152,6 +153,11 @@ type Outcome struct {
 	PolicyNotEnforced string `json:"policy_not_enforced,omitempty"`
 	// Revision is the proposal revision this outcome is for.
 	Revision int `json:"revision"`
+	// Files observes the world after a succeeded call of a tool that is not readonly and touches
+	// paths: each touched path (member-relative) with the SHA-256 hex of the regular file there
+	// right after the call, or "" when there is none (deleted, a directory). It is what ties a
+	// file on disk to the effect that wrote it; nil for every other outcome.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // Journal records intents and outcomes durably. Intent must return only after the record is
@@ -671,6 +677,9 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 			}
 		}
 		result, runErr = b.run(ctx, c, final)
+		if runErr == nil && final.tool.Access != ReadOnly && b.mode != DryRun {
+			out.Files = observeFiles(c.Root, final.paths)
+		}
 		reservation.Commit(zeroTokens)
 		out.Attempts = attempt
 		if runErr != nil && final.tool.Access == ReadOnly && errors.Is(runErr, ErrTransient) && attempt <= b.retries && ctx.Err() == nil {
@@ -726,6 +735,36 @@ func (b *Boundary) run(ctx context.Context, c Call, p prepared) (string, error) 
 	}
 	defer root.Close()
 	return p.tool.Run(context.WithValue(ctx, idempotencyKeyCtx{}, c.Key()), root, p.canonical)
+}
+
+// observeFiles returns the SHA-256 hex of each path's regular file under dir, "" for a path that is
+// not a regular file (or cannot be read); nil without paths. Paths are member-relative and rooted
+// (os.Root), so nothing outside dir is read.
+func observeFiles(dir string, paths []string) map[string]string {
+	if len(paths) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	out := make(map[string]string, len(paths))
+	for _, p := range paths {
+		out[p] = ""
+		f, err := root.Open(p)
+		if err != nil {
+			continue
+		}
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			h := sha256.New()
+			if _, err := io.Copy(h, f); err == nil {
+				out[p] = hex.EncodeToString(h.Sum(nil))
+			}
+		}
+		f.Close()
+	}
+	return out
 }
 
 type idempotencyKeyCtx struct{}

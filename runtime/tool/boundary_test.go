@@ -2,10 +2,13 @@ package tool
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -200,7 +203,7 @@ func TestDuplicateCallIDs(t *testing.T) {
 	if n.Load() != 1 {
 		t.Fatalf("concurrent duplicates executed %d times", n.Load())
 	}
-	if outs[0] != outs[1] || outs[0].State != StateSucceeded {
+	if !reflect.DeepEqual(outs[0], outs[1]) || outs[0].State != StateSucceeded {
 		t.Fatalf("duplicates saw different outcomes: %+v", outs)
 	}
 
@@ -210,5 +213,29 @@ func TestDuplicateCallIDs(t *testing.T) {
 	}
 	if n.Load() != 1 {
 		t.Fatalf("conflicting duplicate executed")
+	}
+}
+
+// A succeeded write records what it left on disk: the SHA-256 of each touched path's file right
+// after the call. A read records nothing; a dry_run write records nothing (nothing was written).
+func TestWriteOutcomeObservesTheFileItLeft(t *testing.T) {
+	dir := t.TempDir()
+	j := &memJournal{}
+	b := NewBoundary(Builtins(), j)
+	ctx := context.Background()
+	out, err := b.Invoke(ctx, call(dir, "w1", "write_file", `{"path":"sub/a.go","content":"package a\n"}`))
+	if err != nil || out.State != StateSucceeded {
+		t.Fatalf("write: %+v %v", out, err)
+	}
+	sum := sha256.Sum256([]byte("package a\n"))
+	if out.Files["sub/a.go"] != hex.EncodeToString(sum[:]) || len(out.Files) != 1 {
+		t.Fatalf("observed files %v, want sub/a.go -> %x", out.Files, sum)
+	}
+	if out, _ := b.Invoke(ctx, call(dir, "r1", "read_file", `{"path":"sub/a.go"}`)); out.State != StateSucceeded || out.Files != nil {
+		t.Fatalf("a read observed files: %+v", out)
+	}
+	dry := NewBoundary(Builtins(), &memJournal{}, WithMode(DryRun))
+	if out, _ := dry.Invoke(ctx, call(dir, "w2", "write_file", `{"path":"b.go","content":"package b\n"}`)); out.Files != nil {
+		t.Fatalf("a simulated write observed files: %+v", out)
 	}
 }

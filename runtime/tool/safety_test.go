@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -117,7 +118,7 @@ func TestSafetyConcurrentDeliveriesExecuteOnce(t *testing.T) {
 		t.Fatalf("%d concurrent deliveries executed %d times", n, g.n.Load())
 	}
 	for i := range outs {
-		if outs[i] != outs[0] || outs[i].State != StateSucceeded {
+		if !reflect.DeepEqual(outs[i], outs[0]) || outs[i].State != StateSucceeded {
 			t.Fatalf("delivery %d saw %+v", i, outs[i])
 		}
 	}

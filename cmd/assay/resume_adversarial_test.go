@@ -1,0 +1,206 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
+)
+
+// askExec2 sends every write of exec-2 to an approver: exec-1 completes, exec-2 pauses at its
+// first write, and again at each later one.
+const askExec2 = "version: 1\ndefault: allow\nrules:\n  - id: ask-exec2\n    members: [\"exec-2\"]\n    access: [write]\n    decision: ask\n"
+
+// pausedSequential runs the sequential case under askExec2 (plus extra flags) and returns the
+// output directory, the policy path and the paused run.
+func pausedSequential(t *testing.T, extra ...string) (out, pol, run string) {
+	t.Helper()
+	dir := t.TempDir()
+	out, pol = filepath.Join(dir, "out"), filepath.Join(dir, "ask.yaml")
+	if err := os.WriteFile(pol, []byte(askExec2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, append([]string{"matrix", "run", "--formations", "sequential", "--policy", pol, "--out", out, "--format", "json"}, extra...)...)
+	var sum harness.Summary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || len(sum.Cases) != 1 || !sum.Cases[0].Paused {
+		t.Fatalf("want one paused case: exit %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	return out, pol, sum.Cases[0].RunID
+}
+
+// approveAndResume approves whatever awaits and resumes until the team run stops pausing, and
+// returns the last run's result.
+func approveAndResume(t *testing.T, out, pol, run string) harness.CaseResult {
+	t.Helper()
+	for i := 0; i < 6; i++ {
+		call, hash := awaiting(t, out, run)
+		if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash); r.code != 0 {
+			t.Fatalf("approve: exit %d: %s", r.code, r.stderr)
+		}
+		r := runCLI(t, "resume", run, "--out", out, "--policy", pol, "--approvals", filepath.Join(out, "approvals.json"), "--format", "json")
+		var cr harness.CaseResult
+		if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
+			t.Fatalf("resume: exit %d %v\n%s", r.code, err, r.stderr)
+		}
+		if !cr.Paused {
+			return cr
+		}
+		run = cr.RunID
+	}
+	t.Fatal("still paused after 6 resumes")
+	return harness.CaseResult{}
+}
+
+func checkDetail(cr harness.CaseResult, name string) (string, string) {
+	for _, c := range cr.Checks {
+		if c.Name == name {
+			return c.Status, c.Detail
+		}
+	}
+	return "not run", ""
+}
+
+// Deliverables placed in a member's directory by anything but the member's recorded writes — here
+// by hand while the run is paused, for a member whose reply said "done" without writing — are not
+// its work: the files check fails and the case is rejected.
+func TestResumeRejectsDeliverablesNoRecordedWriteProduced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	out, pol, run := pausedSequential(t, "--reference-fault", `exec-1:0:replace_reply:{"status":"done","files":["double.go","double_test.go"]}`)
+	exec1 := filepath.Join(out, "cases", run, "exec-1")
+	files := map[string]string{
+		"double.go":      "package double\n\nfunc Double[T int | float64](x T) T { return x + x }\n",
+		"double_test.go": "package double\n\nimport \"testing\"\n\nfunc TestDouble(t *testing.T) {\n\tif Double(2) != 4 {\n\t\tt.Fatal(\"x\")\n\t}\n}\n",
+	}
+	for f, body := range files {
+		if err := os.WriteFile(filepath.Join(exec1, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cr := approveAndResume(t, out, pol, run)
+	status, detail := checkDetail(cr, "files")
+	if cr.Verdict.Verdict == "accepted" || status != "failed" || !strings.Contains(detail, "exec-1/double.go (no recorded write produced it)") {
+		t.Fatalf("hand-placed deliverables: verdict %s, files %s: %s", cr.Verdict.Verdict, status, detail)
+	}
+}
+
+// A pause does not reset the team run's budgets: the resumed runs keep the first run's limits and
+// what it consumed, so a case the token budget rejects without a pause is not accepted through one.
+func TestResumeKeepsTheRunsBudgets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	out, pol, run := pausedSequential(t, "--team-tokens", "1200")
+	cr := approveAndResume(t, out, pol, run)
+	if cr.Verdict.Verdict == "accepted" {
+		t.Fatalf("run %s accepted past the team run's --team-tokens 1200", cr.RunID)
+	}
+	for _, ev := range eventsOf(t, out, cr.RunID) {
+		if ev.Type == "boundary_configured" {
+			var b struct {
+				TeamTokens int64 `json:"team_tokens"`
+			}
+			if err := json.Unmarshal(ev.Payload, &b); err != nil || b.TeamTokens != 1200 {
+				t.Fatalf("the resumed run's budget: %s", ev.Payload)
+			}
+			return
+		}
+	}
+	t.Fatal("the resumed run recorded no boundary configuration")
+}
+
+// A checkpoint whose state was rewritten in the store, with its own row hash recomputed, is not
+// resumed from: the run no longer verifies and the state is not the one its chained checkpoint
+// event names. Nothing is written.
+func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	out, pol, run := pausedSequential(t)
+	db, err := sql.Open("duckdb", filepath.Join(out, "evidence.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq int64
+	var state, eventHash, envelope string
+	if err := db.QueryRow(`SELECT seq, CAST(state AS VARCHAR), coalesce(event_hash, '') FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1`,
+		run).Scan(&seq, &state, &eventHash); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT envelope_digest FROM runs WHERE run_id = ?`, run).Scan(&envelope); err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(state), &s); err != nil {
+		t.Fatal(err)
+	}
+	forged := false
+	for _, tv := range s["turns"].([]any) {
+		turn := tv.(map[string]any)
+		if turn["member_id"] != "exec-2" {
+			continue
+		}
+		turn["status"] = "completed"
+		delete(turn, "messages")
+		delete(turn, "pending")
+		res := turn["result"].(map[string]any)
+		res["success"], res["output"] = true, `{"status":"done","files":["double.go","double_test.go"]}`
+		delete(res, "paused")
+		forged = true
+	}
+	if !forged {
+		t.Fatal("no exec-2 turn in the checkpoint to forge")
+	}
+	b, _ := json.Marshal(s)
+	h, err := evidence.CheckpointHash(run, seq, eventHash, envelope, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE checkpoints SET state = ?, hash = ? WHERE run_id = ? AND seq = ?`, string(b), h, run, seq); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before := len(runsOf(t, out))
+	r := runCLI(t, "resume", run, "--out", out, "--policy", pol)
+	if r.code != 2 || !strings.Contains(r.stderr, "cannot be resumed") {
+		t.Fatalf("resume from a forged checkpoint: exit %d: %s", r.code, r.stderr)
+	}
+	if n := len(runsOf(t, out)); n != before {
+		t.Fatalf("a refused resume wrote %d run(s)", n-before)
+	}
+}
+
+// A resume refused for its options (another mode) writes nothing, not even the case directory's
+// scaffold: a file a member wrote stays as it was.
+func TestRefusedResumeLeavesTheCaseDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	out, pol, run := pausedSequential(t)
+	gomod := filepath.Join(out, "cases", run, "exec-1", "go.mod")
+	if err := os.WriteFile(gomod, []byte("module member/wrote/this\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exec2 := filepath.Join(out, "cases", run, "exec-2")
+	if err := os.RemoveAll(exec2); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "resume", run, "--out", out, "--policy", pol, "--mode", "dry_run")
+	if r.code != 2 {
+		t.Fatalf("resume with another mode: exit %d: %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(gomod); string(b) != "module member/wrote/this\n" {
+		t.Fatalf("a refused resume rewrote %s: %q", gomod, b)
+	}
+	if _, err := os.Stat(exec2); !os.IsNotExist(err) {
+		t.Fatalf("a refused resume recreated %s", exec2)
+	}
+}
