@@ -122,7 +122,12 @@ func TestResumeAfterApprovalIsAccepted(t *testing.T) {
 	if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
 		t.Fatalf("approve: exit %d: %s", r.code, r.stderr)
 	}
-	r := runCLI(t, "resume", run, "--out", out, "--policy", policyPath, "--approvals", approvals, "--format", "json")
+	// The same policy under another name: the envelope binds its content, and so does the approval.
+	renamed := filepath.Join(t.TempDir(), "renamed-policy.yaml")
+	if b, err := os.ReadFile(policyPath); err != nil || os.WriteFile(renamed, b, 0o644) != nil {
+		t.Fatal("copy the policy", err)
+	}
+	r := runCLI(t, "resume", run, "--out", out, "--policy", renamed, "--approvals", approvals, "--format", "json")
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

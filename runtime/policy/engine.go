@@ -75,8 +75,9 @@ type Decision struct {
 	// Disclose says whether the call's result may be shown to the member. Approval to act is not
 	// approval to disclose (rule 5): an ask decision discloses only what the approval grants.
 	Disclose bool `json:"disclose"`
-	// Scope is what an approval for this decision is bound to: the policy digest and the rule. A
-	// change of policy changes the scope and so invalidates the approval.
+	// Scope is what an approval for this decision is bound to: the policy digest and the deciding
+	// rules by their policy's position, "policy:<digest>;<i>/<rule>,...". A change of policy content
+	// changes the scope and so invalidates the approval; a renamed or moved policy file does not.
 	Scope string `json:"scope"`
 }
 
@@ -164,7 +165,7 @@ func (e *Engine) Decide(ctx context.Context, req Request) Decision {
 	}
 	combined := Decision{Effect: Allow, Disclose: true, Scope: scope}
 	var rules []string
-	for _, p := range e.policies {
+	for i, p := range e.policies {
 		d, err := e.decideOne(ctx, p, req)
 		if err != nil {
 			return deny(p.Name(), "", err.Error())
@@ -185,7 +186,9 @@ func (e *Engine) Decide(ctx context.Context, req Request) Decision {
 			}
 		}
 		combined.Disclose = combined.Disclose && d.Disclose
-		rules = append(rules, p.Name()+"/"+d.Rule)
+		// By position, not name: the digest already identifies the content, and a policy file
+		// renamed or moved keeps the approvals granted under it.
+		rules = append(rules, fmt.Sprintf("%d/%s", i, d.Rule))
 	}
 	combined.Scope = scope + ";" + strings.Join(rules, ",")
 	return combined
