@@ -191,6 +191,8 @@ func lookupOutcome(ctx context.Context, opts *ReconcileOptions, e tool.Effect) (
 	}
 	db, err := reference.OpenEffectsReader(ctx, path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && opts.EffectsDB != "":
+		return tool.Outcome{}, badInput(fmt.Errorf("no effects database at %s (--effects-db); name the file the effect service kept its receipts in, or decide with --outcome", path))
 	case errors.Is(err, fs.ErrNotExist):
 		return tool.Outcome{}, badInput(fmt.Errorf("no effects database at %s: the run's effects were not served by the embedded effect service there; name it with --effects-db, or decide with --outcome", path))
 	case err != nil:
