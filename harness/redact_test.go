@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"github.com/assay-audit/assay/internal/storetest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,49 +100,7 @@ func TestSecretSplitAcrossSSEChunksIsStoredNowhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	// DuckDB may compress what it stores: read every row of every table back as text too.
-	db, err := sql.Open("duckdb", s.StorePath+"?access_mode=read_only")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tables, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for tables.Next() {
-		var n string
-		if err := tables.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
-	}
-	tables.Close()
-	for _, table := range names {
-		rows, err := db.Query(`SELECT * FROM "` + table + `"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vals {
-				text := fmt.Sprint(v)
-				if b, ok := v.([]byte); ok {
-					text = string(b)
-				}
-				found("table "+table, []byte(text))
-			}
-		}
-		rows.Close()
-	}
+	storetest.EachValue(t, s.StorePath, func(table, text string) { found("table "+table, []byte(text)) })
 	if files < 3 {
 		t.Fatalf("%d files searched", files)
 	}

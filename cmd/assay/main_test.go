@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/assay-audit/assay/internal/storetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -490,60 +491,20 @@ func TestMatrixRunRedactsSecretsEverywhereItRecords(t *testing.T) {
 		}
 	}
 	// DuckDB may compress what it stores: read every row of every table back as text too.
-	db, err := sql.Open("duckdb", filepath.Join(out, "evidence.duckdb")+"?access_mode=read_only")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, n)
-	}
-	rows.Close()
 	var sawError, sawArgs bool
-	for _, table := range tables {
-		rs, err := db.Query(`SELECT * FROM "` + table + `"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rs.Columns()
-		for rs.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rs.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vals {
-				text := fmt.Sprint(v)
-				if b, ok := v.([]byte); ok {
-					text = string(b)
-				}
-				for _, s := range secrets {
-					if strings.Contains(text, s) {
-						t.Errorf("secret %q in table %s: %.300s", s, table, text)
-					}
-				}
-				if strings.Contains(text, "upstream rejected key [REDACTED]") {
-					sawError = true
-				}
-				if strings.Contains(text, "deploy with [REDACTED]") {
-					sawArgs = true
-				}
+	storetest.EachValue(t, filepath.Join(out, "evidence.duckdb"), func(table, text string) {
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("secret %q in table %s: %.300s", s, table, text)
 			}
 		}
-		rs.Close()
-	}
+		if strings.Contains(text, "upstream rejected key [REDACTED]") {
+			sawError = true
+		}
+		if strings.Contains(text, "deploy with [REDACTED]") {
+			sawArgs = true
+		}
+	})
 	if !sawError || !sawArgs {
 		t.Fatalf("the masked provider error (%v) and masked tool arguments (%v) should both be in the store", sawError, sawArgs)
 	}
