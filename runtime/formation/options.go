@@ -264,6 +264,14 @@ func (o Options) Summary() map[string]any {
 	if len(o.Router.Routes) > 0 {
 		s["routes"] = o.Router.Routes
 	}
+	// What decides a durable formation's course is part of what a run is bound to, so a resume
+	// under other settings is refused (the reflection verdict format cannot change on resume).
+	if o.Reflection.MaxIterations != 0 || o.Reflection.VerdictFormat != "" {
+		s["reflection"] = map[string]any{"max_iterations": o.Reflection.MaxIterations, "verdict_format": o.Reflection.VerdictFormat}
+	}
+	if o.Consensus.Rounds != 0 || o.Consensus.Threshold != 0 {
+		s["consensus"] = map[string]any{"rounds": o.Consensus.Rounds, "threshold": o.Consensus.Threshold}
+	}
 	if o.Hierarchy.Tree != nil {
 		s["tree"] = o.Hierarchy.Tree
 	}
