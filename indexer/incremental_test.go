@@ -118,7 +118,7 @@ func TestIncrementalEqualsFull(t *testing.T) {
 	writeFiles(t, dir, incrementalModule)
 	dbPath := filepath.Join(t.TempDir(), "graph.db")
 	opts := indexer.Options{Dir: dir, DBPath: dbPath, Tests: true, Reuse: true,
-		Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
+		Enrich: metrics.Enrich(metrics.Options{}), EnrichGraph: metrics.EnrichGraph(metrics.Options{}), EnrichID: metrics.RegistryID()}
 	first := index(t, opts)
 	if first.Incremental || first.Reused {
 		t.Fatalf("first index: Incremental %v Reused %v", first.Incremental, first.Reused)

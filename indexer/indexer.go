@@ -67,6 +67,14 @@ type Options struct {
 	// written by an old one.
 	Enrich   func(ctx context.Context, tx *sql.Tx, snap Snapshot) error
 	EnrichID string
+	// EnrichGraph, when not nil, replaces Enrich in a full index: it is
+	// given a copy of the graph and runs on its own goroutine while the
+	// graph is inserted, and the function it returns writes its rows in
+	// the same transaction, before the checks and the SHA-256. It must
+	// compute what Enrich computes from the database (an incremental
+	// index, whose graph is partly copied from the previous database,
+	// still calls Enrich).
+	EnrichGraph EnrichGraphFunc
 	// Reuse lets Index return the snapshot already at DBPath, without
 	// loading or writing anything, when its reuse key equals the current
 	// one: same schema, tool, Go version and build context, same patterns,
@@ -393,7 +401,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	}
 	snap.FullReason = fullReason
 	progress("writing the database")
-	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, plan, progress, kr.keys)
+	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, enrichers{opts.Enrich, opts.EnrichGraph}, plan, progress, kr.keys)
 	if err != nil {
 		return Snapshot{}, err
 	}

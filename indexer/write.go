@@ -22,7 +22,13 @@ import (
 // (PRAGMA integrity_check and foreign_key_check) while syncing and hashing
 // it, renames it over dbPath and returns its SHA-256 hex. On any
 // error the temporary file is removed and dbPath is left as it was.
-func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string), k keys) (sum string, counts Counts, err error) {
+// enrichers are Options.Enrich and Options.EnrichGraph.
+type enrichers struct {
+	db    func(context.Context, *sql.Tx, Snapshot) error
+	graph EnrichGraphFunc
+}
+
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich enrichers, plan *incrementalPlan, progress func(string), k keys) (sum string, counts Counts, err error) {
 	dir := filepath.Dir(dbPath)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", Counts{}, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
@@ -102,7 +108,7 @@ func syncAndHash(path string) (string, error) {
 // fillDatabase creates the schema in path, inserts g in one transaction
 // (with what enrich writes), sets the schema version and closes the
 // database.
-func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich func(context.Context, *sql.Tx, Snapshot) error, plan *incrementalPlan, progress func(string), k keys) (counts Counts, err error) {
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich enrichers, plan *incrementalPlan, progress func(string), k keys) (counts Counts, err error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=MEMORY&_synchronous=OFF")
 	if err != nil {
 		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
@@ -118,6 +124,24 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		if _, err := db.ExecContext(ctx, "ATTACH DATABASE ? AS old", "file:"+plan.oldDB+"?mode=ro"); err != nil {
 			return Counts{}, fmt.Errorf("indexer: attach previous database %s: %w", plan.oldDB, err)
 		}
+	}
+
+	// A full index's enrichment is computed from a copy of the graph while
+	// the graph is inserted.
+	type enriched struct {
+		write func(context.Context, *sql.Tx) error
+		err   error
+	}
+	var fromGraph chan enriched
+	if enrich.graph != nil && plan == nil {
+		view := g.view(snap)
+		fromGraph = make(chan enriched, 1)
+		gctx, cancel := context.WithCancel(ctx)
+		defer cancel() // on an early return, stop the enrichment
+		go func() {
+			w, err := enrich.graph(gctx, view)
+			fromGraph <- enriched{w, err}
+		}()
 	}
 
 	tx, err := db.BeginTx(ctx, nil)
@@ -144,9 +168,20 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		}
 		snap.Counts = counts
 	}
-	if enrich != nil {
+	switch {
+	case fromGraph != nil:
 		progress("enriching the database (metrics)")
-		if err := enrich(ctx, tx, snap); err != nil {
+		r := <-fromGraph
+		if r.err == nil {
+			r.err = r.write(ctx, tx)
+		}
+		if r.err != nil {
+			_ = tx.Rollback()
+			return Counts{}, fmt.Errorf("indexer: enrich %s: %w", path, r.err)
+		}
+	case enrich.db != nil:
+		progress("enriching the database (metrics)")
+		if err := enrich.db(ctx, tx, snap); err != nil {
 			_ = tx.Rollback()
 			return Counts{}, fmt.Errorf("indexer: enrich %s: %w", path, err)
 		}

@@ -1,11 +1,15 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/assay-audit/assay/indexer"
 )
 
 // Queryer is what metrics reads the graph database through: a *sql.DB, or
@@ -252,6 +256,93 @@ func Load(ctx context.Context, q Queryer, opts Options) (*Input, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// FromGraph builds the Input Load would read from the database the
+// indexer writes for g: the same rows in the same order. It does not read
+// the database, so it can run while the database is written (see
+// EnrichGraph).
+func FromGraph(g *indexer.GraphView, opts Options) *Input {
+	in := &Input{
+		Options:  opts,
+		Packages: map[string]*Package{},
+		Nodes:    map[string]*Node{},
+		Edges:    map[string][]Edge{},
+		Files:    map[string]*File{},
+	}
+	s := g.Snapshot
+	in.Snapshot = SnapshotInfo{ID: s.ID, Coverage: s.Coverage}
+	in.BuildContext = fmt.Sprintf("GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s", s.GOOS, s.GOARCH, s.CGOEnabled, strings.Join(s.Tags, ","))
+	byID := func(id func(int) string) func(i, j int) int {
+		return func(i, j int) int { return strings.Compare(id(i), id(j)) }
+	}
+	for _, i := range order(len(g.Packages), byID(func(i int) string { return g.Packages[i].ID })) {
+		gp := g.Packages[i]
+		in.Packages[gp.ID] = &Package{ID: gp.ID, ImportPath: gp.ImportPath, Variant: gp.Variant, OK: gp.ErrorCount == 0 && !gp.IllTyped}
+		in.PackageIDs = append(in.PackageIDs, gp.ID)
+	}
+	for _, i := range order(len(g.Nodes), byID(func(i int) string { return g.Nodes[i].ID })) {
+		gn := g.Nodes[i]
+		in.Nodes[gn.ID] = &Node{ID: gn.ID, Kind: gn.Kind, Origin: gn.Origin, PackageID: gn.PackageID, FileID: gn.FileID,
+			StartLine: gn.StartLine, StartCol: gn.StartCol}
+		if gn.Kind == "closure" {
+			in.Closures = append(in.Closures, gn.ID)
+		}
+	}
+	types := map[string]*Type{}
+	for _, i := range order(len(g.Types), byID(func(i int) string { return g.Types[i].ID })) {
+		gt := g.Types[i]
+		t := &Type{ID: gt.ID, PackageID: gt.PackageID, Name: gt.Name, TypeKind: gt.TypeKind, Resolved: gt.Resolved}
+		in.Types = append(in.Types, t)
+		types[t.ID] = t
+	}
+	for _, i := range order(len(g.Members), func(i, j int) int {
+		a, b := g.Members[i], g.Members[j]
+		return cmp.Or(strings.Compare(a.TypeID, b.TypeID), strings.Compare(a.ID, b.ID))
+	}) {
+		if m := g.Members[i]; m.Kind == "field" {
+			if t := types[m.TypeID]; t != nil {
+				t.Fields = append(t.Fields, m.ID)
+			}
+		}
+	}
+	for _, i := range order(len(g.Funcs), byID(func(i int) string { return g.Funcs[i].ID })) {
+		gf := g.Funcs[i]
+		f := &Func{ID: gf.ID, PackageID: gf.PackageID, Name: gf.Name, IsMethod: gf.IsMethod, Resolved: gf.Resolved, ReceiverTypeID: gf.ReceiverTypeID}
+		in.Funcs = append(in.Funcs, f)
+		if t := types[f.ReceiverTypeID]; t != nil {
+			t.Methods = append(t.Methods, f.ID)
+		}
+	}
+	for _, i := range order(len(g.Edges), func(i, j int) int {
+		a, b := g.Edges[i], g.Edges[j]
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Src, b.Src), strings.Compare(a.Dst, b.Dst))
+	}) {
+		e := g.Edges[i]
+		in.Edges[e.Kind] = append(in.Edges[e.Kind], Edge{Src: e.Src, Dst: e.Dst})
+	}
+	for _, gf := range g.Files {
+		if gf.Indexed && !gf.Synthesized {
+			in.Files[gf.ID] = &File{ID: gf.ID, Path: gf.Path, SHA256: gf.SHA256}
+		}
+	}
+	for _, src := range g.DynamicCallSources {
+		if in.dynamic == nil {
+			in.dynamic = map[string]int{}
+		}
+		in.dynamic[src]++
+	}
+	return in
+}
+
+// order returns the indexes 0..n-1 sorted by compare.
+func order(n int, compare func(i, j int) int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, compare)
+	return idx
 }
 
 func scanRows(ctx context.Context, q Queryer, query string, scan func(*sql.Rows) error) error {

@@ -320,3 +320,48 @@ func TestWriteStoresEveryColumn(t *testing.T) {
 		}
 	}
 }
+
+// TestEnrichGraphEqualsEnrich: the values computed from the in-memory graph
+// while it is written (EnrichGraph, used by a full index) are the values
+// computed from the written database (Enrich, used by an incremental
+// index), row for row, on the fixture, on the indexer's relations fixture
+// (cgo: synthesized files and functions) and on two packages of this
+// repository.
+func TestEnrichGraphEqualsEnrich(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, dir string
+		patterns  []string
+	}{
+		{"fixture", "testdata/fixture", nil},
+		{"cgo and relations", "../indexer/testdata/relations", nil},
+		{"indexer and metrics", "..", []string{"./indexer", "./metrics"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			read := func(graph bool) []metrics.Value {
+				db := filepath.Join(t.TempDir(), "graph.db")
+				opts := indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true, DBPath: db,
+					Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
+				if graph {
+					opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
+				}
+				if _, err := indexer.Index(context.Background(), opts); err != nil {
+					t.Fatal(err)
+				}
+				vals, err := metrics.Read(context.Background(), db, metrics.Filter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return vals
+			}
+			fromDB, fromGraph := read(false), read(true)
+			if len(fromDB) < 50 && tc.dir == ".." {
+				t.Fatalf("only %d values: the comparison proves little", len(fromDB))
+			}
+			if diff := cmp.Diff(fromDB, fromGraph); diff != "" {
+				t.Errorf("values (-Enrich +EnrichGraph):\n%s", diff)
+			}
+		})
+	}
+}

@@ -35,6 +35,11 @@ func Compute(ctx context.Context, q Queryer, opts Options) ([]Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	return computeInput(ctx, in)
+}
+
+// computeInput runs the registry over in (see Compute).
+func computeInput(ctx context.Context, in *Input) ([]Value, error) {
 	in.callFacts()
 	if _, err := in.sourcesOnce(ctx); err != nil {
 		return nil, err
@@ -222,6 +227,22 @@ func Enrich(opts Options) func(context.Context, *sql.Tx, indexer.Snapshot) error
 			return err
 		}
 		return Write(ctx, tx, vals)
+	}
+}
+
+// EnrichGraph returns the hook indexer.Options.EnrichGraph takes: it
+// computes every metric from the in-memory graph of a full index (see
+// FromGraph) while the indexer inserts it, and returns the function that
+// writes the values into the indexer's transaction. It computes what
+// Enrich computes from the database; set both, since an incremental index
+// uses Enrich.
+func EnrichGraph(opts Options) indexer.EnrichGraphFunc {
+	return func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *sql.Tx) error, error) {
+		vals, err := computeInput(ctx, FromGraph(g, opts))
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, tx *sql.Tx) error { return Write(ctx, tx, vals) }, nil
 	}
 }
 

@@ -129,7 +129,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	}
 	if opts.Metrics {
 		mopts := metrics.Options{BetweennessSources: opts.BetweennessSources}
-		iopts.Enrich = metrics.Enrich(mopts)
+		iopts.Enrich, iopts.EnrichGraph = metrics.Enrich(mopts), metrics.EnrichGraph(mopts)
 		iopts.EnrichID = fmt.Sprintf("%s sources=%d", metrics.RegistryID(), opts.BetweennessSources)
 	}
 	snap, err := indexer.Index(ctx, iopts)

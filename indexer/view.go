@@ -1,0 +1,124 @@
+package indexer
+
+import (
+	"context"
+	"database/sql"
+)
+
+// GraphView is the graph of a full index, as its rows are written to the
+// database, handed to Options.EnrichGraph so that an enrichment (metrics)
+// can be computed from memory while the rows are being inserted. Each
+// field holds exactly the rows of the table it is named after, with NULL
+// as "" or 0; the slices are in no particular order. A GraphView is a copy:
+// reading it is safe while Index writes the database, and it is not
+// changed afterwards.
+type GraphView struct {
+	// Snapshot is the snapshot being written (ID, build context, Coverage
+	// and Counts are final; DBSHA256 is not known yet).
+	Snapshot Snapshot
+	Packages []GraphPackage
+	Nodes    []GraphNode
+	Types    []GraphType
+	Members  []GraphMember
+	Funcs    []GraphFunc
+	Edges    []GraphEdge
+	Files    []GraphFile
+	// DynamicCallSources holds the src of every row of dynamic_calls.
+	DynamicCallSources []string
+}
+
+// GraphPackage is a row of packages.
+type GraphPackage struct {
+	ID, ImportPath, Variant string
+	ErrorCount              int
+	IllTyped                bool
+}
+
+// GraphNode is a row of nodes (PackageID, FileID "" and positions 0 when
+// NULL).
+type GraphNode struct {
+	ID, Kind, Origin, PackageID, FileID string
+	StartLine, StartCol                 int
+}
+
+// GraphType is a row of types.
+type GraphType struct {
+	ID, PackageID, Name, TypeKind string
+	Resolved                      bool
+}
+
+// GraphMember is a row of members.
+type GraphMember struct {
+	ID, TypeID, Kind string
+}
+
+// GraphFunc is a row of funcs (ReceiverTypeID "" when NULL).
+type GraphFunc struct {
+	ID, PackageID, Name string
+	IsMethod, Resolved  bool
+	ReceiverTypeID      string
+}
+
+// GraphEdge is a row of the edges view.
+type GraphEdge struct {
+	Src, Dst, Kind string
+}
+
+// GraphFile is a row of files (SHA256 "" when NULL).
+type GraphFile struct {
+	ID, Path, SHA256     string
+	Indexed, Synthesized bool
+}
+
+// EnrichGraphFunc computes an enrichment from the in-memory graph of a
+// full index, concurrently with the database inserts, and returns the
+// function that writes its rows into the database's transaction (called
+// after the graph rows are in, before the checks and the SHA-256). An
+// error from either aborts the index.
+type EnrichGraphFunc func(ctx context.Context, g *GraphView) (write func(context.Context, *sql.Tx) error, err error)
+
+// view copies g's rows into a GraphView.
+func (g *graph) view(snap Snapshot) *GraphView {
+	v := &GraphView{Snapshot: snap}
+	for _, p := range g.packages {
+		v.Packages = append(v.Packages, GraphPackage{ID: p.id, ImportPath: p.importPath, Variant: p.variant,
+			ErrorCount: p.errorCount, IllTyped: p.illTyped})
+	}
+	for _, rows := range [][]nodeRow{g.moduleNodes, g.packageNodes, g.fileNodes, g.declNodes, g.extNodes} {
+		for _, n := range rows {
+			gn := GraphNode{ID: n.id, Kind: n.kind, Origin: n.origin, PackageID: orEmpty(n.packageID), FileID: orEmpty(n.fileID)}
+			if n.pos != nil {
+				gn.StartLine, gn.StartCol = n.pos.startLine, n.pos.startCol
+			}
+			v.Nodes = append(v.Nodes, gn)
+		}
+	}
+	for _, t := range g.types {
+		v.Types = append(v.Types, GraphType{ID: t.id, PackageID: t.packageID, Name: t.name, TypeKind: t.typeKind, Resolved: t.resolved})
+	}
+	for _, m := range g.members {
+		v.Members = append(v.Members, GraphMember{ID: m.id, TypeID: m.typeID, Kind: m.kind})
+	}
+	for _, f := range g.funcs {
+		v.Funcs = append(v.Funcs, GraphFunc{ID: f.id, PackageID: f.packageID, Name: f.name, IsMethod: f.isMethod,
+			Resolved: f.resolved, ReceiverTypeID: orEmpty(f.receiverTypeID)})
+	}
+	for _, e := range g.edges {
+		v.Edges = append(v.Edges, GraphEdge{Src: e.src, Dst: e.dst, Kind: e.kind})
+	}
+	for _, f := range g.files {
+		v.Files = append(v.Files, GraphFile{ID: f.id, Path: f.path, SHA256: orEmpty(f.sha256), Indexed: f.indexed, Synthesized: f.synthesized})
+	}
+	for _, d := range g.dynamicCalls {
+		v.DynamicCallSources = append(v.DynamicCallSources, d.src)
+	}
+	return v
+}
+
+// orEmpty is a nullable string as the metrics read it: "" for NULL.
+func orEmpty(s sql.Null[string]) string {
+	if !s.Valid {
+		return ""
+	}
+	return s.V
+}
