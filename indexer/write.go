@@ -352,7 +352,7 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 	}
 	err = insertRows(ctx, tx, "files",
 		`INSERT INTO files (id, package_id, path, rel_path, name, is_test, generated, synthesized, compiled, indexed, sha256, size_bytes, lines)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.files,
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.files, func(r fileRow) string { return r.id }),
 		func(f fileRow) []any {
 			return []any{f.id, f.packageID, f.path, f.relPath, f.name, boolInt(f.isTest), nullBoolInt(f.generated),
 				boolInt(f.synthesized), boolInt(f.compiled), boolInt(f.indexed), f.sha256, f.sizeBytes, f.lines}
@@ -361,7 +361,7 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 	err = insertRows(ctx, tx, "types",
-		`INSERT INTO types (id, package_id, name, type_kind, exported, type_params, resolved) VALUES (?, ?, ?, ?, ?, ?, ?)`, g.types,
+		`INSERT INTO types (id, package_id, name, type_kind, exported, type_params, resolved) VALUES (?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.types, func(r typeRow) string { return r.id }),
 		func(t typeRow) []any {
 			return []any{t.id, t.packageID, t.name, t.typeKind, boolInt(t.exported), t.typeParams, boolInt(t.resolved)}
 		})
@@ -370,7 +370,7 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 	}
 	err = insertRows(ctx, tx, "funcs",
 		`INSERT INTO funcs (id, package_id, name, is_method, receiver, receiver_type_name, receiver_pointer, receiver_type_id, exported, type_params, signature, resolved)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.funcs,
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.funcs, func(r funcRow) string { return r.id }),
 		func(f funcRow) []any {
 			return []any{f.id, f.packageID, f.name, boolInt(f.isMethod), f.receiver, f.receiverTypeName,
 				nullBoolInt(f.receiverPointer), f.receiverTypeID, boolInt(f.exported), f.typeParams, f.signature, boolInt(f.resolved)}
@@ -394,7 +394,7 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 	err = insertRows(ctx, tx, "members",
-		`INSERT INTO members (id, type_id, package_id, name, kind, embedded, exported) VALUES (?, ?, ?, ?, ?, ?, ?)`, g.members,
+		`INSERT INTO members (id, type_id, package_id, name, kind, embedded, exported) VALUES (?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.members, func(r memberRow) string { return r.id }),
 		func(m memberRow) []any {
 			return []any{m.id, m.typeID, m.packageID, m.name, m.kind, boolInt(m.embedded), boolInt(m.exported)}
 		})
@@ -543,4 +543,12 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// sortedByID returns a copy of rows sorted by id: inserted in primary-key
+// order, every insert into the table's id index is an append.
+func sortedByID[T any](rows []T, id func(T) string) []T {
+	out := slices.Clone(rows)
+	slices.SortFunc(out, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+	return out
 }
