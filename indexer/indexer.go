@@ -101,34 +101,34 @@ type Options struct {
 // and its test variant counts once per variant, as do its declarations.
 type Counts struct {
 	// Nodes is the number of rows of nodes, of every kind.
-	Nodes int
+	Nodes int `json:"nodes"`
 	// Edges is the number of rows of edges, of every kind.
-	Edges int
+	Edges int `json:"edges"`
 	// Packages is the number of indexed packages (rows of packages),
 	// test variants included, the synthesized test main package excluded.
-	Packages int
+	Packages int `json:"packages"`
 	// Files is the number of rows of files.
-	Files int
+	Files int `json:"files"`
 	// Types is the number of package-level named types.
-	Types int
+	Types int `json:"types"`
 	// Funcs is the number of package-level functions (not methods).
-	Funcs int
+	Funcs int `json:"funcs"`
 	// Methods is the number of methods.
-	Methods int
+	Methods int `json:"methods"`
 	// Imports is the number of import edges.
-	Imports int
+	Imports int `json:"imports"`
 	// LoadErrors is the number of rows of load_errors.
-	LoadErrors int
+	LoadErrors int `json:"load_errors"`
 	// PackagesWithErrors is the number of indexed packages with at least one
 	// load error.
-	PackagesWithErrors int
+	PackagesWithErrors int `json:"packages_with_errors"`
 	// PackagesIllTyped is the number of indexed packages that go/packages
 	// marks IllTyped: the package or one of its dependencies has errors, so
 	// its type information may be incomplete even without errors of its own.
-	PackagesIllTyped int
+	PackagesIllTyped int `json:"packages_ill_typed"`
 	// UnmatchedPatterns is the number of patterns the go command could not
 	// resolve to a package (recorded in load_errors).
-	UnmatchedPatterns int
+	UnmatchedPatterns int `json:"unmatched_patterns"`
 }
 
 // Snapshot describes one index: what was loaded, by which toolchain, from
@@ -140,72 +140,73 @@ type Snapshot struct {
 	// VCS revision and dirty flag, the indexed package IDs, and each source
 	// file's module-relative path and SHA-256). Indexing the same sources
 	// with the same toolchain gives the same ID on any machine.
-	ID string
+	ID string `json:"id"`
 	// Dir is the absolute directory the packages were loaded from.
-	Dir string
+	Dir string `json:"dir"`
 	// ModulePaths are the distinct module paths of the indexed packages,
 	// sorted.
-	ModulePaths []string
+	ModulePaths []string `json:"module_paths"`
 	// VCSRevision is the git commit (`git rev-parse HEAD` in Dir); "" when
 	// Dir is not in a git checkout, git is absent, or git failed.
-	VCSRevision string
+	VCSRevision string `json:"vcs_revision"`
 	// VCSDirty reports uncommitted changes (tracked or untracked, anywhere in
 	// the work tree, as `git status --porcelain` shows them). Meaningful only
 	// when VCSRevision is not "".
-	VCSDirty bool
+	VCSDirty bool `json:"vcs_dirty"`
 	// GoVersion is the go command's GOVERSION, which did the loading (it may
 	// differ from the toolchain assay was built with).
-	GoVersion string
+	GoVersion string `json:"go_version"`
 	// GOOS and GOARCH are the build target the packages were loaded for;
 	// build constraints select files by them.
-	GOOS, GOARCH string
+	GOOS   string `json:"goos"`
+	GOARCH string `json:"goarch"`
 	// ToolVersion is Options.ToolVersion.
-	ToolVersion string
+	ToolVersion string `json:"tool_version"`
 	// Tests is Options.Tests.
-	Tests bool
+	Tests bool `json:"tests"`
 	// Patterns are the patterns used, after defaults and after a go.work
 	// workspace's "./..." was expanded to each of its modules.
-	Patterns []string
+	Patterns []string `json:"patterns"`
 	// Tags are the build tags used (Options.Tags), sorted.
-	Tags []string
+	Tags []string `json:"tags"`
 	// CGOEnabled is the go command's CGO_ENABLED ("0" or "1").
-	CGOEnabled string
+	CGOEnabled string `json:"cgo_enabled"`
 	// InputKey is the reuse key (SHA-256 hex, 64 chars; see Options.Reuse).
-	InputKey string
+	InputKey string `json:"input_key"`
 	// Reused reports that Index returned the existing database unchanged
 	// because its InputKey matched.
-	Reused bool
+	Reused bool `json:"reused"`
 	// ReusedBy says how an unchanged input was established when Reused:
 	// "files" when the file-system check found every file and directory the
 	// go command reads as it was (no listing needed), "listing" when the go
 	// command's listing gave the same reuse key. "" when not Reused.
-	ReusedBy string
+	ReusedBy string `json:"reused_by"`
 	// ConfigKey is the configuration key (SHA-256 hex): the reuse key
 	// without file contents, package list and VCS state. An existing
 	// database with the same ConfigKey can be updated incrementally.
-	ConfigKey string
+	ConfigKey string `json:"config_key"`
 	// Incremental reports that only the packages in Reindexed (import
 	// paths, with their test variants) were type-checked in full; the rest
 	// of the graph was kept from the previous database (see Options.Reuse).
-	Incremental bool
+	Incremental bool `json:"incremental"`
 	// Reindexed lists the import paths re-indexed by an incremental index,
 	// sorted; nil after a full index.
-	Reindexed []string
+	Reindexed []string `json:"reindexed"`
 	// FullReason says why a full index was made although Options.Reuse
 	// found a previous database; "" otherwise.
-	FullReason string
+	FullReason string `json:"full_reason"`
 	// Counts are the rows written per kind.
-	Counts Counts
+	Counts Counts `json:"counts"`
 	// Coverage is the fraction (0..1) of matched packages that loaded
 	// without errors and are not ill-typed; unmatched patterns count as
 	// failed packages.
-	Coverage float64
+	Coverage float64 `json:"coverage"`
 	// DBPath is the absolute path of the database written.
-	DBPath string
+	DBPath string `json:"db_path"`
 	// DBSHA256 is the SHA-256 hex (64 chars) of the database file as it
 	// stands at DBPath: hashed after the database was closed and synced,
 	// then renamed into place (a rename does not change the bytes).
-	DBSHA256 string
+	DBSHA256 string `json:"db_sha256"`
 }
 
 // Index loads the packages that opts.Patterns match in opts.Dir, builds the

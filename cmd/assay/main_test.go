@@ -331,8 +331,11 @@ func TestIndexThisRepository(t *testing.T) {
 		t.Fatalf("index exit %d: %s", r.code, r.stderr)
 	}
 	var snap struct {
-		DBSHA256 string
-		Counts   struct{ Packages, Funcs int }
+		DBSHA256 string `json:"db_sha256"`
+		Counts   struct {
+			Packages int `json:"packages"`
+			Funcs    int `json:"funcs"`
+		} `json:"counts"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &snap); err != nil {
 		t.Fatalf("%v: %s", err, r.stdout)
