@@ -215,11 +215,23 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 		}
 		return t.writeCSV(opts.IO.Out)
 	}
+	// A column whose values are all whole numbers (counts) prints them as such; any other column
+	// prints every value with the same four decimals, so values of one metric line up.
+	integral := map[string]bool{}
+	for _, name := range names {
+		integral[name] = true
+		for _, r := range rows {
+			if v, ok := r.Values[name]; ok && v.Value != nil && *v.Value != math.Trunc(*v.Value) {
+				integral[name] = false
+				break
+			}
+		}
+	}
 	t := table{header: append([]string{"SUBJECT", "ORIGIN"}, upper(names)...)}
 	for _, r := range rows {
 		cells := []string{r.Subject, r.Origin}
 		for _, name := range names {
-			cells = append(cells, cell(r.Values[name]))
+			cells = append(cells, cell(r.Values[name], integral[name]))
 		}
 		t.rows = append(t.rows, cells)
 	}
@@ -240,27 +252,25 @@ func upper(s []string) []string {
 	return out
 }
 
-// cell renders a value for the table: unavailable is spelled out, never 0.
-func cell(v metrics.Value) string {
+// cell renders a value for the table: unavailable is spelled out, never 0; integral says the
+// value's column holds only whole numbers.
+func cell(v metrics.Value, integral bool) string {
 	switch {
 	case v.Metric == "":
 		return "-"
 	case v.Kind == metrics.Unavailable || v.Value == nil:
 		return "unavailable"
 	}
-	s := formatNumber(*v.Value)
+	s := strconv.FormatFloat(*v.Value, 'f', 4, 64)
+	if integral {
+		s = strconv.FormatFloat(*v.Value, 'f', 0, 64)
+	}
 	if v.Kind == metrics.Proxy {
 		s = "~" + s
 	}
 	return s
 }
 
-func formatNumber(x float64) string {
-	if x == math.Trunc(x) && math.Abs(x) < 1e15 {
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(x, 'f', 4, 64)
-}
 
 func pivot(vals []metrics.Value) []*metricsRow {
 	by := map[string]*metricsRow{}
