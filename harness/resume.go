@@ -176,10 +176,8 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 		r = parent
 	}
 	identity := lineage[0]
-	for _, r := range runs {
-		if r.CorrectsRunID == runID && len(r.Checkpoints) > 0 {
-			return CaseResult{}, notResumable("it was already resumed by run %s; resume that one", r.RunID)
-		}
+	if by := ResumedBy(runs, runID); by != "" {
+		return CaseResult{}, notResumable("it was already resumed by run %s; resume that one", by)
 	}
 	var m manifest
 	if err := readManifest(ctx, store, run, &m); err != nil {
@@ -278,6 +276,23 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
 	cr.resume = &resumePoint{from: runID, lineage: lineage, journal: journal, state: state, checkpoint: cp}
 	return executeCase(ctx, opts, c, env, cr)
+}
+
+// ResumedBy returns a run that continues runID, "" when none: a run linked to it that holds a case
+// manifest or checkpoints (what a resume writes first), or one not finalized (a resume that stopped
+// early; a reconciliation correction is finalized when it is written). One run is resumed once, so
+// its lineage never branches.
+func ResumedBy(runs []evidence.RunSummary, runID string) string {
+	for _, r := range runs {
+		if r.CorrectsRunID != runID {
+			continue
+		}
+		if len(r.Checkpoints) > 0 || r.Status != evidence.StatusFinalized || slices.ContainsFunc(r.Artifacts,
+			func(a evidence.ArtifactLink) bool { return a.Name == manifestArtifact }) {
+			return r.RunID
+		}
+	}
+	return ""
 }
 
 // mustVerify verifies runID's family and returns the results; an error is stored in *errp.

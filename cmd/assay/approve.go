@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/policy"
 )
@@ -198,10 +199,8 @@ func canStillDispatch(ctx context.Context, store *evidence.Store, r evidence.Run
 	if err != nil {
 		return fmt.Errorf("list runs: %w", err)
 	}
-	for _, o := range all {
-		if o.CorrectsRunID == r.RunID && len(o.Checkpoints) > 0 {
-			return badInput(fmt.Errorf("run %s was resumed by run %s; approve the call there (assay approve %s CALL); nothing approved", r.RunID, o.RunID, o.RunID))
-		}
+	if by := harness.ResumedBy(all, r.RunID); by != "" {
+		return badInput(fmt.Errorf("run %s was resumed by run %s; approve the call there (assay approve %s CALL); nothing approved", r.RunID, by, by))
 	}
 	if r.Status != evidence.StatusFinalized {
 		return nil
