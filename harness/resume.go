@@ -147,12 +147,62 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 		return CaseResult{}, err
 	}
 	defer store.Close()
+	p, err := planResume(ctx, store, storePath, opts, runID)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	opts, c, cr, cp, state := p.opts, p.c, p.cr, p.checkpoint, p.state
+	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath, GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
+	env, closeEnv, err := openEnv(ctx, opts, store, &sum)
+	defer closeEnv()
+	if err != nil {
+		return CaseResult{}, err
+	}
+	newID, err := newRunID()
+	if err != nil {
+		return CaseResult{}, err
+	}
+	if err := store.OpenRun(ctx, newID, p.envelope, runID); err != nil {
+		return CaseResult{}, fmt.Errorf("open run %s: %w", newID, err)
+	}
+	manifestJSON, err := json.MarshalIndent(p.manifest, "", "  ")
+	if err != nil {
+		return CaseResult{}, err
+	}
+	if _, err := store.PutArtifact(ctx, newID, manifestArtifact, "application/json", manifestJSON); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", newID, err)
+	}
+	env.progress.line("resuming run %s (case %s, checkpoint after event %d, %d turns) as run %s", runID, c.Name(), cp.Seq, len(state.Turns), newID)
+	cr.runID, cr.start = newID, start
+	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
+	cr.resume = &resumePoint{from: runID, lineage: p.lineage, journal: p.journal, state: state, checkpoint: cp}
+	return executeCase(ctx, opts, c, env, cr)
+}
+
+// resumePlan is what a resume continues from, once every check passed.
+type resumePlan struct {
+	opts       Options
+	c          Case
+	cr         caseRun
+	manifest   manifest
+	envelope   evidence.Envelope
+	checkpoint evidence.Checkpoint
+	state      runtime.DurableState
+	lineage    []string
+	journal    []tool.Record
+}
+
+// planResume makes every check a resume needs before anything is written: the run exists and is
+// not open, it was not resumed already, its case is known, the envelope matches the options given
+// now, the lineage verifies, the checkpoint is the one its chained event names, and there is
+// something to resume. opts is completed from the run (case, model, base URL, budgets).
+func planResume(ctx context.Context, store *evidence.Store, storePath string, opts Options, runID string) (*resumePlan, error) {
 	notResumable := func(format string, args ...any) error {
 		return fmt.Errorf("%w: run %s: %s", ErrNotResumable, runID, fmt.Sprintf(format, args...))
 	}
 	runs, err := store.Runs(ctx)
 	if err != nil {
-		return CaseResult{}, fmt.Errorf("list runs: %w", err)
+		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	byID := map[string]evidence.RunSummary{}
 	for _, r := range runs {
@@ -161,31 +211,31 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	run, ok := byID[runID]
 	switch {
 	case !ok:
-		return CaseResult{}, notResumable("no such run in %s", storePath)
+		return nil, notResumable("no such run in %s", storePath)
 	case run.Status == evidence.StatusOpen:
-		return CaseResult{}, notResumable("it is still open (being written)")
+		return nil, notResumable("it is still open (being written)")
 	}
 	// The lineage: the run, and the runs it resumed, back to the first.
 	lineage := []string{runID}
 	for r := run; r.CorrectsRunID != ""; {
 		parent, ok := byID[r.CorrectsRunID]
 		if !ok {
-			return CaseResult{}, notResumable("the run it continues, %s, is not in the store", r.CorrectsRunID)
+			return nil, notResumable("the run it continues, %s, is not in the store", r.CorrectsRunID)
 		}
 		lineage = append([]string{parent.RunID}, lineage...)
 		r = parent
 	}
 	identity := lineage[0]
 	if by := ResumedBy(runs, runID); by != "" {
-		return CaseResult{}, notResumable("it was already resumed by run %s; resume that one", by)
+		return nil, notResumable("it was already resumed by run %s; resume that one", by)
 	}
 	var m manifest
 	if err := readManifest(ctx, store, run, &m); err != nil {
-		return CaseResult{}, notResumable("%v", err)
+		return nil, notResumable("%v", err)
 	}
 	entry, err := LookupCase(m.Catalog)
 	if err != nil {
-		return CaseResult{}, notResumable("its case %q is not in this catalog", m.Catalog)
+		return nil, notResumable("its case %q is not in this catalog", m.Catalog)
 	}
 	opts.Formations, opts.Profile, opts.Language, opts.Stream = []string{entry.Name}, m.Profile, m.Language, m.Stream
 	if opts.BaseURL == "" {
@@ -197,26 +247,26 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	// The budgets are the team run's, as its first run recorded them: a pause does not reset them
 	// (and what was consumed before is charged again on restore).
 	if err := budgetsOf(ctx, store, lineage[0], &opts); err != nil {
-		return CaseResult{}, notResumable("%v", err)
+		return nil, notResumable("%v", err)
 	}
 	if err := opts.Normalize(); err != nil {
-		return CaseResult{}, err
+		return nil, err
 	}
 	c := Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language}
 	cr, newManifest, envelope, err := prepareCase(opts, c, identity, false)
 	if err != nil {
-		return CaseResult{}, err
+		return nil, err
 	}
 	if !runtimeResumable(c) {
-		return CaseResult{}, notResumable("formation %s does not resume durably", c.Entry.Formation)
+		return nil, notResumable("formation %s does not resume durably", c.Entry.Formation)
 	}
 	cp, err := store.LoadCheckpoint(ctx, runID, -1, evidence.ResumeRequest{Tenant: envelope.Tenant,
 		ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode, PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest})
 	if err != nil {
 		if errors.Is(err, evidence.ErrEnvelopeMismatch) {
-			return CaseResult{}, notResumable("%v (give the run's options again: the same --policy file, --mode and --tenant; a case definition changed since the run cannot be resumed)", err)
+			return nil, notResumable("%v (give the run's options again: the same --policy file, --mode and --tenant; a case definition changed since the run cannot be resumed)", err)
 		}
-		return CaseResult{}, notResumable("%v", err)
+		return nil, notResumable("%v", err)
 	}
 	// Nothing is resumed from evidence that does not verify: every run of the family must verify
 	// (the run being resumed may be unfinalized when it was interrupted), and the checkpoint's state
@@ -225,57 +275,34 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 		if v.Status == evidence.VerifyOK || (v.Status == evidence.VerifyUnfinalized && v.RunID == runID && run.Status == evidence.StatusInterrupted) {
 			continue
 		}
-		return CaseResult{}, notResumable("run %s of its lineage does not verify (%s: %s)", v.RunID, v.Status, v.Detail)
+		return nil, notResumable("run %s of its lineage does not verify (%s: %s)", v.RunID, v.Status, v.Detail)
 	}
 	if err != nil {
-		return CaseResult{}, notResumable("verify its lineage: %v", err)
+		return nil, notResumable("verify its lineage: %v", err)
 	}
 	if err := checkpointEventMatches(ctx, store, runID, cp); err != nil {
-		return CaseResult{}, notResumable("%v", err)
+		return nil, notResumable("%v", err)
 	}
 	var state runtime.DurableState
 	if err := json.Unmarshal(cp.State, &state); err != nil {
-		return CaseResult{}, notResumable("its checkpoint state does not decode: %v", err)
+		return nil, notResumable("its checkpoint state does not decode: %v", err)
 	}
 	if err := runtime.ValidateDurableState(&state); err != nil {
-		return CaseResult{}, notResumable("%v", err)
+		return nil, notResumable("%v", err)
 	}
 	if state.RunID != identity {
-		return CaseResult{}, notResumable("its checkpoint is of team run %s, its lineage starts at %s", state.RunID, identity)
+		return nil, notResumable("its checkpoint is of team run %s, its lineage starts at %s", state.RunID, identity)
 	}
 	if run.Status == evidence.StatusFinalized && !state.Paused {
-		return CaseResult{}, notResumable("it completed without pausing; there is nothing to resume")
+		return nil, notResumable("it completed without pausing; there is nothing to resume")
 	}
 	journal, err := FamilyRecords(ctx, store, runs, runID)
 	if err != nil {
-		return CaseResult{}, err
+		return nil, err
 	}
 
-	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath, GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
-	env, closeEnv, err := openEnv(ctx, opts, store, &sum)
-	defer closeEnv()
-	if err != nil {
-		return CaseResult{}, err
-	}
-	newID, err := newRunID()
-	if err != nil {
-		return CaseResult{}, err
-	}
-	if err := store.OpenRun(ctx, newID, envelope, runID); err != nil {
-		return CaseResult{}, fmt.Errorf("open run %s: %w", newID, err)
-	}
-	manifestJSON, err := json.MarshalIndent(newManifest, "", "  ")
-	if err != nil {
-		return CaseResult{}, err
-	}
-	if _, err := store.PutArtifact(ctx, newID, manifestArtifact, "application/json", manifestJSON); err != nil {
-		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", newID, err)
-	}
-	env.progress.line("resuming run %s (case %s, checkpoint after event %d, %d turns) as run %s", runID, c.Name(), cp.Seq, len(state.Turns), newID)
-	cr.runID, cr.start = newID, start
-	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
-	cr.resume = &resumePoint{from: runID, lineage: lineage, journal: journal, state: state, checkpoint: cp}
-	return executeCase(ctx, opts, c, env, cr)
+	return &resumePlan{opts: opts, c: c, cr: cr, manifest: newManifest, envelope: envelope, checkpoint: cp, state: state,
+		lineage: lineage, journal: journal}, nil
 }
 
 // ResumedBy returns a run that continues runID, "" when none: a run linked to it that holds a case
