@@ -3,6 +3,7 @@ package effect
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,5 +273,33 @@ func mustApply(t *testing.T, l *Ledger, key string, ev Event) {
 	t.Helper()
 	if _, err := l.Apply(key, ev); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// payloadBackend answers every lookup with a committed receipt for payload.
+type payloadBackend struct{ payload string }
+
+func (b payloadBackend) Lookup(ctx context.Context, q Query) (Receipt, bool, error) {
+	return Receipt{IdempotencyKey: q.IdempotencyKey, Committed: true, PayloadSHA256: b.payload}, true, nil
+}
+
+// A receipt under the effect's key but for another payload is evidence of another effect: it is
+// refused and the effect stays unknown; the receipt for the intent's payload resolves it.
+func TestReceiptForAnotherPayloadDoesNotResolve(t *testing.T) {
+	intent := strings.Repeat("a", 64)
+	l := NewLedger(payloadBackend{payload: strings.Repeat("b", 64)}, nil)
+	_ = l.Add("run:m:c1", Pending)
+	mustApply(t, l, "run:m:c1", Event{Kind: Dispatch})
+	mustApply(t, l, "run:m:c1", Event{Kind: Raise, To: Unknown})
+	r, err := l.ReconcilePayload(context.Background(), "run:m:c1", intent, nil)
+	if !errors.Is(err, ErrUnrelatedReceipt) || r.State != Unknown {
+		t.Fatalf("receipt for another payload: %v, state %s", err, r.State)
+	}
+	l2 := NewLedger(payloadBackend{payload: intent}, nil)
+	_ = l2.Add("run:m:c1", Pending)
+	mustApply(t, l2, "run:m:c1", Event{Kind: Dispatch})
+	mustApply(t, l2, "run:m:c1", Event{Kind: Raise, To: Unknown})
+	if r, err := l2.ReconcilePayload(context.Background(), "run:m:c1", intent, nil); err != nil || r.State != Succeeded {
+		t.Fatalf("receipt for the intent's payload: %v, state %s", err, r.State)
 	}
 }

@@ -81,6 +81,7 @@ func (b *HTTPBackend) Lookup(ctx context.Context, q Query) (Receipt, bool, error
 		Committed      *bool     `json:"committed"`
 		Reference      string    `json:"reference"`
 		Time           time.Time `json:"time"`
+		PayloadSHA256  string    `json:"payload_sha256"`
 	}
 	if err := json.Unmarshal(data, &wire); err != nil {
 		return Receipt{}, false, fmt.Errorf("receipt lookup %s: %w: %v", target, ErrMalformedReceipt, err)
@@ -89,7 +90,7 @@ func (b *HTTPBackend) Lookup(ctx context.Context, q Query) (Receipt, bool, error
 		return Receipt{}, false, fmt.Errorf("receipt lookup %s: %w: no \"committed\" field", target, ErrMalformedReceipt)
 	}
 	return Receipt{IdempotencyKey: wire.IdempotencyKey, BatchKey: wire.BatchKey, Committed: *wire.Committed,
-		Reference: wire.Reference, Time: wire.Time.UTC()}, true, nil
+		Reference: wire.Reference, Time: wire.Time.UTC(), PayloadSHA256: wire.PayloadSHA256}, true, nil
 }
 
 // oneLine is a response body for an error message: at most 512 bytes, on one line.

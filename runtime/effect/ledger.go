@@ -25,11 +25,18 @@ type Receipt struct {
 	Reference string `json:"reference,omitempty"`
 	// Time is when the backend recorded the receipt (UTC), zero when it did not say.
 	Time time.Time `json:"time,omitzero"`
+	// PayloadSHA256 is the SHA-256 hex of the payload the backend committed under the key, ""
+	// when the backend does not say. A receipt whose payload differs from the effect's intent is
+	// evidence of another effect and never resolves this one.
+	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 }
 
 // Query asks a backend for the receipt of one effect.
 type Query struct {
 	IdempotencyKey string
+	// PayloadSHA256 is the SHA-256 hex of the effect's canonical payload as its intent recorded it
+	// ("" when unknown); a receipt naming another payload is refused (ErrUnrelatedReceipt).
+	PayloadSHA256 string
 	// BatchKey is set when the effect was dispatched in a batch: the backend may know it only by it.
 	BatchKey string
 }
@@ -237,6 +244,13 @@ func (l *Ledger) Resolve(key string, rc Receipt) (State, error) {
 // actually sent, before it is sent (budgets are charged for reconciliation, rule 11); its error
 // stops the lookup. The returned record is the effect after reconciliation.
 func (l *Ledger) Reconcile(ctx context.Context, key string, charge func() error) (Record, error) {
+	return l.ReconcilePayload(ctx, key, "", charge)
+}
+
+// ReconcilePayload is Reconcile for an effect whose intent recorded payloadSHA256 (SHA-256 hex of
+// its canonical payload): a receipt that names another payload is evidence of another effect and
+// is refused with ErrUnrelatedReceipt, leaving the effect unknown. "" checks no payload.
+func (l *Ledger) ReconcilePayload(ctx context.Context, key, payloadSHA256 string, charge func() error) (Record, error) {
 	r, ok := l.Get(key)
 	if !ok {
 		return Record{}, fmt.Errorf("reconcile: %w: %s", ErrNoSuchEffect, key)
@@ -262,7 +276,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, charge func() error)
 		l.mu.Lock()
 		l.effects[key].Lookups++
 		l.mu.Unlock()
-		rc, found, err := l.backend.Lookup(context.WithoutCancel(ctx), Query{IdempotencyKey: key, BatchKey: cur.BatchKey})
+		rc, found, err := l.backend.Lookup(context.WithoutCancel(ctx), Query{IdempotencyKey: key, BatchKey: cur.BatchKey, PayloadSHA256: payloadSHA256})
 		if err != nil {
 			return nil, fmt.Errorf("reconcile %s: receipt lookup: %w", key, err)
 		}
@@ -273,6 +287,10 @@ func (l *Ledger) Reconcile(ctx context.Context, key string, charge func() error)
 		if rc.IdempotencyKey != "" && rc.IdempotencyKey != key {
 			// Evidence for another effect is not evidence for this one (rule 12).
 			return nil, fmt.Errorf("reconcile %s: %w: receipt names %s", key, ErrUnrelatedReceipt, rc.IdempotencyKey)
+		}
+		if payloadSHA256 != "" && rc.PayloadSHA256 != "" && rc.PayloadSHA256 != payloadSHA256 {
+			return nil, fmt.Errorf("reconcile %s: %w: the receipt's payload sha256 %s is not the intent's %s", key,
+				ErrUnrelatedReceipt, rc.PayloadSHA256, payloadSHA256)
 		}
 		to := Failed
 		if rc.Committed {

@@ -215,7 +215,10 @@ func (b *Boundary) Reconcile(ctx context.Context, key string) (Outcome, error) {
 		r.Commit(zeroTokens)
 		return nil
 	}
-	r, err := b.ledger.Reconcile(ctx, key, charge)
+	b.mu.Lock()
+	payload := rec.prep.hash
+	b.mu.Unlock()
+	r, err := b.ledger.ReconcilePayload(ctx, key, payload, charge)
 	if err != nil {
 		return b.current(rec), err
 	}

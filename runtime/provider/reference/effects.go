@@ -115,7 +115,8 @@ type EffectReceipt struct {
 // Receipt returns the receipt as effect.Receipt, the form reconciliation
 // applies.
 func (r EffectReceipt) Receipt() effect.Receipt {
-	return effect.Receipt{IdempotencyKey: r.IdempotencyKey, Committed: r.Committed, Reference: r.Reference, Time: r.Time}
+	return effect.Receipt{IdempotencyKey: r.IdempotencyKey, Committed: r.Committed, Reference: r.Reference, Time: r.Time,
+		PayloadSHA256: r.PayloadSHA256}
 }
 
 // remotePutArgs is a PUT body and the arguments of a remote_put call.
