@@ -60,6 +60,9 @@ type caseState struct {
 	// priorRuns are, for a resumed run, the runs it continues (first run first): their provider
 	// exchanges are part of the sessions' usage.
 	priorRuns []string
+	// verified maps member id -> the directory holding a copy of its proven deliverables alone
+	// (files check); the tests and the oracle run there.
+	verified map[string]string
 }
 
 // Check is a matrix check descriptor: adding a check is adding one value to Checks, with its test.
@@ -94,6 +97,7 @@ var filesExist = Check{
 			return statusUnknown, "the run's tool journal is unavailable: " + err.Error(), nil
 		}
 		for _, p := range s.plans {
+			proven := map[string][]byte{} // the member's deliverables whose bytes its recorded writes produced
 			for _, f := range p.Deliverables {
 				path := filepath.Join(p.Spec.Dir, f)
 				fi, err := os.Lstat(path)
@@ -106,18 +110,25 @@ var filesExist = Check{
 					missing = append(missing, p.Spec.ID+"/"+f)
 					continue
 				}
+				clean := true
 				if masked := s.redactor.String(string(data)); masked != string(data) {
 					// A credential never enters the store; the masked bytes are not the artifact the
 					// oracle checks, so the case cannot be accepted on them.
 					secret = append(secret, p.Spec.ID+"/"+f)
 					data = []byte(masked)
+					clean = false
 				}
 				sum := sha256.Sum256(data)
 				if want, ok := written[p.Spec.ID+"/"+f]; !ok {
 					unproven = append(unproven, p.Spec.ID+"/"+f+" (no recorded write produced it)")
+					clean = false
 				} else if want != hex.EncodeToString(sum[:]) {
 					unproven = append(unproven, fmt.Sprintf("%s/%s (sha256 %.12s, the member's last recorded write produced %.12s)",
 						p.Spec.ID, f, hex.EncodeToString(sum[:]), labelOr(want, "no file")))
+					clean = false
+				}
+				if clean {
+					proven[f] = data
 				}
 				d, err := s.store.PutArtifact(ctx, s.runID, "deliverable/"+p.Spec.ID+"/"+f, "text/plain", data)
 				if err != nil {
@@ -127,6 +138,13 @@ var filesExist = Check{
 				if f == p.Artifact {
 					s.artifacts[p.Spec.ID] = d
 				}
+			}
+			if len(p.Deliverables) > 0 && len(proven) == len(p.Deliverables) {
+				dir, err := s.verifiedCopy(p.Spec.ID, proven)
+				if err != nil {
+					return statusFailed, fmt.Sprintf("%s: copy the proven deliverables: %v", p.Spec.ID, err), nil
+				}
+				s.verified[p.Spec.ID] = dir
 			}
 		}
 		if len(missing) > 0 || len(secret) > 0 || len(unproven) > 0 {
@@ -144,6 +162,29 @@ var filesExist = Check{
 		}
 		return statusPassed, fmt.Sprintf("%d files", len(digests)), map[string]any{"sha256": digests}
 	},
+}
+
+// verifiedCopy writes a member's proven deliverables, and for Go the module file the harness
+// scaffolds, into a fresh directory of its own under the case directory
+// (verified-<run>/<member>), and returns it: what the tests and the oracle run on.
+func (s *caseState) verifiedCopy(member string, files map[string][]byte) (string, error) {
+	dir := filepath.Join(s.caseDir, "verified-"+s.runID, member)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if s.language == reference.LanguageGo {
+		files["go.mod"] = []byte(goModule)
+	}
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // recordedWrites returns, for "member/path", the SHA-256 hex of the file the member's last
@@ -189,8 +230,10 @@ func recordedWrites(ctx context.Context, s *caseState) (map[string]string, error
 
 var independentTests = Check{
 	Name: "tests",
-	Doc: "the members' own tests pass under the bounded independent runner, run by assay in each implementing member's " +
-		"directory: go test -count=1 for Go, python3 -m pytest for Python (an interpreter with pytest, chosen once)",
+	Doc: "the members' own tests pass under the bounded independent runner, run by assay on a copy of each implementing " +
+		"member's proven deliverables alone (the files check's: nothing else from its directory, so a file placed there by " +
+		"anything but the member's recorded writes takes no part): go test -count=1 for Go, python3 -m pytest for Python " +
+		"(an interpreter with pytest, chosen once)",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
 		status, parts := statusPassed, []string{}
@@ -199,15 +242,21 @@ var independentTests = Check{
 			if p.Artifact == "" {
 				continue
 			}
+			dir, ok := s.verified[p.Spec.ID]
+			if !ok {
+				status = statusFailed
+				parts = append(parts, p.Spec.ID+" not run: its deliverables are not all what its recorded writes produced (see the files check)")
+				continue
+			}
 			var r oracle.TestRunResult
 			var err error
 			if s.language == reference.LanguagePython {
 				if s.pytestPythonErr != nil {
 					return statusFailed, "no Python interpreter with pytest: " + s.pytestPythonErr.Error(), nil
 				}
-				r, err = oracle.RunPytestWith(ctx, s.pytestPython, p.Spec.Dir, filepath.Join(s.caseDir, p.Spec.ID+".pytest.log"), s.testTime)
+				r, err = oracle.RunPytestWith(ctx, s.pytestPython, dir, filepath.Join(s.caseDir, p.Spec.ID+".pytest.log"), s.testTime)
 			} else {
-				r, err = oracle.RunGoTest(ctx, p.Spec.Dir, filepath.Join(s.caseDir, p.Spec.ID+".go-test.json"), s.testTime)
+				r, err = oracle.RunGoTest(ctx, dir, filepath.Join(s.caseDir, p.Spec.ID+".go-test.json"), s.testTime)
 			}
 			if err != nil {
 				return statusFailed, fmt.Sprintf("%s: %v", p.Spec.ID, err), nil
@@ -241,7 +290,13 @@ var oracleCheck = Check{
 			if p.Artifact == "" {
 				continue
 			}
-			path := filepath.Join(p.Spec.Dir, p.Artifact)
+			dir, ok := s.verified[p.Spec.ID]
+			if !ok {
+				status = statusFailed
+				parts = append(parts, p.Spec.ID+" not run: its deliverables are not all what its recorded writes produced (see the files check)")
+				continue
+			}
+			path := filepath.Join(dir, p.Artifact)
 			r, err := oracle.Check(ctx, spec, path, s.oracle)
 			if err != nil {
 				status = statusFailed

@@ -821,7 +821,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	}
 
 	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
-		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{},
+		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{}, verified: map[string]string{},
 		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
 		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor}
 	if cr.resume != nil {

@@ -204,3 +204,27 @@ func TestRefusedResumeLeavesTheCaseDirectory(t *testing.T) {
 		t.Fatalf("a refused resume recreated %s", exec2)
 	}
 }
+
+// A file placed in a member's directory during a pause takes no part in the checks: the tests run
+// on a copy of the member's proven deliverables alone, so a hand-placed TestMain that would run only
+// its own empty test does not silence the member's tests.
+func TestHandPlacedTestFilesTakeNoPartInTheTests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	out, pol, run := pausedSequential(t)
+	planted := "package double\n\nimport (\n\t\"flag\"\n\t\"os\"\n\t\"testing\"\n)\n\n" +
+		"func TestMain(m *testing.M) {\n\tflag.Parse()\n\t_ = flag.Set(\"test.run\", \"^TestHandPlaced$\")\n\tos.Exit(m.Run())\n}\n\n" +
+		"func TestHandPlaced(t *testing.T) {}\n"
+	if err := os.WriteFile(filepath.Join(out, "cases", run, "exec-1", "zz_test.go"), []byte(planted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cr := approveAndResume(t, out, pol, run)
+	log, err := os.ReadFile(filepath.Join(out, "cases", run, "exec-1.go-test.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(log), "TestHandPlaced") || !strings.Contains(string(log), "TestDouble") {
+		t.Fatalf("the tests ran the planted file or not the member's tests (verdict %s):\n%.2000s", cr.Verdict.Verdict, log)
+	}
+}
