@@ -794,7 +794,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	if formation.Resumable(team.Formation, fopts) {
 		ecfg.Durable = &runtime.DurableConfig{Checkpoint: sink.Checkpoint}
 		if cr.resume != nil {
-			ecfg.Durable.Restore = &cr.resume.state
+			ecfg.Durable.Restore, ecfg.Durable.Consumed = &cr.resume.state, cr.resume.consumed
 			fopts.Resume = true
 		}
 	}

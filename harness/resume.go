@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,7 @@ type resumePoint struct {
 	journal    []tool.Record
 	state      runtime.DurableState
 	checkpoint evidence.Checkpoint
+	consumed   map[string]runtime.Consumption
 }
 
 // Checkpoint stores a durable state for the sink's run: a "checkpoint" event naming the state's
@@ -175,8 +177,67 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	env.progress.line("resuming run %s (case %s, checkpoint after event %d, %d turns) as run %s", runID, c.Name(), cp.Seq, len(state.Turns), newID)
 	cr.runID, cr.start = newID, start
 	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
-	cr.resume = &resumePoint{from: runID, lineage: p.lineage, journal: p.journal, state: state, checkpoint: cp}
+	cr.resume = &resumePoint{from: runID, lineage: p.lineage, journal: p.journal, state: state, checkpoint: cp, consumed: p.consumed}
 	return executeCase(ctx, opts, c, env, cr)
+}
+
+// consumed returns what the team run's earlier runs consumed, by member, from their recorded
+// events: tool calls are the dispatched tool_call intents (each attempt), tokens the usage the
+// provider exchanges reported. A member's tokens are unknown when an exchange reported none, or when
+// the member had a turn started and not ended in an interrupted run (a request may have been
+// outstanding when the process died, and nothing recorded it).
+func consumed(ctx context.Context, store *evidence.Store, runs []evidence.RunSummary, runID string) (map[string]runtime.Consumption, error) {
+	calls, tokens, unknown := map[string]int64{}, map[string]int64{}, map[string]bool{}
+	for _, r := range Family(runs, runID) {
+		evs, err := store.Events(ctx, r.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("run %s events: %w", r.RunID, err)
+		}
+		open := map[string]int{}
+		for _, ev := range evs {
+			switch ev.Type {
+			case "tool_call":
+				var in tool.Intent
+				if err := json.Unmarshal(ev.Payload, &in); err != nil {
+					return nil, fmt.Errorf("run %s event %d: %w", r.RunID, ev.Seq, err)
+				}
+				if in.Dispatched {
+					calls[in.MemberID]++
+				}
+			case "provider_exchange":
+				var x exchangeUsage
+				if err := json.Unmarshal(ev.Payload, &x); err != nil {
+					return nil, fmt.Errorf("run %s event %d: %w", r.RunID, ev.Seq, err)
+				}
+				if x.Usage == nil {
+					unknown[ev.MemberID] = true
+				} else {
+					tokens[ev.MemberID] += x.Usage.TotalTokens
+				}
+			case "member_started":
+				open[ev.MemberID]++
+			case "member_completed", "member_failed":
+				open[ev.MemberID]--
+			}
+		}
+		if r.Status == evidence.StatusInterrupted {
+			for m, n := range open {
+				if n > 0 {
+					unknown[m] = true
+				}
+			}
+		}
+	}
+	out := map[string]runtime.Consumption{}
+	for _, m := range slices.Concat(slices.Collect(maps.Keys(calls)), slices.Collect(maps.Keys(tokens)), slices.Collect(maps.Keys(unknown))) {
+		c := runtime.Consumption{ToolCalls: calls[m]}
+		if !unknown[m] {
+			t := tokens[m]
+			c.Tokens = &t
+		}
+		out[m] = c
+	}
+	return out, nil
 }
 
 // resumePlan is what a resume continues from, once every check passed.
@@ -190,6 +251,7 @@ type resumePlan struct {
 	state      runtime.DurableState
 	lineage    []string
 	journal    []tool.Record
+	consumed   map[string]runtime.Consumption
 }
 
 // planResume makes every check a resume needs before anything is written: the run exists and is
@@ -300,9 +362,13 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if err != nil {
 		return nil, err
 	}
+	used, err := consumed(ctx, store, runs, runID)
+	if err != nil {
+		return nil, err
+	}
 
 	return &resumePlan{opts: opts, c: c, cr: cr, manifest: newManifest, envelope: envelope, checkpoint: cp, state: state,
-		lineage: lineage, journal: journal}, nil
+		lineage: lineage, journal: journal, consumed: used}, nil
 }
 
 // ResumedBy returns a run that continues runID, "" when none: a run linked to it that holds a case

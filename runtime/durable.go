@@ -121,6 +121,18 @@ type DurableConfig struct {
 	Checkpoint func(ctx context.Context, state json.RawMessage) error
 	// Restore is the state of the run being resumed; nil for a first run.
 	Restore *DurableState
+	// Consumed is what the earlier processes of the run consumed, by member, as the caller's
+	// evidence establishes it; it is charged to the budget before anything runs. nil charges what
+	// the restored turns' results hold, which misses what a process that crashed did after its
+	// last checkpoint: a caller with the run's journal should give it.
+	Consumed map[string]Consumption
+}
+
+// Consumption is what one member consumed: tool calls dispatched, and provider tokens (nil when
+// unknown: a response without usage, or a request that may have been outstanding at a crash).
+type Consumption struct {
+	ToolCalls int64
+	Tokens    *int64
 }
 
 // ErrResumeDiverged is returned (wrapped, naming the turn) when a resumed run asks for a turn whose

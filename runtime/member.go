@@ -89,8 +89,14 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 				e.seqs[s] = n
 			}
 			// What the earlier processes consumed still counts against the budgets (rule 11).
-			for _, t := range d.Restore.Turns {
-				e.boundary.Budget().Restore(t.MemberID, int64(t.Result.ToolCalls), knownTokens(t.Result.Usage))
+			if d.Consumed != nil {
+				for member, c := range d.Consumed {
+					e.boundary.Budget().Restore(member, c.ToolCalls, c.Tokens)
+				}
+			} else {
+				for _, t := range d.Restore.Turns {
+					e.boundary.Budget().Restore(t.MemberID, int64(t.Result.ToolCalls), knownTokens(t.Result.Usage))
+				}
 			}
 		}
 		e.durable = newDurableRun(d)

@@ -4,9 +4,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
 
@@ -226,5 +229,66 @@ func TestHandPlacedTestFilesTakeNoPartInTheTests(t *testing.T) {
 	}
 	if strings.Contains(string(log), "TestHandPlaced") || !strings.Contains(string(log), "TestDouble") {
 		t.Fatalf("the tests ran the planted file or not the member's tests (verdict %s):\n%.2000s", cr.Verdict.Verdict, log)
+	}
+}
+
+// A process killed after some dispatches and before its next checkpoint does not launder them: the
+// resumed run charges the budget with every dispatched intent of the team run, so a case whose
+// fourth write exceeds --team-tool-calls 3 is not accepted through a crash and a resume.
+func TestCrashThenResumeKeepsTheToolCallLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	args, _ := json.Marshal([]string{"matrix", "run", "--formations", "sequential", "--out", out,
+		"--team-tool-calls", "3", "--reference-fault", "exec-1:1:slow"})
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "ASSAY_TEST_CLI="+string(args))
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var run string
+	for run == "" {
+		if time.Now().After(deadline) {
+			_ = child.Process.Kill()
+			t.Fatal("exec-1's writes never appeared")
+		}
+		if cases, err := os.ReadDir(filepath.Join(out, "cases")); err == nil && len(cases) == 1 {
+			dir := filepath.Join(out, "cases", cases[0].Name(), "exec-1")
+			_, e1 := os.Stat(filepath.Join(dir, "double.go"))
+			_, e2 := os.Stat(filepath.Join(dir, "double_test.go"))
+			if e1 == nil && e2 == nil {
+				run = cases[0].Name()
+			}
+		}
+		if run == "" {
+			time.Sleep(20 * time.Millisecond) // polling the other process's output, not waiting for time to pass
+		}
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	r := runCLI(t, "resume", run, "--out", out, "--format", "json")
+	var cr harness.CaseResult
+	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
+		t.Fatalf("resume: exit %d %v\n%s", r.code, err, r.stderr)
+	}
+	if cr.Verdict.Verdict == "accepted" {
+		t.Fatalf("accepted past --team-tool-calls 3 through a crash and a resume")
+	}
+	dispatched := 0
+	for _, id := range []string{run, cr.RunID} {
+		for _, ev := range eventsOf(t, out, id) {
+			if ev.Type == "tool_call" {
+				if d, _ := mustField(t, ev.Payload, "dispatched").(bool); d {
+					dispatched++
+				}
+			}
+		}
+	}
+	if dispatched > 3 {
+		t.Fatalf("%d dispatches across the team run under a limit of 3", dispatched)
 	}
 }
