@@ -402,14 +402,20 @@ func mustVerify(ctx context.Context, store *evidence.Store, runs []evidence.RunS
 }
 
 // checkpointEventMatches checks that the event a checkpoint follows is the checkpoint event that
-// names the state's SHA-256: the event is in the hash chain, so a state rewritten with its row hash
-// recomputed does not match it.
+// names the state's SHA-256, and that it is the run's last checkpoint event: the events are in the
+// hash chain, so a state rewritten with its row hash recomputed does not match, and a deleted newer
+// checkpoint does not let the resume start from an older one.
 func checkpointEventMatches(ctx context.Context, store *evidence.Store, runID string, cp evidence.Checkpoint) error {
 	evs, err := store.Events(ctx, runID)
 	if err != nil {
 		return fmt.Errorf("its events: %w", err)
 	}
+	var last int64 = -1
+	matched := false
 	for _, ev := range evs {
+		if ev.Type == "checkpoint" {
+			last = ev.Seq
+		}
 		if ev.Seq != cp.Seq {
 			continue
 		}
@@ -420,9 +426,16 @@ func checkpointEventMatches(ctx context.Context, store *evidence.Store, runID st
 		if ev.Type != "checkpoint" || json.Unmarshal(ev.Payload, &p) != nil || p.StateSHA256 != hex.EncodeToString(sum[:]) {
 			return fmt.Errorf("its checkpoint after event %d is not the state its chained %s event names", cp.Seq, ev.Type)
 		}
-		return nil
+		matched = true
 	}
-	return fmt.Errorf("the event its checkpoint follows (%d) is missing", cp.Seq)
+	switch {
+	case !matched:
+		return fmt.Errorf("the event its checkpoint follows (%d) is missing", cp.Seq)
+	case last != cp.Seq:
+		// A later checkpoint event without its state: resuming from an older one would repeat work.
+		return fmt.Errorf("its latest checkpoint event is %d, but the latest stored checkpoint follows event %d", last, cp.Seq)
+	}
+	return nil
 }
 
 // budgetsOf sets opts' tool-call and token limits to those run runID recorded in its

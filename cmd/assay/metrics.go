@@ -271,7 +271,6 @@ func cell(v metrics.Value, integral bool) string {
 	return s
 }
 
-
 func pivot(vals []metrics.Value) []*metricsRow {
 	by := map[string]*metricsRow{}
 	var rows []*metricsRow

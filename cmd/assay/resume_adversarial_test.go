@@ -292,3 +292,29 @@ func TestCrashThenResumeKeepsTheToolCallLimit(t *testing.T) {
 		t.Fatalf("%d dispatches across the team run under a limit of 3", dispatched)
 	}
 }
+
+// An interrupted run has no terminal hash, so verify cannot see a checkpoint row deleted from it;
+// resume still refuses to start from an older checkpoint than the run's last checkpoint event
+// (it would ask the model again for turns that had ended and dispatched).
+func TestResumeRefusesWhenTheLatestCheckpointIsGone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
+	}
+	out, run, _, _ := killedRemoteRun(t)
+	db, err := sql.Open("duckdb", filepath.Join(out, "evidence.duckdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Exec(`DELETE FROM checkpoints WHERE run_id = ? AND seq = (SELECT max(seq) FROM checkpoints WHERE run_id = ?)`, run, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("deleted %d checkpoint rows", n)
+	}
+	db.Close()
+	r := runCLI(t, "resume", run, "--out", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "latest checkpoint event") {
+		t.Fatalf("resume from an older checkpoint: exit %d: %s", r.code, r.stderr)
+	}
+}

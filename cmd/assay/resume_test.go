@@ -280,17 +280,13 @@ func TestResumeRefusals(t *testing.T) {
 	}
 }
 
-// kill -9 between intent and outcome, then assay resume: the matrix runs in its own process; the
-// reference effect service commits exec-1's remote_put and never answers (hang_after_commit), and
-// the process is killed while the call waits. The intent is recorded, the outcome is not. assay
-// resume (a new process) finds the run interrupted, makes the effect unknown from the journal,
-// reconciles it through the receipt lookup (the effect service's database survived the kill), and
-// continues exec-1 from its checkpoint without sending the PUT again; the case is accepted.
-func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
-	}
-	out := filepath.Join(t.TempDir(), "out")
+// killedRemoteRun runs the sequential+remote case in its own process with exec-1's effect service
+// PUT committing and never answering (hang_after_commit), kills the process with SIGKILL while the
+// call waits, and returns the output directory, the run, the committed effect's key and the effect
+// service's database.
+func killedRemoteRun(t *testing.T) (out, run, key, dbPath string) {
+	t.Helper()
+	out = filepath.Join(t.TempDir(), "out")
 	args, _ := json.Marshal([]string{"matrix", "run", "--formations", "sequential+remote", "--out", out,
 		"--reference-fault", "exec-1:-1:hang_after_commit"})
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -300,8 +296,7 @@ func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	dbPath := filepath.Join(out, "reference-effects.db")
-	var key string
+	dbPath = filepath.Join(out, "reference-effects.db")
 	deadline := time.Now().Add(2 * time.Minute)
 	for key == "" {
 		if time.Now().After(deadline) {
@@ -328,10 +323,24 @@ func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
 	if err != nil || len(cases) != 1 {
 		t.Fatalf("case directories: %v %v", cases, err)
 	}
-	run := cases[0].Name()
+	run = cases[0].Name()
 	if !strings.HasPrefix(key, run+":exec-1:") {
 		t.Fatalf("receipt key %s is not exec-1's call of run %s", key, run)
 	}
+	return out, run, key, dbPath
+}
+
+// kill -9 between intent and outcome, then assay resume: the matrix runs in its own process; the
+// reference effect service commits exec-1's remote_put and never answers (hang_after_commit), and
+// the process is killed while the call waits. The intent is recorded, the outcome is not. assay
+// resume (a new process) finds the run interrupted, makes the effect unknown from the journal,
+// reconciles it through the receipt lookup (the effect service's database survived the kill), and
+// continues exec-1 from its checkpoint without sending the PUT again; the case is accepted.
+func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
+	}
+	out, run, key, dbPath := killedRemoteRun(t)
 	r := runCLI(t, "resume", run, "--out", out, "--format", "json")
 	if r.code != 0 {
 		t.Fatalf("resume after kill -9: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
