@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -563,6 +564,17 @@ var effectsCheck = Check{
 					continue
 				}
 				remote = append(remote, e)
+			}
+		}
+		// Fail closed: every publishing member must have a remote_put the receipts can be checked
+		// for; one whose effects cannot be recognised (a tool name the redactor masked, say) is
+		// not taken as having published nothing to check.
+		for _, m := range s.entry.Members {
+			if !m.Publishes {
+				continue
+			}
+			if !slices.ContainsFunc(remote, func(e tool.Effect) bool { return e.MemberID == m.ID }) && simulated == 0 {
+				problems = append(problems, fmt.Sprintf("publishing member %s has no remote_put effect whose receipt can be checked", m.ID))
 			}
 		}
 		ev := map[string]any{"effects": len(effs), "unknown": unknown}

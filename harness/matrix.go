@@ -927,8 +927,8 @@ func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, dat
 // evidence, not a credential, and tool arguments were already projected by the boundary. Payloads
 // without a secret are returned byte for byte; a payload that is not JSON is masked as text.
 // vocabulary holds the fixed values the runtime writes into event payloads and checkpoints:
-// effect and turn states, outcome sources, access modes, run modes, policy effects, check statuses
-// and verdicts. redactJSON never masks a string that is exactly one of them.
+// effect and turn states, outcome sources, access modes, run modes, policy effects, check statuses,
+// verdicts and the tools' names. redactJSON never masks a string that is exactly one of them.
 var vocabulary = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range []string{
@@ -941,6 +941,10 @@ var vocabulary = func() map[string]bool {
 	} {
 		m[w] = true
 	}
+	for name := range tool.Builtins() {
+		m[name] = true
+	}
+	m[tool.RemotePutName] = true
 	return m
 }()
 
