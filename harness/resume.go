@@ -322,8 +322,16 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if !runtimeResumable(c) {
 		return nil, notResumable("formation %s does not resume durably", c.Entry.Formation)
 	}
-	cp, err := store.LoadCheckpoint(ctx, runID, -1, evidence.ResumeRequest{Tenant: envelope.Tenant,
-		ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode, PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest})
+	req := evidence.ResumeRequest{Tenant: envelope.Tenant, ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode,
+		PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest}
+	// A resume that stopped before its first checkpoint continues from the checkpoint it started
+	// from (its parent's): what it did meanwhile is in its journal, which recovery reads.
+	cpRun := runID
+	cp, err := store.LoadCheckpoint(ctx, runID, -1, req)
+	if errors.Is(err, evidence.ErrNoCheckpoint) && len(lineage) > 1 && run.Status == evidence.StatusInterrupted {
+		cpRun = lineage[len(lineage)-2]
+		cp, err = store.LoadCheckpoint(ctx, cpRun, -1, req)
+	}
 	if err != nil {
 		if errors.Is(err, evidence.ErrEnvelopeMismatch) {
 			return nil, notResumable("%v (give the run's options again: the same --policy file, --mode and --tenant; a case definition changed since the run cannot be resumed)", err)
@@ -342,7 +350,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if err != nil {
 		return nil, notResumable("verify its lineage: %v", err)
 	}
-	if err := checkpointEventMatches(ctx, store, runID, cp); err != nil {
+	if err := checkpointEventMatches(ctx, store, cpRun, cp); err != nil {
 		return nil, notResumable("%v", err)
 	}
 	var state runtime.DurableState

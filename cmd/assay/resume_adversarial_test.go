@@ -318,3 +318,69 @@ func TestResumeRefusesWhenTheLatestCheckpointIsGone(t *testing.T) {
 		t.Fatalf("resume from an older checkpoint: exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// A resume killed before it wrote its first checkpoint does not strand the team run: resuming that
+// interrupted resume continues from the checkpoint it had started from, with what it did meanwhile
+// (the approved write it dispatched) taken from its journal, not done again.
+func TestResumeKilledBeforeItsFirstCheckpointCanBeResumed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
+	}
+	out, policyPath, run := pausedRun(t, "sequential")
+	call, hash := awaiting(t, out, run)
+	if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
+		t.Fatalf("approve: %s", r.stderr)
+	}
+	args, _ := json.Marshal([]string{"resume", run, "--out", out, "--policy", policyPath, "--reference-fault", "exec-1:1:slow"})
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "ASSAY_TEST_CLI="+string(args))
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	approved := filepath.Join(out, "cases", run, "exec-1", "double_test.go")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(approved); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = child.Process.Kill()
+			t.Fatal("the approved write never happened")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the other process's output, not waiting for time to pass
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	var second string
+	for id, r := range runsOf(t, out) {
+		if r.CorrectsRunID == run {
+			second = id
+		}
+	}
+	if second == "" {
+		t.Fatal("the killed resume left no run")
+	}
+	r := runCLI(t, "resume", second, "--out", out, "--policy", policyPath, "--format", "json")
+	var cr harness.CaseResult
+	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
+		t.Fatalf("resume of the killed resume: exit %d %v\n%s", r.code, err, r.stderr)
+	}
+	if cr.Verdict.Verdict != "accepted" {
+		t.Fatalf("resume of the killed resume: %s %v", cr.Verdict.Verdict, cr.Verdict.Reasons)
+	}
+	dispatches := 0
+	for _, id := range []string{second, cr.RunID} {
+		for _, ev := range eventsOf(t, out, id) {
+			if ev.Type == "tool_call" && strings.HasSuffix(string(mustField(t, ev.Payload, "idempotency_key").([]byte)), ":"+call) {
+				if d, _ := mustField(t, ev.Payload, "dispatched").(bool); d {
+					dispatches++
+				}
+			}
+		}
+	}
+	if dispatches != 1 {
+		t.Fatalf("the approved call was dispatched %d times", dispatches)
+	}
+}
