@@ -133,6 +133,16 @@ func (p *resumePoint) recover(ctx context.Context, e *runtime.Engine, team runti
 // ErrNotResumable (nothing written) for a run that cannot be resumed, evidence.ErrLocked when
 // another process holds the store, and what stopped the run itself.
 func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error) {
+	sum, err := ResumeRun(ctx, opts, runID)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	return sum.Cases[0], nil
+}
+
+// ResumeRun is Resume returning the summary a matrix run would (provider, store, output directory,
+// and the one resumed case), for reports.
+func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error) {
 	start := time.Now()
 	if opts.OutDir == "" {
 		opts.OutDir = "assay-out"
@@ -142,43 +152,51 @@ func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error)
 	}
 	storePath := filepath.Join(opts.OutDir, "evidence.duckdb")
 	if _, err := os.Stat(storePath); err != nil {
-		return CaseResult{}, fmt.Errorf("%w: no evidence store at %s (--out names the matrix run's output directory): %v", ErrBadOptions, storePath, err)
+		return Summary{}, fmt.Errorf("%w: no evidence store at %s (--out names the matrix run's output directory): %v", ErrBadOptions, storePath, err)
 	}
 	store, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: opts.Command, Wait: opts.StoreWait})
 	if err != nil {
-		return CaseResult{}, err
+		return Summary{}, err
 	}
 	defer store.Close()
 	p, err := planResume(ctx, store, storePath, opts, runID)
 	if err != nil {
-		return CaseResult{}, err
+		return Summary{}, err
 	}
 	opts, c, cr, cp, state := p.opts, p.c, p.cr, p.checkpoint, p.state
 	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath, GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
 	env, closeEnv, err := openEnv(ctx, opts, store, &sum)
 	defer closeEnv()
 	if err != nil {
-		return CaseResult{}, err
+		return Summary{}, err
 	}
 	newID, err := newRunID()
 	if err != nil {
-		return CaseResult{}, err
+		return Summary{}, err
 	}
 	if err := store.OpenRun(ctx, newID, p.envelope, runID); err != nil {
-		return CaseResult{}, fmt.Errorf("open run %s: %w", newID, err)
+		return Summary{}, fmt.Errorf("open run %s: %w", newID, err)
 	}
 	manifestJSON, err := json.MarshalIndent(p.manifest, "", "  ")
 	if err != nil {
-		return CaseResult{}, err
+		return Summary{}, err
 	}
 	if _, err := store.PutArtifact(ctx, newID, manifestArtifact, "application/json", manifestJSON); err != nil {
-		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", newID, err)
+		return Summary{}, fmt.Errorf("run %s: store manifest: %w", newID, err)
 	}
 	env.progress.line("resuming run %s (case %s, checkpoint after event %d, %d turns) as run %s", runID, c.Name(), cp.Seq, len(state.Turns), newID)
 	cr.runID, cr.start = newID, start
 	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
 	cr.resume = &resumePoint{from: runID, lineage: p.lineage, journal: p.journal, state: state, checkpoint: cp, consumed: p.consumed}
-	return executeCase(ctx, opts, c, env, cr)
+	res, err := executeCase(ctx, opts, c, env, cr)
+	if err != nil {
+		return sum, err
+	}
+	sum.Cases = []CaseResult{res}
+	if env.reference != nil {
+		sum.ReferenceHandlerSeconds = env.reference.HandlerTime().Seconds()
+	}
+	return sum, nil
 }
 
 // consumed returns what the team run's earlier runs consumed, by member, from their recorded

@@ -59,13 +59,19 @@ rewrites the arguments, another session or a changed policy file does not dispat
 act is not approval to disclose the result to the member: add --disclose for that. Arguments are shown
 as recorded, with credentials redacted; the hash is over the arguments as the member proposed them.
 
-The approval file (default approvals.json in the output directory) is what a run given
---approvals FILE consumes.
+RUN is any run of the team run: the paused run, or a run that resumed it (the approval is bound to the
+call, whose key keeps the first run's id). CALL is the call id 'assay effects RUN' shows (r0-call_…),
+MEMBER:CALL_ID, or the whole idempotency key RUN:MEMBER:CALL_ID.
+
+The approval file (default approvals.json in the output directory) is what 'assay resume' reads by
+default (or a run given --approvals FILE). A write does not need --disclose for its member to go on:
+without it the member is told the call succeeded, not shown the tool's output.
 
 Exit status: 0 approved (or declined with "no"); 2 bad input (unknown run or call, a call not awaiting
 approval, an answer that is not the hash shown).`,
-		Example: `  assay approve run-20261130t101500-0a1b2c3d4e5f exec-1:r0-call_1
-  assay approve --payload-sha256 3b1f0c…(64 hex) --expires 30m RUN CALL`,
+		Example: `  assay effects run-20261130t101500-0a1b2c3d4e5f --state awaiting_approval
+  assay approve run-20261130t101500-0a1b2c3d4e5f r0-call_1 --approver me
+  assay approve --payload-sha256 3b1f0c…(64 hex) --expires 30m --approver me RUN exec-1:r0-call_1`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return badInput(fmt.Errorf("assay approve takes RUN and CALL, got %d arguments", len(args)))
@@ -147,6 +153,9 @@ func runApprove(ctx context.Context, opts *ApproveOptions) error {
 	} else {
 		fmt.Fprintf(w, "Type the first %d characters of the payload SHA-256 to approve exactly this action, or \"no\": ", approvePrefixLen)
 		line, err := bufio.NewReader(opts.IO.In).ReadString('\n')
+		if !strings.HasSuffix(line, "\n") {
+			fmt.Fprintln(w) // the prompt's line ends here when the answer did not end one (a pipe, EOF)
+		}
 		answer := strings.TrimSpace(line)
 		switch {
 		case answer == "no":
@@ -190,17 +199,23 @@ func runApprove(ctx context.Context, opts *ApproveOptions) error {
 	return nil
 }
 
-// canStillDispatch refuses an approval that no run could ever act on: a finalized run that did not
-// pause with a checkpoint (it completed, or its formation does not resume durably), or one already
-// resumed (approve the call in the run that resumed it). A paused or interrupted durable run's
+// canStillDispatch refuses an approval that no run could ever act on: the newest run of r's team
+// run (r, or the run that resumed it, and so on) is finalized and did not pause with a checkpoint (it
+// completed, or its formation does not resume durably). A paused or interrupted durable run's
 // approval is for 'assay resume'.
 func canStillDispatch(ctx context.Context, store *evidence.Store, r evidence.RunSummary) error {
 	all, err := store.Runs(ctx)
 	if err != nil {
 		return fmt.Errorf("list runs: %w", err)
 	}
-	if by := harness.ResumedBy(all, r.RunID); by != "" {
-		return badInput(fmt.Errorf("run %s was resumed by run %s; approve the call there (assay approve %s CALL); nothing approved", r.RunID, by, by))
+	// The call is approved for the team run; what matters is whether its newest run can still
+	// dispatch it (is paused or was interrupted).
+	for by := harness.ResumedBy(all, r.RunID); by != ""; by = harness.ResumedBy(all, r.RunID) {
+		i := slices.IndexFunc(all, func(x evidence.RunSummary) bool { return x.RunID == by })
+		if i < 0 {
+			break
+		}
+		r = all[i]
 	}
 	if r.Status != evidence.StatusFinalized {
 		return nil

@@ -189,7 +189,7 @@ func runEffectsOf(ctx context.Context, store *evidence.Store, r evidence.RunSumm
 func findEffect(effs []tool.Effect, runID, call string) (tool.Effect, error) {
 	var match []tool.Effect
 	for _, e := range effs {
-		if e.IdempotencyKey == call || e.CallID == call {
+		if e.IdempotencyKey == call || e.CallID == call || e.MemberID+":"+e.CallID == call {
 			match = append(match, e)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,6 +192,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "\nprovider: %s\nevidence: %s\nreport:   %s\n", sum.Provider, sum.StorePath, reportPath)
+		writePausedHint(opts.IO.Out, sum.Cases, h.OutDir)
 	}
 	if !sum.Accepted() {
 		var rejected []string
@@ -226,6 +228,19 @@ func matrixTable(sum harness.Summary) table {
 			get("files"), get("tests"), get("oracle"), get("formation"), get("effects"), get("sessions"), usage, verdictLabel(c)})
 	}
 	return t
+}
+
+// writePausedHint tells how to continue the paused cases, if any: the calls they wait for, and the
+// resume command.
+func writePausedHint(w io.Writer, cases []harness.CaseResult, out string) {
+	for _, c := range cases {
+		if !c.Paused {
+			continue
+		}
+		fmt.Fprintf(w, "\npaused:   %s (case %s) waits: see 'assay effects %s --out %s --state awaiting_approval' (or --state unknown),\n"+
+			"          approve with 'assay approve %s CALL --out %s', then continue with 'assay resume %s --out %s' (with the same --policy)\n",
+			c.RunID, c.Case, c.RunID, out, c.RunID, out, c.RunID, out)
+	}
 }
 
 // verdictLabel is a case's verdict as the table shows it: a paused case is rejected, and says it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -131,14 +132,18 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		}
 	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
-	cr, err := harness.Resume(ctx, h, opts.Run)
+	sum, err := harness.ResumeRun(ctx, h, opts.Run)
 	if err != nil {
 		if ctx.Err() != nil {
 			return failed("interrupted: %v", err)
 		}
 		return badInput(err)
 	}
-	sum := harness.Summary{Cases: []harness.CaseResult{cr}, StorePath: filepath.Join(h.OutDir, "evidence.duckdb"), OutDir: h.OutDir}
+	cr := sum.Cases[0]
+	reportPath := filepath.Join(h.OutDir, "report.md")
+	if err := writeMatrixReport(ctx, sum, reportPath); err != nil {
+		return fmt.Errorf("write %s: %w", reportPath, err)
+	}
 	if opts.Format == "json" {
 		if err := writeJSON(opts.IO.Out, cr); err != nil {
 			return err
@@ -147,13 +152,20 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		if err := matrixTable(sum).writeText(opts.IO.Out); err != nil {
 			return err
 		}
-		fmt.Fprintf(opts.IO.Out, "\nresumed %s as %s\nevidence: %s\n", opts.Run, cr.RunID, sum.StorePath)
+		fmt.Fprintf(opts.IO.Out, "\nresumed %s as %s\nevidence: %s\nreport:   %s\n", opts.Run, cr.RunID, sum.StorePath, reportPath)
 	}
 	switch {
 	case cr.Paused:
-		return failed("run %s paused again (%v); resume it when what it waits for is given", cr.RunID, cr.Verdict.Reasons)
+		if opts.Format != "json" {
+			writePausedHint(opts.IO.Out, []harness.CaseResult{cr}, h.OutDir)
+		}
+		reason := ""
+		if len(cr.Verdict.Reasons) > 0 {
+			reason = ": " + cr.Verdict.Reasons[0]
+		}
+		return failed("run %s paused again%s", cr.RunID, reason)
 	case cr.Verdict.Verdict != "accepted":
-		return failed("run %s %s: %v", cr.RunID, cr.Verdict.Verdict, cr.Verdict.Reasons)
+		return failed("run %s %s: %s", cr.RunID, cr.Verdict.Verdict, strings.Join(cr.Verdict.Reasons, "; "))
 	}
 	return nil
 }

@@ -259,6 +259,11 @@ func TestResumeRefusals(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "already resumed by run "+cr.RunID) {
 		t.Fatalf("second resume of %s: exit %d: %s", run, r.code, r.stderr)
 	}
+	// The call is approved for the team run: naming its first run and MEMBER:CALL_ID works too.
+	call2, hash2 := awaiting(t, out, cr.RunID)
+	if r := runCLI(t, "approve", run, "exec-1:"+call2, "--out", out, "--approver", "lead", "--payload-sha256", hash2); r.code != 0 {
+		t.Fatalf("approve through the first run: exit %d: %s", r.code, r.stderr)
+	}
 
 	// A completed run, and a case whose formation does not resume.
 	done := runCLI(t, "matrix", "run", "--formations", "debate", "--out", out, "--format", "json")
