@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/assay-audit/assay/runtime/policy"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -258,6 +260,40 @@ func consumed(ctx context.Context, store *evidence.Store, runs []evidence.RunSum
 	return out, nil
 }
 
+// uncoveredWaits returns the keys of the calls a paused run waits for when every one of them awaits
+// an approval that no entry of the approval file names (by run, member and call id) and nothing
+// else could change: resuming it would only pause again. It returns nil when any paused call is
+// unknown (a lookup may resolve it), any turn was in flight, or any awaited call is named.
+func uncoveredWaits(state runtime.DurableState, journal []tool.Record, file *policy.ApprovalFile) []string {
+	effs, err := tool.Replay(journal, false)
+	if err != nil {
+		return nil
+	}
+	states := map[string]effect.State{}
+	for _, e := range effs {
+		states[e.IdempotencyKey] = e.State
+	}
+	var waits []string
+	for _, t := range state.Turns {
+		switch t.Status {
+		case runtime.TurnInFlight:
+			return nil
+		case runtime.TurnPaused:
+			key := state.RunID + ":" + t.MemberID + ":" + t.Pending[0].CallID
+			if states[key] != effect.AwaitingApproval {
+				return nil
+			}
+			if file != nil && slices.ContainsFunc(file.Approvals, func(a policy.FileApproval) bool {
+				return (a.RunID == "" || a.RunID == state.RunID) && a.MemberID == t.MemberID && a.CallID == t.Pending[0].CallID
+			}) {
+				return nil
+			}
+			waits = append(waits, key)
+		}
+	}
+	return waits
+}
+
 // resumePlan is what a resume continues from, once every check passed.
 type resumePlan struct {
 	opts       Options
@@ -391,6 +427,12 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	used, err := consumed(ctx, store, runs, runID)
 	if err != nil {
 		return nil, err
+	}
+	if run.Status == evidence.StatusFinalized {
+		if waits := uncoveredWaits(state, journal, opts.approvals); len(waits) > 0 {
+			return nil, notResumable("nothing it waits for was given: no approval names %s (approve with 'assay approve %s CALL'; resume reads OUT/approvals.json or --approvals)",
+				strings.Join(waits, ", "), runID)
+		}
 	}
 
 	return &resumePlan{opts: opts, c: c, cr: cr, manifest: newManifest, envelope: envelope, checkpoint: cp, state: state,

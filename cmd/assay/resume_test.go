@@ -223,6 +223,15 @@ func TestResumeRefusals(t *testing.T) {
 		t.Fatalf("a refused resume wrote %d runs", n-before)
 	}
 
+	// Nothing given since the pause: no approval names the call it waits for. Refused, nothing written.
+	r = runCLI(t, "resume", run, "--out", out, "--policy", policyPath)
+	if r.code != 2 || !strings.Contains(r.stderr, "nothing it waits for was given") {
+		t.Fatalf("resume with nothing approved: exit %d: %s", r.code, r.stderr)
+	}
+	if n := len(runsOf(t, out)); n != before {
+		t.Fatalf("a resume with nothing approved wrote %d run(s)", n-before)
+	}
+
 	// A stale approval: granted for other arguments. Nothing dispatches; the run pauses again.
 	call, hash := awaiting(t, out, run)
 	approvals := filepath.Join(out, "approvals.json")
