@@ -64,7 +64,8 @@ rejected again if it pauses again, to be resumed in turn). The model and base UR
 run's; give --api-key-env again for a real provider.
 
 Exit status: 0 accepted; 1 rejected (or paused again); 2 bad input or a run that cannot be resumed
-(unknown, still open, already resumed, completed, no checkpoint, envelope differs), nothing written.`,
+(unknown, still open, already resumed, completed, no checkpoint, envelope differs, evidence that does
+not verify, or paused at calls no approval names), nothing written.`,
 		Example: `  assay matrix run --formations sequential --policy ask-writes.yaml --out out   # pauses
   assay effects RUN --out out --state awaiting_approval                          # the call waiting
   assay approve RUN CALL --out out --approver me                                # writes out/approvals.json
