@@ -373,7 +373,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if err != nil {
 		return nil, err
 	}
-	if !runtimeResumable(c) {
+	if !formation.Resumable(c.Entry.Formation, c.Entry.Options()) {
 		return nil, notResumable("formation %s does not resume durably", c.Entry.Formation)
 	}
 	req := evidence.ResumeRequest{Tenant: envelope.Tenant, ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode,
@@ -532,10 +532,6 @@ func budgetsOf(ctx context.Context, store *evidence.Store, runID string, opts *O
 	return fmt.Errorf("run %s recorded no boundary configuration (its budgets are unknown)", runID)
 }
 
-// runtimeResumable reports whether case c's formation resumes durably.
-func runtimeResumable(c Case) bool {
-	return formation.Resumable(c.Entry.Formation, c.Entry.Options())
-}
 
 // readManifest reads run r's stored case manifest into m.
 func readManifest(ctx context.Context, store *evidence.Store, r evidence.RunSummary, m *manifest) error {
