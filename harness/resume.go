@@ -532,7 +532,6 @@ func budgetsOf(ctx context.Context, store *evidence.Store, runID string, opts *O
 	return fmt.Errorf("run %s recorded no boundary configuration (its budgets are unknown)", runID)
 }
 
-
 // readManifest reads run r's stored case manifest into m.
 func readManifest(ctx context.Context, store *evidence.Store, r evidence.RunSummary, m *manifest) error {
 	for _, a := range r.Artifacts {
