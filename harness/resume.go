@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/assay-audit/assay/runtime/policy"
 	"maps"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/formation"
+	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
@@ -34,8 +34,8 @@ import (
 // unknown, the run pauses: it is finalized rejected, naming the pause.
 //
 // Resume continues such a run — paused, or interrupted by a crash — in a new run linked to it as a
-// correction (evidence: corrects_run_id), whose first event, run_resumed, names the run and the
-// checkpoint it continues from. The team keeps the first run's id, so session ids and idempotency
+// correction (evidence: corrects_run_id), whose run_resumed event (right after its boundary
+// configuration) names the run and the checkpoint it continues from. The team keeps the first run's id, so session ids and idempotency
 // keys continue. Before anything runs, resume re-checks the envelope against the current options
 // (tenant, manifest, mode, policy: a changed policy file or case definition refuses), restores the
 // boundary from every earlier run's journal (a call awaiting approval is asked again under the
@@ -46,7 +46,8 @@ import (
 
 // ErrNotResumable is returned (wrapped, naming the reason) when a run cannot be resumed: unknown,
 // still open, already resumed, completed without pausing, without a checkpoint, of a formation
-// that does not resume, or bound to an envelope the current options do not match. Nothing was
+// that does not resume, bound to an envelope the current options do not match, with a lineage or
+// checkpoint that does not verify, or paused at calls no approval names. Nothing of any run was
 // written when it is returned.
 var ErrNotResumable = errors.New("run cannot be resumed")
 
