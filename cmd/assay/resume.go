@@ -58,8 +58,8 @@ recorded them, and what the earlier runs consumed counts against them: a pause d
 The resumed run must verify: a run of the lineage whose evidence does not verify, or a checkpoint that
 is not the state its chained checkpoint event names, refuses the resume.
 
-The new run keeps the first run's session ids and idempotency keys, records run_resumed as its
-first event and is finalized with its own verdict (accepted only when every required check passes;
+The new run keeps the first run's session ids and idempotency keys, records run_resumed
+(after its boundary configuration) and is finalized with its own verdict (accepted only when every required check passes;
 rejected again if it pauses again, to be resumed in turn). The model and base URL default to the
 run's; give --api-key-env again for a real provider.
 
