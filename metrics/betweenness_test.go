@@ -142,6 +142,82 @@ func TestBetweennessIndependentOfWorkers(t *testing.T) {
 	}
 }
 
+// TestBetweennessListedSourcesMatchGonum: every node listed as a source,
+// in shuffled order, is exact (scale n/n), so it must match gonum; this
+// covers the caller's sources passing through the internal renumbering.
+func TestBetweennessListedSourcesMatchGonum(t *testing.T) {
+	const n = 600
+	edges := randomGraph(8, n, 1500)
+	sources := make([]int32, n)
+	for i := range sources {
+		sources[i] = int32(i)
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	r.Shuffle(n, func(i, j int) { sources[i], sources[j] = sources[j], sources[i] })
+	g := simple.NewDirectedGraph()
+	for i := 0; i < n; i++ {
+		g.AddNode(simple.Node(int64(i)))
+	}
+	for _, e := range edges {
+		g.SetEdge(simple.Edge{F: simple.Node(int64(e[0])), T: simple.Node(int64(e[1]))})
+	}
+	ref := network.Betweenness(g)
+	got, err := metrics.Betweenness(context.Background(), n, edges, sources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		want := ref[int64(i)]
+		if diff := math.Abs(got[i] - want); diff > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Fatalf("node %d: betweenness %v, gonum %v", i, got[i], want)
+		}
+	}
+}
+
+// TestBetweennessIndependentOfLabels: renaming the nodes by a random
+// permutation (edges and sampled sources alike) renames the results and
+// changes nothing else, exact and sampled.
+func TestBetweennessIndependentOfLabels(t *testing.T) {
+	const n = 700
+	edges := randomGraph(9, n, 1800)
+	r := rand.New(rand.NewPCG(9, 10))
+	p := r.Perm(n)
+	renamed := make([][2]int32, len(edges))
+	for i, e := range edges {
+		renamed[i] = [2]int32{int32(p[e[0]]), int32(p[e[1]])}
+	}
+	sources := []int32{3, 40, 41, 100, 250, 511, 699}
+	renamedSources := make([]int32, len(sources))
+	for i, s := range sources {
+		renamedSources[i] = int32(p[s])
+	}
+	for _, tc := range []struct {
+		name      string
+		src, src2 []int32
+	}{{"exact", nil, nil}, {"sampled", sources, renamedSources}} {
+		a, err := metrics.Betweenness(context.Background(), n, edges, tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := metrics.Betweenness(context.Background(), n, renamed, tc.src2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonzero := 0
+		for v := 0; v < n; v++ {
+			if a[v] != 0 {
+				nonzero++
+			}
+			if diff := math.Abs(a[v] - b[p[v]]); diff > 1e-9*math.Max(1, math.Abs(a[v])) {
+				t.Fatalf("%s: node %d: %v, renamed node %d: %v", tc.name, v, a[v], p[v], b[p[v]])
+			}
+		}
+		if nonzero == 0 {
+			t.Fatalf("%s: every value is 0: the comparison proves nothing", tc.name)
+		}
+	}
+}
+
 func TestBetweennessHandGraph(t *testing.T) {
 	// 0 -> 1 -> 2, 0 -> 3 -> 2: node 1 and node 3 each carry half of the
 	// two shortest 0->2 paths.

@@ -50,15 +50,30 @@ func (g csr) outDegree(v int32) int32 { return g.offsets[v+1] - g.offsets[v] }
 // In the exact case a source s with a single successor u is not searched
 // on its own: its dependencies are derived from u's search (see foldPlan),
 // which gives the same values as searching from s.
+//
+// The searches run on nodes renumbered by ascending out-degree (see
+// degreeOrder); the sums are mapped back to the caller's numbering, so the
+// renumbering changes only the order in which floating-point sums are
+// taken, not what is summed.
 func Betweenness(ctx context.Context, n int, edges [][2]int32, sources []int32) ([]float64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("metrics: betweenness: %w", err)
 	}
+	// Searches run on renumbered nodes (see degreeOrder); results are
+	// mapped back at the end.
+	perm := degreeOrder(n, edges)
 	var clean [][2]int32
 	for _, e := range edges {
 		if e[0] != e[1] {
-			clean = append(clean, e)
+			clean = append(clean, [2]int32{perm[e[0]], perm[e[1]]})
 		}
+	}
+	if sources != nil {
+		mapped := make([]int32, len(sources))
+		for i, s := range sources {
+			mapped[i] = perm[s]
+		}
+		sources = mapped
 	}
 	g := newCSR(n, clean)
 	var fp foldPlan
@@ -110,11 +125,15 @@ func Betweenness(ctx context.Context, n int, edges [][2]int32, sources []int32) 
 	if cancelled != nil {
 		return nil, fmt.Errorf("metrics: betweenness: %w", cancelled)
 	}
-	out := make([]float64, n)
+	sum := make([]float64, n)
 	for _, cb := range partial {
 		for i, v := range cb {
-			out[i] += v
+			sum[i] += v
 		}
+	}
+	out := make([]float64, n)
+	for old, nw := range perm {
+		out[old] = sum[nw]
 	}
 	if len(sources) < n && fp.searched == nil && len(sources) > 0 {
 		scale := float64(n) / float64(len(sources))
@@ -123,6 +142,36 @@ func Betweenness(ctx context.Context, n int, edges [][2]int32, sources []int32) 
 		}
 	}
 	return out, nil
+}
+
+// degreeOrder returns a renumbering perm[old] = new of the nodes 0..n-1
+// by ascending out-degree (self-loops excluded), ties by old number.
+//
+// Why: a search scans a level's nodes in ascending number, and the loop
+// over each node's successors ends after out-degree steps. Under an
+// arbitrary numbering that trip count changes from node to node and the
+// processor mispredicts most loop exits; with nodes grouped by out-degree
+// a level is a few runs of equal trip counts, which predict well. On the
+// 30,000-node random benchmark graph this took the exact computation from
+// about 11.2 to 9.3 CPU seconds (docs/performance.md). It is a
+// permutation, so every value is unchanged up to summation order.
+func degreeOrder(n int, edges [][2]int32) []int32 {
+	deg := make([]int32, n)
+	for _, e := range edges {
+		if e[0] != e[1] {
+			deg[e[0]]++
+		}
+	}
+	byDeg := make([]int32, n)
+	for i := range byDeg {
+		byDeg[i] = int32(i)
+	}
+	slices.SortStableFunc(byDeg, func(a, b int32) int { return int(deg[a]) - int(deg[b]) })
+	perm := make([]int32, n)
+	for nw, old := range byDeg {
+		perm[old] = int32(nw)
+	}
+	return perm
 }
 
 // foldPlan says which sources are searched and which are folded into the

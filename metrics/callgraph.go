@@ -184,7 +184,7 @@ func betweennessMetric(d *Descriptor, graphName string, subjects func(in *Input)
 func betweennessCalls() *Descriptor {
 	return betweennessMetric(&Descriptor{
 		Name: "betweenness_calls", Title: "Betweenness centrality in the static call graph", Kind: Measured, Scope: ScopeFunc,
-		Method: Method{ID: "brandes-csr", Version: 2}, Source: brandes2001,
+		Method: Method{ID: "brandes-csr", Version: 3}, Source: brandes2001,
 		Doc: "For each declared function or method of a base package variant: the sum over ordered pairs (s, t) of " +
 			"other functions of the fraction of shortest static call paths from s to t that pass through it; not normalized. " +
 			"Validated against gonum's network.Betweenness on graphs up to 2,000 nodes (relative error <= 1e-9).",
@@ -213,7 +213,7 @@ func betweennessCalls() *Descriptor {
 func betweennessImports() *Descriptor {
 	return betweennessMetric(&Descriptor{
 		Name: "betweenness_imports", Title: "Betweenness centrality in the package import graph", Kind: Measured, Scope: ScopePackage,
-		Method: Method{ID: "brandes-csr", Version: 2}, Source: brandes2001,
+		Method: Method{ID: "brandes-csr", Version: 3}, Source: brandes2001,
 		Doc: "For each base package of the snapshot: the sum over ordered pairs of other packages of the fraction of " +
 			"shortest import paths between them that pass through it, on the directed import graph; not normalized.",
 		Choices: []string{"Nodes are the snapshot's base packages; dependencies are left out (no path between two of the snapshot's packages runs through a dependency)."},
