@@ -68,12 +68,21 @@ func afferentCoupling() *Descriptor {
 		Limits: []string{"Counts importers within the snapshot only: index every module that uses a package to see its full Ca.",
 			"Coverage is the fraction of the snapshot's base packages that loaded without errors."},
 	}
+	return perBasePackage(d, func(in *Input, f *packageFacts, id string) (float64, float64) {
+		return float64(f.ca[id]), f.importersOK
+	})
+}
+
+// perBasePackage sets d.Compute to one measured value per base package: value returns it and its
+// coverage.
+func perBasePackage(d *Descriptor, value func(in *Input, f *packageFacts, id string) (v, coverage float64)) *Descriptor {
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		f := in.packageFacts()
 		var out []Value
 		for _, id := range f.bases {
-			v := d.measured(in, id, float64(f.ca[id]))
-			v.Coverage = f.importersOK
+			x, cov := value(in, f, id)
+			v := d.measured(in, id, x)
+			v.Coverage = cov
 			out = append(out, v)
 		}
 		return out, nil
@@ -90,17 +99,9 @@ func efferentCoupling() *Descriptor {
 		Choices: packageChoices,
 		Limits:  []string{"Packages a cgo file's preamble pulls in (runtime/cgo, syscall, unsafe) are imports the go command reports, so they count."},
 	}
-	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
-		f := in.packageFacts()
-		var out []Value
-		for _, id := range f.bases {
-			v := d.measured(in, id, float64(f.ce[id]))
-			v.Coverage = okCoverage(in.Packages[id])
-			out = append(out, v)
-		}
-		return out, nil
-	}
-	return d
+	return perBasePackage(d, func(in *Input, f *packageFacts, id string) (float64, float64) {
+		return float64(f.ce[id]), okCoverage(in.Packages[id])
+	})
 }
 
 func instability() *Descriptor {
