@@ -11,6 +11,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,6 +135,9 @@ type graph struct {
 	// digests maps a source file's module-qualified path to its SHA-256 hex
 	// ("" when unreadable); it feeds Snapshot.ID.
 	digests map[string]string
+	// syntax holds, in a full index, the syntax tree of every indexed file
+	// by path: parsed from the bytes whose SHA-256 the file's row records.
+	syntax map[string]SourceSyntax
 }
 
 // allNodes returns every node row in insertion order.
@@ -205,11 +209,13 @@ func (g *graph) sourceDigests() []fileDigest {
 	return out
 }
 
-// fileContent is what is read from disk once per path.
+// fileContent is what is read from disk once per path, or what go/packages
+// parsed (parsed set).
 type fileContent struct {
-	data []byte
-	sum  string
-	err  error
+	data   []byte
+	sum    string
+	err    error
+	parsed bool
 }
 
 // declKey identifies a declaration's syntax within one package variant.
@@ -254,14 +260,15 @@ type builder struct {
 	bodyEnds map[*ast.FuncDecl]token.Pos
 }
 
-// buildGraph turns the load result into database rows. It reads every
-// source file once for its hash.
+// buildGraph turns the load result into database rows. The content and
+// hash of a file go/packages parsed are the bytes it parsed; any other
+// source file is read once for its hash.
 func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*graph, error) {
 	b := &builder{
-		g:        &graph{digests: map[string]string{}, unmatched: len(res.unmatched)},
+		g:        &graph{digests: map[string]string{}, syntax: map[string]SourceSyntax{}, unmatched: len(res.unmatched)},
 		indexed:  map[string]bool{},
 		depNodes: map[string]bool{},
-		content:  map[string]*fileContent{},
+		content:  maps.Clone(res.parsed),
 		plan:     plan,
 		bodyEnds: res.bodyEnds,
 		objIDs:   map[types.Object]string{},
@@ -537,6 +544,11 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 			fr.generated = valid(ast.IsGenerated(file))
 		}
 		fr.indexed = file != nil && !fr.synthesized
+		// The tree must be of the hashed bytes: parsed here from them, or by
+		// go/packages from the bytes its ParseFile hook hashed.
+		if fr.indexed && b.plan == nil && content.err == nil && (info == nil || content.parsed) {
+			g.syntax[path] = SourceSyntax{Fset: fset, File: file}
+		}
 		origin := "production"
 		switch {
 		case fr.synthesized:

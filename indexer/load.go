@@ -3,6 +3,8 @@ package indexer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -94,6 +96,9 @@ type loadResult struct {
 	// stripped before type checking (incremental index), so that its span
 	// is the same as in a full index.
 	bodyEnds map[*ast.FuncDecl]token.Pos
+	// parsed holds the content of every file go/packages parsed, by its
+	// cleaned file name, as it was when parsed.
+	parsed map[string]*fileContent
 }
 
 // loadSpec is what to load and how: the same for the reuse key's listing
@@ -129,20 +134,29 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		BuildFlags: spec.buildFlags,
 		Tests:      spec.tests,
 	}
-	res := &loadResult{dir: spec.dir}
+	res := &loadResult{dir: spec.dir, parsed: map[string]*fileContent{}}
 	if len(spec.strip) > 0 {
-		var mu sync.Mutex
 		res.bodyEnds = map[*ast.FuncDecl]token.Pos{}
-		cfg.ParseFile = func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
-			f, err := parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
-			if f != nil && spec.strip[filepath.Clean(filename)] {
-				ends := stripBodies(f)
-				mu.Lock()
-				maps.Copy(res.bodyEnds, ends)
-				mu.Unlock()
-			}
-			return f, err
+	}
+	// Every file go/packages parses comes through here (concurrently): its
+	// bytes are hashed as they were parsed, so the graph records the
+	// content it was built from without reading the file again, and object
+	// resolution (ast.Object, which nothing here reads and go/types does not
+	// need) is skipped.
+	var mu sync.Mutex
+	cfg.ParseFile = func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
+		f, err := parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
+		sum := sha256.Sum256(src)
+		c := &fileContent{data: src, sum: hex.EncodeToString(sum[:]), parsed: true}
+		var ends map[*ast.FuncDecl]token.Pos
+		if f != nil && spec.strip[filepath.Clean(filename)] {
+			ends = stripBodies(f)
 		}
+		mu.Lock()
+		res.parsed[filepath.Clean(filename)] = c
+		maps.Copy(res.bodyEnds, ends)
+		mu.Unlock()
+		return f, err
 	}
 	dir, patterns := spec.dir, spec.patterns
 	pkgs, err := packages.Load(cfg, patterns...)

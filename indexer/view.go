@@ -3,6 +3,8 @@ package indexer
 import (
 	"context"
 	"database/sql"
+	"go/ast"
+	"go/token"
 )
 
 // GraphView is the graph of a full index, as its rows are written to the
@@ -25,6 +27,20 @@ type GraphView struct {
 	Files    []GraphFile
 	// DynamicCallSources holds the src of every row of dynamic_calls.
 	DynamicCallSources []string
+	// Syntax holds the syntax tree of every indexed file (files.indexed,
+	// by files.path), parsed from exactly the bytes whose SHA-256 the
+	// file's row records, with comments, without object resolution. The
+	// trees are shared with the indexer and must not be modified; an
+	// enrichment may drop the map when it is done with it.
+	Syntax map[string]SourceSyntax
+}
+
+// SourceSyntax is one parsed source file and the file set its positions
+// belong to. Positions are physical (read them with
+// Fset.PositionFor(pos, false)): //line directives do not apply.
+type SourceSyntax struct {
+	Fset *token.FileSet
+	File *ast.File
 }
 
 // GraphPackage is a row of packages.
@@ -79,7 +95,7 @@ type EnrichGraphFunc func(ctx context.Context, g *GraphView) (write func(context
 
 // view copies g's rows into a GraphView.
 func (g *graph) view(snap Snapshot) *GraphView {
-	v := &GraphView{Snapshot: snap}
+	v := &GraphView{Snapshot: snap, Syntax: g.syntax}
 	for _, p := range g.packages {
 		v.Packages = append(v.Packages, GraphPackage{ID: p.id, ImportPath: p.importPath, Variant: p.variant,
 			ErrorCount: p.errorCount, IllTyped: p.illTyped})

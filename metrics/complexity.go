@@ -39,7 +39,9 @@ type sourceSet struct {
 
 // sourcesOnce parses the indexed files the first time a complexity metric
 // asks (Compute asks before the descriptors run concurrently). Files are
-// read, checked against their SHA-256 and parsed by GOMAXPROCS goroutines;
+// read, checked against their SHA-256 and parsed by GOMAXPROCS goroutines,
+// or, when the indexer handed over the syntax trees it built from the bytes
+// it hashed (FromGraph), measured from those trees;
 // each file's result depends only on that file, so the set is the same
 // whatever the number of goroutines.
 func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
@@ -80,7 +82,11 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 				if i >= len(paths) || ctx.Err() != nil {
 					return
 				}
-				results[i] = measureFile(paths[i], sums[paths[i]], byPath[paths[i]])
+				if src, ok := in.syntax[paths[i]]; ok {
+					results[i] = measureSyntax(src.Fset, src.File, paths[i], byPath[paths[i]])
+				} else {
+					results[i] = measureFile(paths[i], sums[paths[i]], byPath[paths[i]])
+				}
 			}
 		}()
 	}
@@ -94,6 +100,7 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 		maps.Copy(s.missing, r.missing)
 	}
 	in.sources = s
+	in.syntax = nil
 	return s, nil
 }
 
@@ -136,6 +143,14 @@ func measureFile(path, sum string, want map[srcPos][]string) fileComplexity {
 		fail(fmt.Sprintf("source unparsable: %v", err))
 		return r
 	}
+	return measureSyntax(fset, file, path, want)
+}
+
+// measureSyntax measures the function bodies of file (positions in fset,
+// read physically) starting at the positions in want, as measureFile does
+// for a file it parsed.
+func measureSyntax(fset *token.FileSet, file *ast.File, path string, want map[srcPos][]string) fileComplexity {
+	r := fileComplexity{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
 	found := map[srcPos]bool{}
 	record := func(n ast.Node, c funcComplexity) {
 		p := fset.PositionFor(n.Pos(), false)

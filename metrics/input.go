@@ -63,6 +63,10 @@ type Input struct {
 	Files map[string]*File
 
 	sources *sourceSet
+	// syntax, when not nil, holds the indexer's syntax trees of the
+	// indexed files by path (FromGraph); sourcesOnce measures them instead
+	// of reading and parsing the files, and drops them.
+	syntax map[string]indexer.SourceSyntax
 	// dynamic counts dynamic call sites per declared function.
 	dynamic map[string]int
 	calls   *callFacts
@@ -272,6 +276,7 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 	}
 	s := g.Snapshot
 	in.Snapshot = SnapshotInfo{ID: s.ID, Coverage: s.Coverage}
+	in.syntax = g.Syntax
 	in.BuildContext = fmt.Sprintf("GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s", s.GOOS, s.GOARCH, s.CGOEnabled, strings.Join(s.Tags, ","))
 	byID := func(id func(int) string) func(i, j int) int {
 		return func(i, j int) int { return strings.Compare(id(i), id(j)) }

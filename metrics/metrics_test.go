@@ -344,7 +344,17 @@ func TestEnrichGraphEqualsEnrich(t *testing.T) {
 				opts := indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true, DBPath: db,
 					Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
 				if graph {
-					opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
+					enrich := metrics.EnrichGraph(metrics.Options{})
+					opts.EnrichGraph = func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *sql.Tx) error, error) {
+						// Complexity is measured from the indexer's trees, not
+						// from files read again: every indexed file has one.
+						for _, f := range g.Files {
+							if _, ok := g.Syntax[f.Path]; f.Indexed && !ok {
+								t.Errorf("no syntax handed over for indexed file %s", f.Path)
+							}
+						}
+						return enrich(ctx, g)
+					}
 				}
 				if _, err := indexer.Index(context.Background(), opts); err != nil {
 					t.Fatal(err)

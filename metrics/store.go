@@ -238,7 +238,9 @@ func Enrich(opts Options) func(context.Context, *sql.Tx, indexer.Snapshot) error
 // uses Enrich.
 func EnrichGraph(opts Options) indexer.EnrichGraphFunc {
 	return func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *sql.Tx) error, error) {
-		vals, err := computeInput(ctx, FromGraph(g, opts))
+		in := FromGraph(g, opts)
+		g.Syntax = nil // in holds the trees until the sources are measured
+		vals, err := computeInput(ctx, in)
 		if err != nil {
 			return nil, err
 		}
