@@ -8,9 +8,12 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -108,23 +111,77 @@ func (b *builder) addModules(res *loadResult) {
 // addRelations is the relation pass: calls, dynamic calls, references,
 // field accesses, receiver method uses, instantiations, embeds, closures,
 // and then implements over every named type and interface.
+//
+// The files are visited by GOMAXPROCS goroutines, each writing what it
+// finds to its file's relOut; the outputs are then applied in work order,
+// so the graph is the one a single goroutine visiting the files in order
+// builds (same rows, same order, same deduplication). During the visits the
+// builder's maps are only read.
 func (b *builder) addRelations(ctx context.Context) error {
 	b.edgeSeen = map[edgeRow]bool{}
 	b.enc = &objectpath.Encoder{}
-	for i, w := range b.work {
-		if i%32 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("indexer: build relations: %w", err)
+	outs := make([]relOut, len(b.work))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(runtime.GOMAXPROCS(0), len(b.work))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			z := &resolver{b: b, ids: map[types.Object]string{}}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(b.work) || ctx.Err() != nil {
+					return
+				}
+				w := b.work[i]
+				z.out = &outs[i]
+				r := relPass{b: b, z: z, out: &outs[i], w: w, info: w.pkg.TypesInfo, fset: w.pkg.Fset}
+				r.visitFile()
 			}
-		}
-		r := relPass{b: b, w: w, info: w.pkg.TypesInfo, fset: w.pkg.Fset}
-		r.visitFile()
+		}()
 	}
+	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("indexer: build relations: %w", err)
 	}
+	for i := range outs {
+		o := &outs[i]
+		for _, x := range o.ext {
+			b.applyExt(x)
+		}
+		b.g.declNodes = append(b.g.declNodes, o.closures...)
+		for _, e := range o.edges {
+			b.edge(e.src, e.dst, e.kind, e.variant)
+		}
+		b.g.dynamicCalls = append(b.g.dynamicCalls, o.dynamic...)
+		outs[i] = relOut{}
+	}
 	b.addImplements()
 	return nil
+}
+
+// relOut is what the relation pass found in one file, in visit order.
+type relOut struct {
+	// edges are the relation edges, not deduplicated.
+	edges []edgeRow
+	// closures are the closure nodes.
+	closures []nodeRow
+	// dynamic are the dynamic call sites.
+	dynamic []dynamicCallRow
+	// ext are the nodes to create for objects outside the indexed
+	// declarations, each recorded by the first file of its goroutine that
+	// refers to it (so by the first file of all, in work order).
+	ext []extNode
+}
+
+// extNode is a node to create for an object outside the indexed
+// declarations, and the dependency package node it belongs to.
+type extNode struct {
+	obj types.Object
+	row nodeRow
+	// depPath is the dependency's package path, "" for a cgo-synthesized
+	// function of an indexed package.
+	depPath string
 }
 
 // edge adds a relation edge once.
@@ -140,11 +197,9 @@ func (b *builder) edge(src, dst, kind, variant string) {
 	b.g.edges = append(b.g.edges, e)
 }
 
-// objNode returns the node id of obj, creating a node for an object of a
-// dependency (origin "dependency") or a cgo-synthesized function of an
-// indexed package (origin "synthesized") on first use. It returns "" for
-// objects that have no node: local types, universe objects (error.Error),
-// fields and variables of dependencies.
+// objNode returns the node id of obj, creating its node if it is outside
+// the indexed declarations (see resolveObj). Not for use during the
+// concurrent part of the relation pass (resolver.objNode is).
 func (b *builder) objNode(obj types.Object) string {
 	if obj == nil {
 		return ""
@@ -152,18 +207,89 @@ func (b *builder) objNode(obj types.Object) string {
 	if id, ok := b.objIDs[obj]; ok {
 		return id
 	}
+	id, ext := b.resolveObj(obj, b.enc)
+	if ext != nil {
+		b.applyExt(*ext)
+	}
+	return id
+}
+
+// applyExt creates x's node (and its dependency package's node) unless it
+// exists.
+func (b *builder) applyExt(x extNode) {
+	b.objIDs[x.obj] = x.row.id
+	if pkgNode := packageNodeID(x.depPath); x.depPath != "" && !b.depNodes[pkgNode] && !b.indexed[x.depPath] {
+		b.depNodes[pkgNode] = true
+		b.g.packageNodes = append(b.g.packageNodes, nodeRow{id: pkgNode, kind: "package", origin: "dependency"})
+	}
+	if b.extIDs[x.row.id] {
+		return
+	}
+	b.extIDs[x.row.id] = true
+	b.g.extNodes = append(b.g.extNodes, x.row)
+}
+
+// resolver resolves objects to node ids for one goroutine of the relation
+// pass: it reads the builder's maps and records the nodes to create in the
+// current file's relOut.
+type resolver struct {
+	b   *builder
+	enc objectpath.Encoder
+	// ids caches what this goroutine resolved.
+	ids map[types.Object]string
+	out *relOut
+}
+
+func (z *resolver) objNode(obj types.Object) string {
+	if obj == nil {
+		return ""
+	}
+	if id, ok := z.b.objIDs[obj]; ok {
+		return id
+	}
+	if id, ok := z.ids[obj]; ok {
+		return id
+	}
+	id, ext := z.b.resolveObj(obj, &z.enc)
+	if id != "" {
+		z.ids[obj] = id
+	}
+	if ext != nil {
+		z.out.ext = append(z.out.ext, *ext)
+	}
+	return id
+}
+
+// resolveObj returns the node id of an object that is not in b.objIDs, and
+// the node to create for it when it is a declaration of a dependency
+// (origin "dependency") or a cgo-synthesized function of an indexed
+// package (origin "synthesized"). It returns "" for objects that have no
+// node: local types, universe objects (error.Error), fields and variables
+// of dependencies. It reads the builder's maps and changes nothing but
+// enc's cache.
+func (b *builder) resolveObj(obj types.Object, enc *objectpath.Encoder) (string, *extNode) {
 	pkg := obj.Pkg()
 	if pkg == nil {
-		return ""
+		return "", nil
+	}
+	ext := func(id, kind, name, pkgNode, origin string) *extNode {
+		row := nodeRow{id: id, kind: kind, name: valid(name), packageID: valid(pkgNode), origin: origin}
+		if path, err := enc.For(obj); err == nil {
+			row.objectPath = valid(string(path))
+		}
+		x := &extNode{obj: obj, row: row}
+		if origin == "dependency" {
+			x.depPath = pkg.Path()
+		}
+		return x
 	}
 	if root, ok := b.rootOf[pkg]; ok {
 		fn, isFunc := obj.(*types.Func)
 		if !isFunc || !isCgoSynthetic(fn.Name()) {
-			return ""
+			return "", nil
 		}
 		id := "func:" + root.ID + "." + fn.Name()
-		b.addExtNode(obj, id, "func", fn.Name(), packageNodeID(root.ID), "synthesized")
-		return id
+		return id, ext(id, "func", fn.Name(), packageNodeID(root.ID), "synthesized")
 	}
 	pkgNode := packageNodeID(pkg.Path())
 	var id, kind string
@@ -176,7 +302,7 @@ func (b *builder) objNode(obj types.Object) string {
 		}
 		named := namedOf(sig.Recv().Type())
 		if named == nil {
-			return ""
+			return "", nil
 		}
 		if types.IsInterface(named) {
 			id, kind = "imethod:"+pkg.Path()+"."+named.Obj().Name()+"."+o.Name(), "interface_method"
@@ -185,39 +311,19 @@ func (b *builder) objNode(obj types.Object) string {
 		}
 	case *types.TypeName:
 		if o.Parent() != pkg.Scope() {
-			return ""
+			return "", nil
 		}
 		id, kind = "type:"+pkg.Path()+"."+o.Name(), "type"
 	default:
-		return ""
+		return "", nil
 	}
 	if b.declared[id] {
 		// The same declaration, loaded from export data by a package that
 		// imports the non-test build of an indexed package: its node is the
 		// indexed one (the base variant's id is the package path's).
-		b.objIDs[obj] = id
-		return id
+		return id, nil
 	}
-	if !b.depNodes[pkgNode] && !b.indexed[pkg.Path()] {
-		b.depNodes[pkgNode] = true
-		b.g.packageNodes = append(b.g.packageNodes, nodeRow{id: pkgNode, kind: "package", origin: "dependency"})
-	}
-	b.addExtNode(obj, id, kind, obj.Name(), pkgNode, "dependency")
-	return id
-}
-
-// addExtNode records a node for an object outside the indexed declarations.
-func (b *builder) addExtNode(obj types.Object, id, kind, name, pkgNode, origin string) {
-	b.objIDs[obj] = id
-	if b.extIDs[id] {
-		return
-	}
-	b.extIDs[id] = true
-	row := nodeRow{id: id, kind: kind, name: valid(name), packageID: valid(pkgNode), origin: origin}
-	if path, err := b.enc.For(obj); err == nil {
-		row.objectPath = valid(string(path))
-	}
-	b.g.extNodes = append(b.g.extNodes, row)
+	return id, ext(id, kind, obj.Name(), pkgNode, "dependency")
 }
 
 // isCgoSynthetic reports whether name is one of the functions cgo
@@ -237,9 +343,12 @@ func namedOf(t types.Type) *types.Named {
 	return nil
 }
 
-// relPass visits one file's declarations.
+// relPass visits one file's declarations, reading the builder and writing
+// what it finds to out.
 type relPass struct {
 	b    *builder
+	z    *resolver
+	out  *relOut
 	w    relWork
 	info *types.Info
 	fset *token.FileSet
@@ -284,7 +393,16 @@ func (r *relPass) reset(src string) {
 	r.origin = r.w.origin
 }
 
-func (r *relPass) edge(dst, kind string) { r.b.edge(r.src, dst, kind, r.w.variant) }
+func (r *relPass) edge(dst, kind string) { r.edgeFrom(r.src, dst, kind) }
+
+// edgeFrom records a relation edge of the file's variant (deduplicated
+// when the outputs are applied).
+func (r *relPass) edgeFrom(src, dst, kind string) {
+	if src == "" || dst == "" {
+		return
+	}
+	r.out.edges = append(r.out.edges, edgeRow{src: src, dst: dst, kind: kind, variant: r.w.variant})
+}
 
 func (r *relPass) funcDecl(fd *ast.FuncDecl, id string) {
 	r.reset(id)
@@ -341,7 +459,7 @@ func (r *relPass) typeDecl(ts *ast.TypeSpec, id string) {
 			continue
 		}
 		if n := namedOf(tv.Type); n != nil {
-			r.edge(r.b.objNode(n.Obj()), "embeds")
+			r.edge(r.z.objNode(n.Obj()), "embeds")
 		}
 	}
 }
@@ -389,13 +507,13 @@ func (r *relPass) funcLit(lit *ast.FuncLit, parent ast.Node) {
 	id := parentID + "$" + strconv.Itoa(r.litCount[parentID])
 	name := id[strings.LastIndex(id, ".")+1:]
 	s, e := r.fset.PositionFor(lit.Pos(), r.w.lineAdjusted), r.fset.PositionFor(lit.End(), r.w.lineAdjusted)
-	r.b.g.declNodes = append(r.b.g.declNodes, nodeRow{
+	r.out.closures = append(r.out.closures, nodeRow{
 		id: id, kind: "closure", name: valid(name), packageID: valid(r.w.pkgID), fileID: valid(r.w.fileID),
 		pos: &span{startLine: s.Line, startCol: s.Column, endLine: e.Line, endCol: e.Column}, origin: r.origin,
 	})
-	r.b.edge(parentID, id, "contains", r.w.variant)
+	r.edgeFrom(parentID, id, "contains")
 	if call, ok := parent.(*ast.CallExpr); ok && unparen(call.Fun) == lit {
-		r.b.edge(parentID, id, "calls", r.w.variant)
+		r.edgeFrom(parentID, id, "calls")
 	}
 	r.closures = append(r.closures, id)
 }
@@ -443,16 +561,16 @@ func (r *relPass) call(call *ast.CallExpr) {
 	switch callee := typeutil.Callee(r.info, call).(type) {
 	case *types.Func:
 		if typeutil.StaticCallee(r.info, call) != nil {
-			r.edge(r.b.objNode(callee.Origin()), "calls")
+			r.edge(r.z.objNode(callee.Origin()), "calls")
 			return
 		}
-		target := r.b.objNode(callee)
+		target := r.z.objNode(callee)
 		r.edge(target, "calls_dynamic")
 		r.dynamic(call, "interface", target)
 	case *types.Var:
 		target := ""
 		if callee.IsField() {
-			target = r.b.objNode(callee.Origin())
+			target = r.z.objNode(callee.Origin())
 		}
 		r.edge(target, "calls_dynamic")
 		r.dynamic(call, "func_value", target)
@@ -476,7 +594,7 @@ func (r *relPass) dynamic(call *ast.CallExpr, mode, target string) {
 	}
 	pos := r.fset.PositionFor(call.Lparen, r.w.lineAdjusted)
 	row.line, row.col = pos.Line, pos.Column
-	r.b.g.dynamicCalls = append(r.b.g.dynamicCalls, row)
+	r.out.dynamic = append(r.out.dynamic, row)
 }
 
 func truncate(s string, n int) string {
@@ -517,7 +635,7 @@ func (r *relPass) selector(sel *ast.SelectorExpr) {
 			return
 		}
 		if fn, ok := s.Obj().(*types.Func); ok {
-			r.edge(r.b.objNode(fn.Origin()), "receiver_method")
+			r.edge(r.z.objNode(fn.Origin()), "receiver_method")
 		}
 	}
 }
@@ -539,19 +657,19 @@ func (r *relPass) ident(id *ast.Ident) {
 	if _, ok := r.info.Instances[id]; ok {
 		switch o := obj.(type) {
 		case *types.Func:
-			r.edge(r.b.objNode(o.Origin()), "instantiates")
+			r.edge(r.z.objNode(o.Origin()), "instantiates")
 		case *types.TypeName:
-			r.edge(r.b.objNode(o), "instantiates")
+			r.edge(r.z.objNode(o), "instantiates")
 		}
 	}
 	switch o := obj.(type) {
 	case *types.TypeName:
 		if o.Pkg() != nil && o.Parent() == o.Pkg().Scope() {
-			r.edge(r.b.objNode(o), "references")
+			r.edge(r.z.objNode(o), "references")
 		}
 	case *types.Func:
 		if !r.callees[id] {
-			r.edge(r.b.objNode(o.Origin()), "references")
+			r.edge(r.z.objNode(o.Origin()), "references")
 		}
 	}
 }

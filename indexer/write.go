@@ -200,20 +200,30 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	return counts, nil
 }
 
-// checkClosedDatabase runs checkDatabase on the closed database at path
-// through a read-only connection.
+// checkClosedDatabase runs PRAGMA integrity_check (which must answer
+// exactly "ok") and PRAGMA foreign_key_check (which must answer nothing)
+// on the closed database at path, each through its own read-only
+// connection, concurrently. The integrity check's error comes first when
+// both fail.
 func checkClosedDatabase(ctx context.Context, path string) error {
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
 		return fmt.Errorf("indexer: open database %s for checking: %w", path, err)
 	}
 	defer db.Close()
-	return checkDatabase(ctx, db, path)
+	fkErr := make(chan error, 1)
+	go func() { fkErr <- foreignKeyCheck(ctx, db, path) }()
+	ierr := integrityCheck(ctx, db, path)
+	ferr := <-fkErr
+	if ierr != nil {
+		return ierr
+	}
+	return ferr
 }
 
-// checkDatabase runs PRAGMA integrity_check (which must answer exactly
-// "ok") and PRAGMA foreign_key_check (which must answer nothing).
-func checkDatabase(ctx context.Context, db *sql.DB, path string) error {
+// integrityCheck runs PRAGMA integrity_check, which must answer exactly
+// "ok".
+func integrityCheck(ctx context.Context, db *sql.DB, path string) error {
 	rows, err := db.QueryContext(ctx, "PRAGMA integrity_check")
 	if err != nil {
 		return fmt.Errorf("indexer: integrity_check on %s: %w", path, err)
@@ -236,7 +246,12 @@ func checkDatabase(ctx context.Context, db *sql.DB, path string) error {
 	if len(report) != 1 || report[0] != "ok" {
 		return fmt.Errorf("%w: integrity_check on %s: %s", ErrDatabaseCheck, path, strings.Join(report, "; "))
 	}
+	return nil
+}
 
+// foreignKeyCheck runs PRAGMA foreign_key_check, which must answer
+// nothing.
+func foreignKeyCheck(ctx context.Context, db *sql.DB, path string) error {
 	fk, err := db.QueryContext(ctx, "PRAGMA foreign_key_check")
 	if err != nil {
 		return fmt.Errorf("indexer: foreign_key_check on %s: %w", path, err)
