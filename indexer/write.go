@@ -126,6 +126,10 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		}
 	}
 
+	// Rows in primary-key order make every B-tree insert an append. A
+	// node's seq is its position in id order; edges refer to nodes by seq.
+	nodes, seqOf := nodeSeqs(g)
+
 	// A full index's enrichment is computed from a copy of the graph while
 	// the graph is inserted.
 	type enriched struct {
@@ -134,11 +138,16 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	}
 	var fromGraph chan enriched
 	if enrich.graph != nil && plan == nil {
-		view := g.view(snap)
+		// The view holds the trees until the enrichment drops them. It is
+		// copied on the enrichment's goroutine: g is only read from here on.
+		syntax := g.syntax
+		g.syntax = nil
 		fromGraph = make(chan enriched, 1)
 		gctx, cancel := context.WithCancel(ctx)
 		defer cancel() // on an early return, stop the enrichment
 		go func() {
+			view := g.view(snap)
+			view.Syntax = syntax
 			w, err := enrich.graph(gctx, view)
 			fromGraph <- enriched{w, err}
 		}()
@@ -148,7 +157,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	if err != nil {
 		return Counts{}, fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
 	}
-	if err := insertAll(ctx, tx, snap, env, g); err != nil {
+	if err := insertAll(ctx, tx, snap, env, g, nodes, seqOf); err != nil {
 		_ = tx.Rollback()
 		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
 	}
@@ -290,7 +299,7 @@ func nullBoolInt(b sql.Null[bool]) sql.Null[int] {
 
 // insertAll writes every table. Nodes go first so that references
 // resolve in insertion order.
-func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) (err error) {
+func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph, nodes []nodeRow, seqOf map[string]int64) (err error) {
 	var indexes []string
 	for _, stmt := range schemaDDL() {
 		// Indexes are built after the rows are in: one sort instead of a
@@ -318,14 +327,32 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 
-	nodes := g.allNodes()
-	// Rows in primary-key order make every B-tree insert an append. A
-	// node's seq is its position in id order; edges refer to nodes by seq.
-	slices.SortFunc(nodes, func(a, b nodeRow) int { return strings.Compare(a.id, b.id) })
-	seqOf := make(map[string]int64, len(nodes))
-	for i, n := range nodes {
-		seqOf[n.id] = int64(i + 1)
+	// The edges are numbered and sorted while the nodes are inserted.
+	type edgeSeq struct {
+		src, dst      int64
+		kind, variant string
 	}
+	type sortedEdges struct {
+		rows []edgeSeq
+		err  error
+	}
+	edgesCh := make(chan sortedEdges, 1)
+	go func() {
+		edges := make([]edgeSeq, len(g.edges))
+		for i, e := range g.edges {
+			src, ok1 := seqOf[e.src]
+			dst, ok2 := seqOf[e.dst]
+			if !ok1 || !ok2 {
+				edgesCh <- sortedEdges{err: fmt.Errorf("%w: %s edge %s -> %s names a node that is not in the graph", ErrDatabaseCheck, e.kind, e.src, e.dst)}
+				return
+			}
+			edges[i] = edgeSeq{src, dst, e.kind, e.variant}
+		}
+		slices.SortFunc(edges, func(a, b edgeSeq) int {
+			return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst), strings.Compare(a.kind, b.kind))
+		})
+		edgesCh <- sortedEdges{rows: edges}
+	}()
 	err = insertRows(ctx, tx, "nodes",
 		`INSERT INTO nodes (seq, id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, nodes,
@@ -339,22 +366,6 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 	if err != nil {
 		return err
 	}
-	type edgeSeq struct {
-		src, dst      int64
-		kind, variant string
-	}
-	edges := make([]edgeSeq, len(g.edges))
-	for i, e := range g.edges {
-		src, ok1 := seqOf[e.src]
-		dst, ok2 := seqOf[e.dst]
-		if !ok1 || !ok2 {
-			return fmt.Errorf("%w: %s edge %s -> %s names a node that is not in the graph", ErrDatabaseCheck, e.kind, e.src, e.dst)
-		}
-		edges[i] = edgeSeq{src, dst, e.kind, e.variant}
-	}
-	slices.SortFunc(edges, func(a, b edgeSeq) int {
-		return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst), strings.Compare(a.kind, b.kind))
-	})
 	err = insertRows(ctx, tx, "packages",
 		`INSERT INTO packages (id, go_id, import_path, name, dir, module_path, module_version, module_dir, module_main, variant, for_test, ill_typed, error_count)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.packages,
@@ -402,6 +413,11 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 	// An edge is a relation, not an occurrence: g.edges is deduplicated.
+	se := <-edgesCh
+	if se.err != nil {
+		return se.err
+	}
+	edges := se.rows
 	err = insertRows(ctx, tx, "edge_rows",
 		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, edges,
 		func(e edgeSeq) []any { return []any{e.src, e.dst, e.kind, e.variant} })
@@ -433,6 +449,18 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 			seq++
 			return []any{seq, e.packageID, e.goID, e.kind, e.position, e.file, e.line, e.col, e.message}
 		})
+}
+
+// nodeSeqs returns every node row sorted by id, and each node's seq: its
+// position in that order, from 1.
+func nodeSeqs(g *graph) ([]nodeRow, map[string]int64) {
+	nodes := g.allNodes()
+	slices.SortFunc(nodes, func(a, b nodeRow) int { return strings.Compare(a.id, b.id) })
+	seqOf := make(map[string]int64, len(nodes))
+	for i, n := range nodes {
+		seqOf[n.id] = int64(i + 1)
+	}
+	return nodes, seqOf
 }
 
 // insertRows inserts rows with multi-row INSERT statements (up to
@@ -484,7 +512,9 @@ func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, 
 		end := min(start+insertBatch, n)
 		vals = vals[:0]
 		for i := start; i < end; i++ {
-			vals = append(vals, args(i)...)
+			for _, v := range args(i) {
+				vals = append(vals, plainValue(v))
+			}
 		}
 		stmt := full
 		if end-start == insertBatch {
@@ -507,6 +537,38 @@ func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, 
 		}
 	}
 	return nil
+}
+
+// plainValue turns the nullable and integer types the rows use into the
+// driver values they stand for (nil, int64, float64, string), so that
+// database/sql passes them on without a conversion through driver.Valuer
+// and reflection per value. Other values are returned unchanged.
+func plainValue(v any) any {
+	switch v := v.(type) {
+	case sql.Null[string]:
+		if !v.Valid {
+			return nil
+		}
+		return v.V
+	case sql.Null[int]:
+		if !v.Valid {
+			return nil
+		}
+		return int64(v.V)
+	case sql.Null[int64]:
+		if !v.Valid {
+			return nil
+		}
+		return v.V
+	case sql.Null[float64]:
+		if !v.Valid {
+			return nil
+		}
+		return v.V
+	case int:
+		return int64(v)
+	}
+	return v
 }
 
 func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) error {

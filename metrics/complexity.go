@@ -10,7 +10,6 @@ import (
 	"go/token"
 	"maps"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,7 +38,8 @@ type sourceSet struct {
 
 // sourcesOnce parses the indexed files the first time a complexity metric
 // asks (Compute asks before the descriptors run concurrently). Files are
-// read, checked against their SHA-256 and parsed by GOMAXPROCS goroutines,
+// read, checked against their SHA-256 and parsed by in.parallelism()
+// goroutines,
 // or, when the indexer handed over the syntax trees it built from the bytes
 // it hashed (FromGraph), measured from those trees;
 // each file's result depends only on that file, so the set is the same
@@ -73,7 +73,7 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 	results := make([]fileComplexity, len(paths))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+	for range min(in.parallelism(), len(paths)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

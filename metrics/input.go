@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -67,6 +68,9 @@ type Input struct {
 	// indexed files by path (FromGraph); sourcesOnce measures them instead
 	// of reading and parsing the files, and drops them.
 	syntax map[string]indexer.SourceSyntax
+	// workers bounds the goroutines measuring sources and running
+	// descriptors; 0 means GOMAXPROCS.
+	workers int
 	// dynamic counts dynamic call sites per declared function.
 	dynamic map[string]int
 	calls   *callFacts
@@ -338,6 +342,14 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 		in.dynamic[src]++
 	}
 	return in
+}
+
+// parallelism is how many goroutines in may use.
+func (in *Input) parallelism() int {
+	if in.workers > 0 {
+		return in.workers
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // order returns the indexes 0..n-1 sorted by compare.

@@ -40,16 +40,18 @@ func Compute(ctx context.Context, q Queryer, opts Options) ([]Value, error) {
 
 // computeInput runs the registry over in (see Compute).
 func computeInput(ctx context.Context, in *Input) ([]Value, error) {
-	in.callFacts()
+	// The sources first: measured from the indexer's syntax trees, which
+	// are dropped once measured.
 	if _, err := in.sourcesOnce(ctx); err != nil {
 		return nil, err
 	}
+	in.callFacts()
 	reg := Registry()
 	results := make([][]Value, len(reg))
 	errs := make([]error, len(reg))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(reg)) {
+	for range min(in.parallelism(), len(reg)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -194,10 +196,13 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 	}); err != nil {
 		return err
 	}
-	for _, v := range vals {
-		if _, ok := seqOf[v.Subject]; !ok {
+	subjects := make([]int64, len(vals))
+	for i, v := range vals {
+		s, ok := seqOf[v.Subject]
+		if !ok {
 			return fmt.Errorf("%w: %s of %s: no such node in the graph", ErrValueMismatch, v.Metric, v.Subject)
 		}
+		subjects[i] = s
 	}
 	err := indexer.InsertBatched(ctx, tx, "metric_value_rows", `INSERT INTO metric_value_rows (metric, subject, value, kind, reason, detail,
 		coverage, origin, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(vals), func(i int) []any {
@@ -206,7 +211,7 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 		if v.Value != nil {
 			val = sql.Null[float64]{V: *v.Value, Valid: true}
 		}
-		return []any{v.Metric, seqOf[v.Subject], val, string(v.Kind), nullString(v.Reason), nullString(v.Detail), v.Coverage, v.Origin, v.Variant}
+		return []any{v.Metric, subjects[i], val, string(v.Kind), nullString(v.Reason), nullString(v.Detail), v.Coverage, v.Origin, v.Variant}
 	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -240,6 +245,8 @@ func EnrichGraph(opts Options) indexer.EnrichGraphFunc {
 	return func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *sql.Tx) error, error) {
 		in := FromGraph(g, opts)
 		g.Syntax = nil // in holds the trees until the sources are measured
+		// The database inserts take one core meanwhile.
+		in.workers = max(1, runtime.GOMAXPROCS(0)-1)
 		vals, err := computeInput(ctx, in)
 		if err != nil {
 			return nil, err
