@@ -331,6 +331,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		spec.strip = plan.strip
 	}
 
+	defer raiseGCPercent()()
 	progress := func(stage string) {
 		if opts.Progress != nil {
 			opts.Progress(stage)
