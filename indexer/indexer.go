@@ -222,7 +222,11 @@ type Snapshot struct {
 // Index: they are indexed as far as possible and recorded in load_errors.
 //
 // Index runs the go command and git as subprocesses. Concurrent calls are
-// safe when they write different DBPaths.
+// safe when they write different DBPaths. While it loads and writes, Index
+// raises the process's garbage collection target (runtime/debug
+// SetGCPercent) to 200 unless the environment sets GOGC, and restores it
+// when the last concurrent call returns: about a tenth less CPU time for
+// a peak heap of up to three times the live data instead of two.
 func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	if opts.DBPath == "" {
 		return Snapshot{}, fmt.Errorf("%w: DBPath is empty", ErrInvalidOptions)
