@@ -216,6 +216,9 @@ type fileContent struct {
 	sum    string
 	err    error
 	parsed bool
+	// syntaxErrors is set when go/packages' parse of data reported errors:
+	// its tree (parsed with parser.AllErrors) is then partial.
+	syntaxErrors bool
 }
 
 // declKey identifies a declaration's syntax within one package variant.
@@ -520,6 +523,8 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 		}
 
 		fset, file, info := p.Fset, syntax[path], p.TypesInfo
+		// parsedClean: file is a complete tree of the hashed bytes.
+		parsedClean := content.parsed && !content.syntaxErrors
 		if file == nil {
 			info = nil
 			fset = token.NewFileSet()
@@ -530,6 +535,7 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 				}
 				var perr error
 				file, perr = parser.ParseFile(fset, path, content.data, mode)
+				parsedClean = perr == nil
 				// go/packages already reported parse errors of the files it
 				// compiled; report only what it did not see.
 				if perr != nil && !fr.compiled {
@@ -545,8 +551,11 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 		}
 		fr.indexed = file != nil && !fr.synthesized
 		// The tree must be of the hashed bytes: parsed here from them, or by
-		// go/packages from the bytes its ParseFile hook hashed.
-		if fr.indexed && b.plan == nil && content.err == nil && (info == nil || content.parsed) {
+		// go/packages from the bytes its ParseFile hook hashed. A file with
+		// syntax errors has none handed over: go/packages' partial tree
+		// (all errors) is not the one the metrics' own parse gives (which
+		// stops at the tenth error), and the metrics read such a file.
+		if fr.indexed && b.plan == nil && content.err == nil && parsedClean {
 			g.syntax[path] = SourceSyntax{Fset: fset, File: file}
 		}
 		origin := "production"

@@ -147,7 +147,7 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 	cfg.ParseFile = func(fset *token.FileSet, filename string, src []byte) (*ast.File, error) {
 		f, err := parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
 		sum := sha256.Sum256(src)
-		c := &fileContent{data: src, sum: hex.EncodeToString(sum[:]), parsed: true}
+		c := &fileContent{data: src, sum: hex.EncodeToString(sum[:]), parsed: true, syntaxErrors: err != nil}
 		var ends map[*ast.FuncDecl]token.Pos
 		if f != nil && spec.strip[filepath.Clean(filename)] {
 			ends = stripBodies(f)

@@ -28,8 +28,9 @@ type GraphView struct {
 	// DynamicCallSources holds the src of every row of dynamic_calls.
 	DynamicCallSources []string
 	// Syntax holds the syntax tree of every indexed file (files.indexed,
-	// by files.path), parsed from exactly the bytes whose SHA-256 the
-	// file's row records, with comments, without object resolution. The
+	// by files.path) that parses without errors, parsed from exactly the
+	// bytes whose SHA-256 the file's row records, with comments, without
+	// object resolution. A file with syntax errors has no entry. The
 	// trees are shared with the indexer and must not be modified; an
 	// enrichment may drop the map when it is done with it.
 	Syntax map[string]SourceSyntax

@@ -1,0 +1,3 @@
+module example.com/syntaxerrors
+
+go 1.22
