@@ -136,7 +136,8 @@ type graph struct {
 	// ("" when unreadable); it feeds Snapshot.ID.
 	digests map[string]string
 	// syntax holds, in a full index, the syntax tree of every indexed file
-	// by path: parsed from the bytes whose SHA-256 the file's row records.
+	// that parses without errors, by path: parsed from the bytes whose
+	// SHA-256 the file's row records.
 	syntax map[string]SourceSyntax
 }
 
