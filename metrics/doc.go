@@ -25,9 +25,12 @@
 //	         (Campbell 2017), fan_in, fan_out, dynamic_calls, call_scc_size,
 //	         betweenness_calls (Brandes 2001)
 //
-// Complexity metrics re-parse each indexed source file (syntax only) and
-// check its SHA-256 against the snapshot: a file changed since the index
-// makes its functions' values unavailable rather than wrong.
+// Complexity metrics measure the syntax of each indexed source file. In a
+// full index (EnrichGraph) that is the indexer's tree of the bytes whose
+// SHA-256 the file's row records; otherwise, and for a file with syntax
+// errors, they re-parse the file and check its SHA-256 against the
+// snapshot: a file changed since the index makes its functions' values
+// unavailable rather than wrong.
 //
 // # Storage
 //
