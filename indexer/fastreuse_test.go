@@ -2,6 +2,7 @@ package indexer_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 // the listing, which still reuses ("listing"); and every change the go
 // command would see — a new file in a package, a new package, a new
 // embedded file, an edited test file, an edited vendored file, another
-// GOFLAGS — is not reused.
+// GOFLAGS, other cgo flags or C compiler — is not reused.
 func TestReuseByFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -28,6 +29,10 @@ func TestReuseByFiles(t *testing.T) {
 		"e/data/one.txt":                "one\n",
 	})
 	env := []string{"GOFLAGS=-mod=vendor", "GOPROXY=off"}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not on PATH")
+	}
 	dbPath := filepath.Join(dir, "assay-out", "graph.db")
 	opts := indexer.Options{Dir: dir, DBPath: dbPath, Reuse: true, Tests: true, Env: env}
 	first := index(t, opts)
@@ -60,6 +65,9 @@ func TestReuseByFiles(t *testing.T) {
 		{name: "edited test file", files: map[string]string{"a/a_test.go": "package a\n\nimport \"testing\"\n\nfunc TestA(t *testing.T) { _ = A() }\n"}},
 		{name: "edited vendored file", files: map[string]string{"vendor/example.com/dep/dep.go": "package dep\n\nfunc Two() int { return 3 }\n"}},
 		{name: "other GOFLAGS", env: []string{"GOFLAGS=-mod=vendor -tags=x", "GOPROXY=off"}},
+		// What cgo generates depends on the C toolchain and its flags.
+		{name: "other CGO_CFLAGS", env: []string{"GOFLAGS=-mod=vendor -tags=x", "GOPROXY=off", "CGO_CFLAGS=-O1 -DASSAY_TEST=1"}},
+		{name: "other CC", env: []string{"GOFLAGS=-mod=vendor -tags=x", "GOPROXY=off", "CGO_CFLAGS=-O1 -DASSAY_TEST=1", "CC=" + gcc}},
 	} {
 		writeFiles(t, dir, change.files)
 		o := opts

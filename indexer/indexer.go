@@ -382,6 +382,9 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	// from here on. Collecting them now, rather than when the heap next
 	// doubles, keeps the peak memory of writing near the load's.
 	res = nil
+	if opts.EnrichGraph == nil || plan != nil {
+		g.syntax = nil // only the in-memory enrichment of a full index reads the trees
+	}
 	go runtime.GC()
 
 	snap := Snapshot{

@@ -44,11 +44,23 @@ type goEnv struct {
 	GOPPC64      string `json:"GOPPC64"`
 	GORISCV64    string `json:"GORISCV64"`
 	GOWASM       string `json:"GOWASM"`
+	// The C toolchain and flags decide what cgo generates (which _Cfunc_
+	// functions and C types exist), and so part of the graph of a cgo
+	// package. The C headers they read are not hashed.
+	CC          string `json:"CC"`
+	CXX         string `json:"CXX"`
+	CGOCFLAGS   string `json:"CGO_CFLAGS"`
+	CGOCPPFLAGS string `json:"CGO_CPPFLAGS"`
+	CGOCXXFLAGS string `json:"CGO_CXXFLAGS"`
+	CGOFFLAGS   string `json:"CGO_FFLAGS"`
+	CGOLDFLAGS  string `json:"CGO_LDFLAGS"`
+	PKGCONFIG   string `json:"PKG_CONFIG"`
 }
 
 // goEnvNames are the variables goEnv holds, as `go env` names them.
 var goEnvNames = []string{"GOVERSION", "GOOS", "GOARCH", "CGO_ENABLED", "GOFLAGS", "GOWORK", "GOROOT", "GO111MODULE",
-	"GOEXPERIMENT", "GOFIPS140", "GOAMD64", "GOARM", "GOARM64", "GO386", "GOMIPS", "GOMIPS64", "GOPPC64", "GORISCV64", "GOWASM"}
+	"GOEXPERIMENT", "GOFIPS140", "GOAMD64", "GOARM", "GOARM64", "GO386", "GOMIPS", "GOMIPS64", "GOPPC64", "GORISCV64", "GOWASM",
+	"CC", "CXX", "CGO_CFLAGS", "CGO_CPPFLAGS", "CGO_CXXFLAGS", "CGO_FFLAGS", "CGO_LDFLAGS", "PKG_CONFIG"}
 
 // readGoEnv runs `go env -json` in dir with env, the same way go/packages
 // will run the go command, so the recorded toolchain is the one that loads.
