@@ -1,9 +1,12 @@
 package indexer
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
+	"strings"
 	"testing"
 
 	"golang.org/x/tools/go/packages"
@@ -143,5 +146,30 @@ func TestCountLines(t *testing.T) {
 		if got := countLines([]byte(tc.data)); got != tc.want {
 			t.Errorf("countLines(%q) = %d, want %d", tc.data, got, tc.want)
 		}
+	}
+}
+
+// TestRelationPassPanicIsAnError: a defect met while visiting one file
+// (here: a file without type information in the work list) is returned as
+// an error naming the file, not a crash of the calling process.
+func TestRelationPassPanicIsAnError(t *testing.T) {
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "p.go", "package p\n\nfunc (T) M() {}\n\ntype T struct{}\n", parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := &packages.Package{ID: "example.com/p", Fset: fset} // TypesInfo nil
+	b := &builder{g: &graph{}, declIDs: map[declKey]string{}, objIDs: map[types.Object]string{},
+		extIDs: map[string]bool{}, depNodes: map[string]bool{}, declared: map[string]bool{}, indexed: map[string]bool{},
+		rootOf: map[*types.Package]*packages.Package{}}
+	for _, d := range file.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok {
+			b.declIDs[declKey{pkg.ID, fd}] = "method:example.com/p.T.M"
+		}
+	}
+	b.work = []relWork{{pkg: pkg, pkgID: "pkg:example.com/p", fileID: "file:example.com/p:p.go", variant: "base", file: file}}
+	err = b.addRelations(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "internal error") || !strings.Contains(err.Error(), "file:example.com/p:p.go") {
+		t.Fatalf("addRelations = %v, want an internal error naming the file", err)
 	}
 }
