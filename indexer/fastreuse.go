@@ -134,16 +134,23 @@ var vcsDirNames = map[string]bool{".git": true, ".hg": true, ".svn": true, ".bzr
 // and journal siblings are left out of the directory listings, so that the
 // database written after the check does not change it.
 func fsKey(ctx context.Context, base fsKeyInputs, check fsCheck, dbPath string) (string, error) {
+	key, _, err := fsKeyWithInputs(ctx, base, check, dbPath)
+	return key, err
+}
+
+// fsKeyWithInputs is fsKey, also returning what it hashed.
+func fsKeyWithInputs(ctx context.Context, base fsKeyInputs, check fsCheck, dbPath string) (string, fsKeyInputs, error) {
 	in := base
 	in.Check = check
 	var err error
 	if in.Files, err = hashFiles(ctx, check.Paths); err != nil {
-		return "", err
+		return "", fsKeyInputs{}, err
 	}
 	if in.Tree, err = treeDigest(ctx, check, dbPath); err != nil {
-		return "", err
+		return "", fsKeyInputs{}, err
 	}
-	return hashJSON(in)
+	key, err := hashJSON(in)
+	return key, in, err
 }
 
 // hashFiles returns the SHA-256 hex of each path ("missing" for a file

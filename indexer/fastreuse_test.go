@@ -1,9 +1,13 @@
 package indexer_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/assay-audit/assay/indexer"
@@ -81,5 +85,68 @@ func TestReuseByFiles(t *testing.T) {
 		if s := index(t, o); !s.Reused || s.ReusedBy != "files" {
 			t.Errorf("%s: the run after the re-index: Reused %v ReusedBy %q", change.name, s.Reused, s.ReusedBy)
 		}
+	}
+}
+
+// TestFileChangedWhileIndexed: a file edited after the reuse key hashed it
+// and before go/packages parsed it is indexed as parsed, and the stored
+// keys describe that content: when the file is put back to what the key
+// saw, the next run re-indexes instead of reusing a graph of other code.
+func TestFileChangedWhileIndexed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	v1 := "package a\n\nfunc A() int { return 1 }\n"
+	v2 := "package a\n\nfunc A() int { return 2 }\n"
+	v3 := "package a\n\nfunc A() int { return 3 }\n\nfunc C() int { return 3 }\n"
+	writeFiles(t, dir, map[string]string{
+		"go.mod": "module example.com/race\n\ngo 1.22\n",
+		"a/a.go": v1,
+		"b/b.go": "package b\n\nfunc B() {}\n",
+	})
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := indexer.Options{Dir: dir, DBPath: filepath.Join(t.TempDir(), "graph.db"), Reuse: true, Tests: true, Env: []string{"GOPROXY=off"}}
+	index(t, opts)
+
+	writeFiles(t, dir, map[string]string{"a/a.go": v2})
+	indexer.SetTestHookBeforeLoad(func(d string) {
+		if d == abs {
+			writeFiles(t, dir, map[string]string{"a/a.go": v3})
+		}
+	})
+	var stages []string
+	o := opts
+	o.Progress = func(s string) { stages = append(stages, s) }
+	index(t, o)
+	indexer.SetTestHookBeforeLoad(nil)
+	if !slices.ContainsFunc(stages, func(s string) bool { return strings.Contains(s, "changed while being indexed") }) {
+		t.Errorf("no progress message about the file that changed while indexed: %q", stages)
+	}
+	db := openDB(t, opts.DBPath)
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM nodes WHERE id = 'func:example.com/race/a.C'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the graph should be of the parsed content (func C): count %d, err %v", n, err)
+	}
+	db.Close()
+
+	writeFiles(t, dir, map[string]string{"a/a.go": v2})
+	s := index(t, opts)
+	if s.Reused {
+		t.Fatalf("the file is back to the content the key saw, not to the indexed one, and the graph was reused (%s)", s.ReusedBy)
+	}
+	db = openDB(t, opts.DBPath)
+	defer db.Close()
+	sum := sha256.Sum256([]byte(v2))
+	var got string
+	if err := db.QueryRow(`SELECT sha256 FROM files WHERE path = ?`, filepath.Join(abs, "a", "a.go")).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != hex.EncodeToString(sum[:]) {
+		t.Errorf("a.go recorded with SHA-256 %s, want the content on disk", got)
+	}
+	if s := index(t, opts); !s.Reused {
+		t.Errorf("unchanged afterwards: not reused")
 	}
 }

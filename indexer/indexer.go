@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // ErrNoPackages is returned (wrapped, with the go command's reason when it
@@ -346,6 +347,9 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	} else {
 		progress("loading and type-checking packages")
 	}
+	if h := testHookBeforeLoad.Load(); h != nil {
+		(*h)(dir)
+	}
 	res, err := load(ctx, spec)
 	kr := <-keyCh
 	if err != nil {
@@ -373,6 +377,13 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		}
 	}
 
+	// The graph records the bytes go/packages parsed; the reuse keys must
+	// describe the same bytes.
+	if changed, err := kr.keys.alignWith(res.parsed); err != nil {
+		return Snapshot{}, err
+	} else if len(changed) > 0 {
+		progress(fmt.Sprintf("%d file(s) changed while being indexed (first %s): the snapshot records the content that was indexed", len(changed), changed[0]))
+	}
 	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
 	g, err := buildGraph(ctx, res, plan)
 	if err != nil {
@@ -424,6 +435,10 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	snap.Counts = counts
 	return snap, nil
 }
+
+// testHookBeforeLoad, when set (by tests only), is called with the
+// directory before the packages are loaded.
+var testHookBeforeLoad atomic.Pointer[func(dir string)]
 
 // unmatchedReason joins the go command's messages for patterns that
 // resolved to no package.

@@ -196,17 +196,20 @@ func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts O
 	if err != nil {
 		return keys{}, err
 	}
-	k := keys{listing: l}
+	k := keys{listing: l, inputs: in}
 	if k.input, err = hashJSON(in); err != nil {
 		return keys{}, err
 	}
 	if roots, ok := fsRoots(spec.dir, spec.patterns); ok {
 		check := newFSCheck(roots, slices.Collect(maps.Keys(in.Files)))
-		if k.fs, err = fsKey(ctx, fsBase(ge, vcs, opts, tags, spec), check, dbPath); err != nil {
+		var fsIn fsKeyInputs
+		if k.fs, fsIn, err = fsKeyWithInputs(ctx, fsBase(ge, vcs, opts, tags, spec), check, dbPath); err != nil {
 			return keys{}, err
 		}
 		k.check = &check
+		k.fsInputs = &fsIn
 	}
+	k.inputs.Files = maps.Clone(in.Files)
 	// The configuration key leaves out what an incremental index can
 	// absorb: file contents, the package list, the VCS state.
 	in.Files, in.Packages, in.VCSRevision, in.VCSDirty = nil, nil, "", false
@@ -224,6 +227,46 @@ type keys struct {
 	listing       *listing
 	fs            string
 	check         *fsCheck
+	// inputs and fsInputs are what input and fs hash.
+	inputs   keyInputs
+	fsInputs *fsKeyInputs
+}
+
+// alignWith makes the keys describe the file contents the graph was built
+// from. The keys hash the files while go/packages parses them; a file
+// that changed in between has one content in the key and another in the
+// graph, and a later run that finds the key's content on disk would reuse
+// a graph of other code. Every hashed file that go/packages parsed takes
+// the SHA-256 of the bytes it parsed (parsed, by cleaned path), and the
+// keys are hashed again when one differed. It returns the paths that
+// differed, sorted.
+func (k *keys) alignWith(parsed map[string]*fileContent) ([]string, error) {
+	changed := map[string]bool{}
+	align := func(files map[string]string) {
+		for p, sum := range files {
+			if c, ok := parsed[filepath.Clean(p)]; ok && c.sum != sum {
+				files[p] = c.sum
+				changed[p] = true
+			}
+		}
+	}
+	align(k.inputs.Files)
+	if k.fsInputs != nil {
+		align(k.fsInputs.Files)
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	var err error
+	if k.input, err = hashJSON(k.inputs); err != nil {
+		return nil, err
+	}
+	if k.fsInputs != nil {
+		if k.fs, err = hashJSON(*k.fsInputs); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Sorted(maps.Keys(changed)), nil
 }
 
 // fsBase is the part of the file-system key that is not read from files.
