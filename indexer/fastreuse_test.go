@@ -93,7 +93,7 @@ func TestReuseByFiles(t *testing.T) {
 // keys describe that content: when the file is put back to what the key
 // saw, the next run re-indexes instead of reusing a graph of other code.
 func TestFileChangedWhileIndexed(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the load hook is process-wide.
 	dir := t.TempDir()
 	v1 := "package a\n\nfunc A() int { return 1 }\n"
 	v2 := "package a\n\nfunc A() int { return 2 }\n"
@@ -111,6 +111,7 @@ func TestFileChangedWhileIndexed(t *testing.T) {
 	index(t, opts)
 
 	writeFiles(t, dir, map[string]string{"a/a.go": v2})
+	t.Cleanup(func() { indexer.SetTestHookBeforeLoad(nil) })
 	indexer.SetTestHookBeforeLoad(func(d string) {
 		if d == abs {
 			writeFiles(t, dir, map[string]string{"a/a.go": v3})
@@ -145,6 +146,48 @@ func TestFileChangedWhileIndexed(t *testing.T) {
 	}
 	if got != hex.EncodeToString(sum[:]) {
 		t.Errorf("a.go recorded with SHA-256 %s, want the content on disk", got)
+	}
+	if s := index(t, opts); !s.Reused {
+		t.Errorf("unchanged afterwards: not reused")
+	}
+}
+
+// TestUnaffectedFileChangedWhileIndexed: in an incremental index, a file of
+// a package the plan keeps (its bodies' relations copied from the previous
+// database) that changes before it is parsed makes the index full: the
+// relations of its new body are in the graph, not the old ones.
+func TestUnaffectedFileChangedWhileIndexed(t *testing.T) {
+	// Not parallel: the load hook is process-wide.
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"go.mod": "module example.com/race2\n\ngo 1.22\n",
+		"a/a.go": "package a\n\nfunc A() int { return 1 }\n",
+		"b/b.go": "package b\n\nfunc Helper() {}\n\nfunc B() {}\n",
+	})
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := indexer.Options{Dir: dir, DBPath: filepath.Join(t.TempDir(), "graph.db"), Reuse: true, Tests: true, Env: []string{"GOPROXY=off"}}
+	index(t, opts)
+
+	writeFiles(t, dir, map[string]string{"a/a.go": "package a\n\nfunc A() int { return 2 }\n"})
+	t.Cleanup(func() { indexer.SetTestHookBeforeLoad(nil) })
+	indexer.SetTestHookBeforeLoad(func(d string) {
+		if d == abs {
+			writeFiles(t, dir, map[string]string{"b/b.go": "package b\n\nfunc Helper() {}\n\nfunc B() { Helper() }\n"})
+		}
+	})
+	s := index(t, opts)
+	indexer.SetTestHookBeforeLoad(nil)
+	if s.Incremental || !strings.Contains(s.FullReason, "changed while being indexed") {
+		t.Errorf("Incremental %v, FullReason %q: want a full index because a file changed while indexed", s.Incremental, s.FullReason)
+	}
+	db := openDB(t, opts.DBPath)
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM edges WHERE src = 'func:example.com/race2/b.B' AND dst = 'func:example.com/race2/b.Helper' AND kind = 'calls'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("calls edge of b.B's new body: count %d, err %v", n, err)
 	}
 	if s := index(t, opts); !s.Reused {
 		t.Errorf("unchanged afterwards: not reused")

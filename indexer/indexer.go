@@ -364,8 +364,19 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		}
 		return Snapshot{}, fmt.Errorf("%w in %s (patterns %q)", ErrNoPackages, dir, patterns)
 	}
+	// The graph records the bytes go/packages parsed; the reuse keys must
+	// describe the same bytes (alignWith).
+	changed, err := kr.keys.alignWith(res.parsed)
+	if err != nil {
+		return Snapshot{}, err
+	}
 	if plan != nil {
 		fullReason = plan.matches(res)
+		if fullReason == "" && len(changed) > 0 {
+			// The plan kept the bodies' relations of packages the listing
+			// found unchanged; one of their files may be among these.
+			fullReason = fmt.Sprintf("%d file(s) changed while being indexed", len(changed))
+		}
 	}
 	if plan != nil && fullReason != "" {
 		// The typed load disagrees with the listing (a file changed in
@@ -375,13 +386,13 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		if res, err = load(ctx, spec); err != nil {
 			return Snapshot{}, err
 		}
+		again, err := kr.keys.alignWith(res.parsed)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		changed = slices.Compact(slices.Sorted(slices.Values(append(changed, again...))))
 	}
-
-	// The graph records the bytes go/packages parsed; the reuse keys must
-	// describe the same bytes.
-	if changed, err := kr.keys.alignWith(res.parsed); err != nil {
-		return Snapshot{}, err
-	} else if len(changed) > 0 {
+	if len(changed) > 0 {
 		progress(fmt.Sprintf("%d file(s) changed while being indexed (first %s): the snapshot records the content that was indexed", len(changed), changed[0]))
 	}
 	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
