@@ -34,6 +34,17 @@ type GraphView struct {
 	// trees are shared with the indexer and must not be modified; an
 	// enrichment may drop the map when it is done with it.
 	Syntax map[string]SourceSyntax
+
+	seq map[string]int64
+}
+
+// NodeSeq returns the seq (INTEGER PRIMARY KEY of nodes: the node's
+// position in id order, from 1) that the node id has in the database being
+// written, and false for an id that is not a node of the graph. Rows an
+// enrichment writes refer to nodes by seq.
+func (v *GraphView) NodeSeq(id string) (int64, bool) {
+	s, ok := v.seq[id]
+	return s, ok
 }
 
 // SourceSyntax is one parsed source file and the file set its positions

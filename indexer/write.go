@@ -148,6 +148,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		go func() {
 			view := g.view(snap)
 			view.Syntax = syntax
+			view.seq = seqOf
 			w, err := enrich.graph(gctx, view)
 			fromGraph <- enriched{w, err}
 		}()

@@ -148,6 +148,12 @@ var ErrValueMismatch = errors.New("metrics: value does not match its descriptor 
 // build context, for a metric not in the registry, or for a subject that
 // is not a node of the graph; wrapped SQLite errors.
 func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
+	return write(ctx, tx, vals, nil)
+}
+
+// write is Write with each subject's nodes.seq given by seq (nil: read
+// from the nodes table in tx).
+func write(ctx context.Context, tx *sql.Tx, vals []Value, seq func(id string) (int64, bool)) error {
 	reg := map[string]*Descriptor{}
 	for _, d := range Registry() {
 		reg[d.Name] = d
@@ -184,21 +190,27 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 		vals[0].SnapshotID, vals[0].BuildContext); err != nil {
 		return fmt.Errorf("metrics: insert metric context: %w", err)
 	}
-	seqOf := map[string]int64{}
-	if err := scanRows(ctx, tx, `SELECT id, seq FROM nodes`, func(rows *sql.Rows) error {
-		var id string
-		var seq int64
-		if err := rows.Scan(&id, &seq); err != nil {
+	if seq == nil {
+		seqOf := map[string]int64{}
+		if err := scanRows(ctx, tx, `SELECT id, seq FROM nodes`, func(rows *sql.Rows) error {
+			var id string
+			var s int64
+			if err := rows.Scan(&id, &s); err != nil {
+				return err
+			}
+			seqOf[id] = s
+			return nil
+		}); err != nil {
 			return err
 		}
-		seqOf[id] = seq
-		return nil
-	}); err != nil {
-		return err
+		seq = func(id string) (int64, bool) {
+			s, ok := seqOf[id]
+			return s, ok
+		}
 	}
 	subjects := make([]int64, len(vals))
 	for i, v := range vals {
-		s, ok := seqOf[v.Subject]
+		s, ok := seq(v.Subject)
 		if !ok {
 			return fmt.Errorf("%w: %s of %s: no such node in the graph", ErrValueMismatch, v.Metric, v.Subject)
 		}
@@ -251,7 +263,8 @@ func EnrichGraph(opts Options) indexer.EnrichGraphFunc {
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, tx *sql.Tx) error { return Write(ctx, tx, vals) }, nil
+		// The indexer numbered the nodes: no need to read them back.
+		return func(ctx context.Context, tx *sql.Tx) error { return write(ctx, tx, vals, g.NodeSeq) }, nil
 	}
 }
 
