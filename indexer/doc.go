@@ -222,6 +222,16 @@
 // than half of the units are affected, or packages appeared or vanished,
 // the index is full.
 //
+// The keys hash files while go/packages parses them. Every file
+// go/packages parses is hashed from the bytes it parsed (a ParseFile
+// hook), and those are the SHA-256 the file rows record; where the keys
+// saw other bytes (the file was edited during the index) they take the
+// parsed ones, so that a later run finding the edited-away content on disk
+// does not reuse a graph of other code, and an incremental index becomes
+// full (the plan would keep relations of a body it did not parse). The C
+// toolchain and cgo flags (CC, CXX, CGO_*FLAGS, PKG_CONFIG) are part of the
+// build context in the keys; the C headers they read are not hashed.
+//
 // Coverage is packages_ok / packages_matched, where packages_matched counts
 // indexed packages plus unmatched patterns and packages_ok counts indexed
 // packages with no load errors that go/packages does not mark IllTyped (a
