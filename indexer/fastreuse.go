@@ -134,17 +134,30 @@ var vcsDirNames = map[string]bool{".git": true, ".hg": true, ".svn": true, ".bzr
 // and journal siblings are left out of the directory listings, so that the
 // database written after the check does not change it.
 func fsKey(ctx context.Context, base fsKeyInputs, check fsCheck, dbPath string) (string, error) {
-	key, _, err := fsKeyWithInputs(ctx, base, check, dbPath)
+	key, _, err := fsKeyWithInputs(ctx, base, check, dbPath, nil)
 	return key, err
 }
 
-// fsKeyWithInputs is fsKey, also returning what it hashed.
-func fsKeyWithInputs(ctx context.Context, base fsKeyInputs, check fsCheck, dbPath string) (string, fsKeyInputs, error) {
+// fsKeyWithInputs is fsKey, also returning what it hashed. Files whose
+// SHA-256 hex (or "missing") is in known, as the reuse key just hashed
+// them, are not read again.
+func fsKeyWithInputs(ctx context.Context, base fsKeyInputs, check fsCheck, dbPath string, known map[string]string) (string, fsKeyInputs, error) {
 	in := base
 	in.Check = check
+	var unknown []string
+	for _, p := range check.Paths {
+		if _, ok := known[p]; !ok {
+			unknown = append(unknown, p)
+		}
+	}
 	var err error
-	if in.Files, err = hashFiles(ctx, check.Paths); err != nil {
+	if in.Files, err = hashFiles(ctx, unknown); err != nil {
 		return "", fsKeyInputs{}, err
+	}
+	for _, p := range check.Paths {
+		if sum, ok := known[p]; ok {
+			in.Files[p] = sum
+		}
 	}
 	if in.Tree, err = treeDigest(ctx, check, dbPath); err != nil {
 		return "", fsKeyInputs{}, err

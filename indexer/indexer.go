@@ -298,6 +298,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	}
 	var plan *incrementalPlan
 	var fullReason string
+	var fromLoad bool
 	_, statErr := os.Stat(dbPath)
 	if opts.Reuse && statErr == nil {
 		// The file-system check first: when nothing the go command reads
@@ -330,7 +331,9 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		}
 		keyCh <- kr
 	} else {
-		go computeKey()
+		// Taken from the load's own listing once it is done (below), so
+		// that no second go command competes with the load.
+		fromLoad = true
 	}
 	if plan != nil {
 		spec.strip = plan.strip
@@ -351,10 +354,17 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 		(*h)(dir)
 	}
 	res, err := load(ctx, spec)
-	kr := <-keyCh
 	if err != nil {
 		return Snapshot{}, err
 	}
+	if fromLoad {
+		k, ok, err := reuseKeyFromLoad(ctx, res, spec, goEnv, vcs, opts, tags, dbPath)
+		if err == nil && !ok {
+			k, err = reuseKey(ctx, spec, goEnv, vcs, opts, tags, dbPath)
+		}
+		keyCh <- keyResult{k, err}
+	}
+	kr := <-keyCh
 	if kr.err != nil {
 		return Snapshot{}, kr.err
 	}

@@ -92,7 +92,7 @@ func readGoEnv(ctx context.Context, dir string, env []string) (goEnv, error) {
 // holds only root packages.
 const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles |
 	packages.NeedImports | packages.NeedTypes | packages.NeedSyntax | packages.NeedTypesInfo |
-	packages.NeedModule | packages.NeedForTest
+	packages.NeedModule | packages.NeedForTest | packages.NeedEmbedFiles
 
 // loadResult partitions the root packages go/packages returned.
 type loadResult struct {
@@ -108,6 +108,8 @@ type loadResult struct {
 	// stripped before type checking (incremental index), so that its span
 	// is the same as in a full index.
 	bodyEnds map[*ast.FuncDecl]token.Pos
+	// all is what go/packages returned, in its order.
+	all []*packages.Package
 	// parsed holds the content of every file go/packages parsed, by its
 	// cleaned file name, as it was when parsed.
 	parsed map[string]*fileContent
@@ -178,6 +180,7 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("indexer: load %q in %s: %w", patterns, dir, err)
 	}
+	res.all = pkgs
 	for _, p := range pkgs {
 		switch {
 		case isUnmatchedPattern(p):

@@ -196,6 +196,37 @@ func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts O
 	if err != nil {
 		return keys{}, err
 	}
+	return keysOf(ctx, in, l, spec, ge, vcs, opts, tags, dbPath)
+}
+
+// reuseKeyFromLoad is reuseKey computed from the typed load instead of a
+// listing of its own: the same go command listing (-deps, -test) reached
+// go/packages, whose dependencies are reachable through the roots'
+// Imports with the fields the key reads, and the files it parsed are
+// hashed from the bytes it parsed. It returns false when a dependency is a
+// placeholder (an ID only), as go/packages documents NeedImports without
+// NeedDeps; then the caller lists with reuseKey.
+func reuseKeyFromLoad(ctx context.Context, res *loadResult, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string, dbPath string) (keys, bool, error) {
+	complete := true
+	packages.Visit(res.all, nil, func(p *packages.Package) {
+		if p.PkgPath == "" && p.Name == "" && len(p.GoFiles) == 0 && len(p.Errors) == 0 {
+			complete = false
+		}
+	})
+	if !complete {
+		return keys{}, false, nil
+	}
+	in, l, err := keyInputsOf(res.all, res.parsed, spec, ge, vcs, opts, tags)
+	if err != nil {
+		return keys{}, false, err
+	}
+	k, err := keysOf(ctx, in, l, spec, ge, vcs, opts, tags, dbPath)
+	return k, err == nil, err
+}
+
+// keysOf hashes the key inputs into keys.
+func keysOf(ctx context.Context, in keyInputs, l *listing, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string, dbPath string) (keys, error) {
+	var err error
 	k := keys{listing: l, inputs: in}
 	if k.input, err = hashJSON(in); err != nil {
 		return keys{}, err
@@ -203,7 +234,7 @@ func reuseKey(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, opts O
 	if roots, ok := fsRoots(spec.dir, spec.patterns); ok {
 		check := newFSCheck(roots, slices.Collect(maps.Keys(in.Files)))
 		var fsIn fsKeyInputs
-		if k.fs, fsIn, err = fsKeyWithInputs(ctx, fsBase(ge, vcs, opts, tags, spec), check, dbPath); err != nil {
+		if k.fs, fsIn, err = fsKeyWithInputs(ctx, fsBase(ge, vcs, opts, tags, spec), check, dbPath, in.Files); err != nil {
 			return keys{}, err
 		}
 		k.check = &check
@@ -324,6 +355,15 @@ func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, 
 		}
 		return keyInputs{}, nil, fmt.Errorf("indexer: list %q in %s: %w", spec.patterns, spec.dir, err)
 	}
+	return keyInputsOf(roots, nil, spec, ge, vcs, opts, tags)
+}
+
+// keyInputsOf gathers what reuseKey hashes from a load's result: roots as
+// go/packages returned them, with their dependencies reachable through
+// Imports (with names, files, embedded files and modules). known, when not
+// nil, holds SHA-256 hex by cleaned path for files already hashed (the
+// bytes go/packages parsed); other files are read.
+func keyInputsOf(roots []*packages.Package, known map[string]*fileContent, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (keyInputs, *listing, error) {
 	in := keyInputs{
 		SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Env: ge, Tags: tags,
 		Tests: spec.tests, Patterns: spec.patterns, VCSRevision: vcs.revision, VCSDirty: vcs.dirty,
@@ -334,6 +374,10 @@ func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, 
 	var hashErr error
 	hash := func(path string) {
 		if _, done := in.Files[path]; done || hashErr != nil {
+			return
+		}
+		if c, ok := known[filepath.Clean(path)]; ok {
+			in.Files[path] = c.sum
 			return
 		}
 		b, err := os.ReadFile(path)
