@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/tools/go/packages"
 )
 
 // TestKeyFromLoadEqualsListing: the reuse keys a cold index takes from its
@@ -125,5 +127,17 @@ func TestKeyFromLoadEqualsListing(t *testing.T) {
 					len(listed.inputs.Packages), len(loaded.inputs.Packages), listed.inputs.Modules, loaded.inputs.Modules)
 			}
 		})
+	}
+}
+
+// TestKeyFromLoadRefusesPlaceholders: when go/packages gives dependencies
+// as placeholders (an ID only, as its documentation allows without
+// NeedDeps), the keys are not taken from the load.
+func TestKeyFromLoadRefusesPlaceholders(t *testing.T) {
+	root := &packages.Package{ID: "example.com/a", Name: "a", PkgPath: "example.com/a", GoFiles: []string{"/nonexistent/a.go"},
+		Imports: map[string]*packages.Package{"example.com/b": {ID: "example.com/b"}}}
+	_, ok, err := reuseKeyFromLoad(context.Background(), &loadResult{all: []*packages.Package{root}}, loadSpec{dir: t.TempDir()}, goEnv{}, vcsState{}, Options{}, nil, filepath.Join(t.TempDir(), "g.db"))
+	if err != nil || ok {
+		t.Fatalf("reuseKeyFromLoad with a placeholder dependency: ok %v, err %v; want not ok", ok, err)
 	}
 }
