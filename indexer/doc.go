@@ -57,7 +57,8 @@
 //	             packages_with_errors, packages_ill_typed, unmatched_patterns),
 //	             packages_matched, packages_ok, coverage, input_key (the
 //	             reuse key, see Options.Reuse), config_key (the reuse key
-//	             without file contents), incremental and reindexed (JSON
+//	             without the contents of the matched packages' Go
+//	             files), incremental and reindexed (JSON
 //	             array of the import paths re-indexed, NULL after a full index).
 //	nodes        id TEXT NOT NULL UNIQUE, kind (module | package | file | type |
 //	             func | method | field | interface_method | closure), name,
@@ -205,8 +206,11 @@
 // when it still matches); a reuse does not rewrite the database, so the
 // stored check stays that of the last index.
 //
-// When only the matched packages' files changed (same configuration key:
-// build context, options, dependency versions), the index is incremental:
+// When only the matched packages' Go files changed (same configuration key:
+// build context, options, dependency versions, and the contents of every
+// other hashed file: go.mod, go.sum, go.work, C, embedded and build-excluded
+// files, the files of dependencies no pattern matches, vendored or not),
+// the index is incremental:
 // a unit (an import path with its test variants) is re-indexed when its
 // files or imports changed, when it had load errors, or when it imports a
 // re-indexed unit, transitively. The other units are type-checked without

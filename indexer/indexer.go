@@ -184,7 +184,8 @@ type Snapshot struct {
 	// command's listing gave the same reuse key. "" when not Reused.
 	ReusedBy string `json:"reused_by"`
 	// ConfigKey is the configuration key (SHA-256 hex): the reuse key
-	// without file contents, package list and VCS state. An existing
+	// without the contents of the matched packages' Go files, the
+	// package list and the VCS state. An existing
 	// database with the same ConfigKey can be updated incrementally.
 	ConfigKey string `json:"config_key"`
 	// Incremental reports that only the packages in Reindexed (import
@@ -326,7 +327,7 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 					return Snapshot{}, err
 				}
 			} else {
-				fullReason = "the build context, options or dependency versions changed"
+				fullReason = "the build context, options, dependencies or files outside the matched packages' Go files changed"
 			}
 		}
 		keyCh <- kr

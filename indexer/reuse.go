@@ -241,13 +241,37 @@ func keysOf(ctx context.Context, in keyInputs, l *listing, spec loadSpec, ge goE
 		k.fsInputs = &fsIn
 	}
 	k.inputs.Files = maps.Clone(in.Files)
-	// The configuration key leaves out what an incremental index can
-	// absorb: file contents, the package list, the VCS state.
-	in.Files, in.Packages, in.VCSRevision, in.VCSDirty = nil, nil, "", false
-	if k.config, err = hashJSON(in); err != nil {
+	if k.config, err = configKey(in, l); err != nil {
 		return keys{}, err
 	}
 	return k, nil
+}
+
+// configKey hashes in without what an incremental index can absorb: the
+// contents of the matched packages' Go files (the plan compares them
+// package by package), the package list and the VCS state. The contents
+// of every other hashed file stay in: a dependency no pattern matches
+// (vendored, replaced by a directory, a package of the main module or of
+// a workspace module outside the patterns), go.mod, go.sum, go.work, the
+// matched packages' C files. The plan cannot tell which kept package's
+// body relations such a change invalidates (a dependency's struct that
+// became an interface turns a kept call into a dynamic call), so it
+// makes the index full.
+func configKey(in keyInputs, l *listing) (string, error) {
+	matched := map[string]bool{}
+	for _, lp := range l.roots {
+		for f := range lp.files {
+			matched[f] = true
+		}
+	}
+	files := map[string]string{}
+	for p, sum := range in.Files {
+		if !matched[filepath.Clean(p)] {
+			files[p] = sum
+		}
+	}
+	in.Files, in.Packages, in.VCSRevision, in.VCSDirty = files, nil, "", false
+	return hashJSON(in)
 }
 
 // keys are the reuse key, the configuration key and the listing they were
@@ -290,6 +314,9 @@ func (k *keys) alignWith(parsed map[string]*fileContent) ([]string, error) {
 	}
 	var err error
 	if k.input, err = hashJSON(k.inputs); err != nil {
+		return nil, err
+	}
+	if k.config, err = configKey(k.inputs, k.listing); err != nil {
 		return nil, err
 	}
 	if k.fsInputs != nil {
