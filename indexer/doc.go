@@ -197,14 +197,20 @@
 // can decide alone: when every pattern is relative to Dir, the database
 // also stores a key over what the go command reads to make the listing —
 // go env, the options, the VCS state, the content of every file the
-// listing hashed, and the names of all entries of every directory under
-// the patterns' roots (version control metadata and the database's own
-// files left out) and of the directories of hashed files outside them. If
-// all of it is unchanged, so is the listing, and the database is reused
-// without running the go command's listing. Any difference, even a file
-// the go command ignores, falls back to the listing (ReusedBy "listing"
-// when it still matches); a reuse does not rewrite the database, so the
-// stored check stays that of the last index.
+// listing hashed, the names of all entries of every directory under the
+// patterns' roots (version control metadata and the database's own files
+// left out) and of the directories of hashed files that walk does not
+// reach (outside the roots, or behind a symbolic link, which the go
+// command follows for a directory an import path names), and the go.mod
+// files the go command looks for above Dir and the roots (one appearing
+// there moves packages into another module). If all of it is unchanged,
+// so is the listing, and the database is reused without running the go
+// command's listing. Any difference, even a file the go command ignores,
+// falls back to the listing (ReusedBy "listing" when it still matches); a
+// reuse does not rewrite the database, so the stored check stays that of
+// the last index. While an import resolves to no directory, there is no
+// check and every run lists: where the go command would find the package
+// once it is created cannot be told.
 //
 // When only the matched packages' Go files changed (same configuration key:
 // build context, options, dependency versions, and the contents of every

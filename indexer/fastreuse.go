@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,8 +28,9 @@ import (
 // names of the files and directories under the pattern roots and the
 // contents of the files it lists. The check hashes exactly those: the same
 // options, build context and VCS state, the content of every file the last
-// listing hashed, and the names of every entry of every directory under the
-// roots (and of the directories of hashed files outside them). When all of
+// listing hashed, the names of every entry of every directory under the
+// roots (and of the directories of hashed files the walk does not reach),
+// and the go.mod files above Dir and the roots. When all of
 // it is as it was, the listing would be as it was, and so would the key:
 // the database is reused. Anything else (a new file anywhere under the
 // roots, even one the go command would ignore) falls back to the listing,
@@ -37,17 +39,26 @@ import (
 //
 // It applies when every pattern is relative to Dir (".", "./...", "./x/...",
 // "../y"): other patterns (import paths, a workspace's expansion, "std",
-// "all") can match packages anywhere.
+// "all") can match packages anywhere. It does not apply while an import
+// resolves to no directory (listing.unresolved).
 
 // fsCheck is what a file-system check covers, stored with the database.
 type fsCheck struct {
 	// Roots are walked recursively (absolute, cleaned, none inside another).
 	Roots []string `json:"roots"`
-	// Dirs are listed without descending (directories of hashed files
-	// outside Roots).
+	// Dirs are listed without descending: the directories of hashed files
+	// that the walk of Roots does not list (outside Roots, or inside them
+	// behind a symbolic link, which the walk does not follow and the go
+	// command does for a directory an import path names).
 	Dirs []string `json:"dirs"`
 	// Paths are the files hashed (absolute), sorted.
 	Paths []string `json:"paths"`
+	// ModFiles are where the go command looks for the go.mod that decides
+	// the module of the directory it runs in and of each root: that
+	// directory's and each parent's, up to the first that exists, hashed
+	// ("missing" when absent). A go.mod appearing between a root and its
+	// module's moves the packages into another module.
+	ModFiles []string `json:"mod_files"`
 }
 
 // fsKeyInputs is what the file-system key hashes.
@@ -96,17 +107,32 @@ func isWithin(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
 
-// newFSCheck returns the check for the files the listing hashed (paths).
-func newFSCheck(roots []string, paths []string) fsCheck {
+// newFSCheck returns the check for the files the listing hashed (paths),
+// for the go command run in dir.
+func newFSCheck(dir string, roots []string, paths []string) fsCheck {
 	c := fsCheck{Roots: roots, Paths: slices.Sorted(slices.Values(paths))}
 	c.Paths = slices.Compact(c.Paths)
 	dirs := map[string]bool{}
+	walked := map[string]bool{} // directory -> listed by the walk of Roots
+	var isWalked func(d, root string) bool
+	isWalked = func(d, root string) bool {
+		if d == root {
+			return true
+		}
+		if w, ok := walked[d]; ok {
+			return w
+		}
+		fi, err := os.Lstat(d)
+		w := err == nil && fi.IsDir() && !vcsDirNames[filepath.Base(d)] && isWalked(filepath.Dir(d), root)
+		walked[d] = w
+		return w
+	}
 	for _, p := range c.Paths {
 		d := filepath.Dir(p)
 		inside := false
 		for _, r := range roots {
 			if isWithin(d, r) {
-				inside = true
+				inside = isWalked(d, r)
 				break
 			}
 		}
@@ -114,6 +140,17 @@ func newFSCheck(roots []string, paths []string) fsCheck {
 			dirs[d] = true
 		}
 	}
+	mods := map[string]bool{}
+	for _, start := range append([]string{filepath.Clean(dir)}, roots...) {
+		for d := start; ; d = filepath.Dir(d) {
+			m := filepath.Join(d, "go.mod")
+			mods[m] = true
+			if _, err := os.Lstat(m); err == nil || filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	c.ModFiles = slices.Sorted(maps.Keys(mods))
 	c.Dirs = slices.Sorted(func(yield func(string) bool) {
 		for d := range dirs {
 			if !yield(d) {
@@ -144,8 +181,9 @@ func fsKey(ctx context.Context, base fsKeyInputs, check fsCheck, dbPath string) 
 func fsKeyWithInputs(ctx context.Context, base fsKeyInputs, check fsCheck, dbPath string, known map[string]string) (string, fsKeyInputs, error) {
 	in := base
 	in.Check = check
+	paths := slices.Compact(slices.Sorted(slices.Values(slices.Concat(check.Paths, check.ModFiles))))
 	var unknown []string
-	for _, p := range check.Paths {
+	for _, p := range paths {
 		if _, ok := known[p]; !ok {
 			unknown = append(unknown, p)
 		}
@@ -154,7 +192,7 @@ func fsKeyWithInputs(ctx context.Context, base fsKeyInputs, check fsCheck, dbPat
 	if in.Files, err = hashFiles(ctx, unknown); err != nil {
 		return "", fsKeyInputs{}, err
 	}
-	for _, p := range check.Paths {
+	for _, p := range paths {
 		if sum, ok := known[p]; ok {
 			in.Files[p] = sum
 		}

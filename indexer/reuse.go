@@ -231,8 +231,8 @@ func keysOf(ctx context.Context, in keyInputs, l *listing, spec loadSpec, ge goE
 	if k.input, err = hashJSON(in); err != nil {
 		return keys{}, err
 	}
-	if roots, ok := fsRoots(spec.dir, spec.patterns); ok {
-		check := newFSCheck(roots, slices.Collect(maps.Keys(in.Files)))
+	if roots, ok := fsRoots(spec.dir, spec.patterns); ok && !l.unresolved {
+		check := newFSCheck(spec.dir, roots, slices.Collect(maps.Keys(in.Files)))
 		var fsIn fsKeyInputs
 		if k.fs, fsIn, err = fsKeyWithInputs(ctx, fsBase(ge, vcs, opts, tags, spec), check, dbPath, in.Files); err != nil {
 			return keys{}, err
@@ -347,6 +347,10 @@ func hashJSON(v any) (string, error) {
 // listing is the go command's view of the root packages, without types.
 type listing struct {
 	roots map[string]*listedPackage
+	// unresolved reports an import the go command found no directory
+	// for. Where it would find one if created cannot be told from the
+	// listing, so the file-system check does not apply.
+	unresolved bool
 }
 
 // listedPackage is one root package of the listing.
@@ -398,6 +402,11 @@ func keyInputsOf(roots []*packages.Package, known map[string]*fileContent, spec 
 	}
 	in.Env.GOWORK = "" // the workspace file's content is hashed below; its location is not an input
 	modules := map[string]bool{}
+	isRoot := map[string]bool{}
+	for _, p := range roots {
+		isRoot[p.ID] = true
+	}
+	unresolved := false
 	var hashErr error
 	hash := func(path string) {
 		if _, done := in.Files[path]; done || hashErr != nil {
@@ -448,6 +457,9 @@ func keyInputsOf(roots []*packages.Package, known map[string]*fileContent, spec 
 			in.Packages = append(in.Packages, p.ID)
 			return
 		}
+		if !isRoot[p.ID] && len(p.Errors) > 0 && len(p.GoFiles)+len(p.OtherFiles)+len(p.IgnoredFiles) == 0 {
+			unresolved = true
+		}
 		if m == nil {
 			if len(p.Errors) > 0 || !isStd(p) {
 				in.Packages = append(in.Packages, p.ID)
@@ -487,7 +499,7 @@ func keyInputsOf(roots []*packages.Package, known map[string]*fileContent, spec 
 	}
 	slices.Sort(in.Modules)
 	slices.Sort(in.Packages)
-	l := &listing{roots: map[string]*listedPackage{}}
+	l := &listing{roots: map[string]*listedPackage{}, unresolved: unresolved}
 	for _, p := range roots {
 		if isUnmatchedPattern(p) || isTestMain(p) {
 			continue
