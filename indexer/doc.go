@@ -219,7 +219,8 @@
 // the index is incremental:
 // a unit (an import path with its test variants) is re-indexed when its
 // files or imports changed, when it had load errors, or when it imports a
-// re-indexed unit, transitively. The other units are type-checked without
+// re-indexed unit, transitively (also through packages no pattern
+// matches). The other units are type-checked without
 // function bodies (imports only the bodies used are blanked so they do not
 // become errors; any error there falls back to a full index) and the
 // relations their bodies contributed — closures, calls, dynamic calls,

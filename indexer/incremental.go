@@ -128,29 +128,40 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 
 	plan := &incrementalPlan{oldDB: dbPath, affected: map[string]bool{}, strip: map[string]bool{}, roots: map[string]bool{}}
 	units := map[string]bool{}
-	importers := map[string][]string{} // unit -> units importing it
+	unitRoots := map[string][]string{} // unit -> its root package IDs
 	for id, lp := range l.roots {
 		plan.roots[id] = true
 		units[lp.unit] = true
+		unitRoots[lp.unit] = append(unitRoots[lp.unit], id)
 		o := old[id]
 		slices.Sort(o.imports)
 		if o.bad || !maps.Equal(o.files, lp.files) || !slices.Equal(slices.Compact(o.imports), slices.Compact(slices.Clone(lp.imports))) {
 			plan.affected[lp.unit] = true
 		}
-		for _, imp := range lp.imports {
-			if ip, ok := l.roots[imp]; ok {
-				importers[ip.unit] = append(importers[ip.unit], lp.unit)
-			}
-		}
 	}
-	queue := slices.Sorted(maps.Keys(plan.affected))
+	// Every package importing a package of an affected unit, directly or
+	// through packages no pattern matches (k imports d imports a: k's
+	// body can call a method d's type promotes from a's), is affected.
+	var queue []string
+	seen := map[string]bool{}
+	for u := range plan.affected {
+		queue = append(queue, unitRoots[u]...)
+	}
 	for len(queue) > 0 {
-		u := queue[0]
+		id := queue[0]
 		queue = queue[1:]
-		for _, imp := range importers[u] {
-			if !plan.affected[imp] {
-				plan.affected[imp] = true
+		for _, imp := range l.importers[id] {
+			if seen[imp] {
+				continue
+			}
+			seen[imp] = true
+			lp, ok := l.roots[imp]
+			switch {
+			case !ok:
 				queue = append(queue, imp)
+			case !plan.affected[lp.unit]:
+				plan.affected[lp.unit] = true
+				queue = append(queue, unitRoots[lp.unit]...)
 			}
 		}
 	}
