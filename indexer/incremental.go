@@ -222,8 +222,9 @@ func mergeKept(ctx context.Context, tx *sql.Tx, kept []string) error {
 	// Nodes are copied by id and get new seqs; kept edges are mapped from
 	// the previous seqs to the new ones through the ids. The dependency
 	// and synthesized nodes kept edges point at are copied before the
-	// edges; an edge whose end is still missing then fails the NOT NULL
-	// constraint rather than vanishing.
+	// edges; an edge whose end is still missing is an error rather than a
+	// relation that vanishes (INSERT OR IGNORE, there for relations the
+	// signatures contribute again, would skip it silently).
 	const nodeCols = `id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path`
 	keptEdges := `SELECT e.src, e.dst, e.kind, e.variant FROM old.edge_rows e JOIN old.nodes n ON n.seq = e.src
 			WHERE n.package_id IN (SELECT id FROM kept_packages) AND n.kind IN ('func', 'method', 'closure') AND e.kind IN (` + bodyEdgeKinds + `)`
@@ -242,11 +243,25 @@ func mergeKept(ctx context.Context, tx *sql.Tx, kept []string) error {
 		`INSERT OR IGNORE INTO nodes (` + nodeCols + `) SELECT ` + nodeCols + ` FROM old.nodes o
 			WHERE o.kind = 'package' AND o.origin = 'dependency' AND o.id IN (SELECT package_id FROM nodes) ORDER BY id`,
 		`UPDATE snapshots SET nodes = (SELECT count(*) FROM nodes), edges = (SELECT count(*) FROM edge_rows)`,
-		`DROP TABLE kept_packages`,
 	} {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("merge previous index: %w", err)
 		}
+	}
+	var dangling int
+	var first string
+	err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(min(os.id || ' -> ' || od.id || ' (' || k.kind || ')'), '') FROM (`+keptEdges+`) k
+			JOIN old.nodes os ON os.seq = k.src JOIN old.nodes od ON od.seq = k.dst
+			LEFT JOIN nodes ns ON ns.id = os.id LEFT JOIN nodes nd ON nd.id = od.id
+			WHERE ns.seq IS NULL OR nd.seq IS NULL`).Scan(&dangling, &first)
+	if err != nil {
+		return fmt.Errorf("merge previous index: %w", err)
+	}
+	if dangling > 0 {
+		return fmt.Errorf("merge previous index: %d kept relation(s) end at a declaration the new graph does not have (first %s): a kept package depends on a changed one; index with Reuse off", dangling, first)
+	}
+	if _, err := tx.ExecContext(ctx, `DROP TABLE kept_packages`); err != nil {
+		return fmt.Errorf("merge previous index: %w", err)
 	}
 	return nil
 }
