@@ -239,8 +239,14 @@
 // saw other bytes (the file was edited during the index) they take the
 // parsed ones, so that a later run finding the edited-away content on disk
 // does not reuse a graph of other code, and an incremental index becomes
-// full (the plan would keep relations of a body it did not parse). The C
-// toolchain and cgo flags (CC, CXX, CGO_*FLAGS, PKG_CONFIG) are part of the
+// full (the plan would keep relations of a body it did not parse). A file
+// the keys hash from disk instead (a cgo source file, whose types come
+// from cgo's output of it; a C, embedded or build-excluded file; go.mod; a
+// dependency's file, type-checked from export data) that was modified
+// after Index began reading files — its modification time between then
+// and the end of the graph's build — may have given the graph other
+// content than the keys saw: the keys mark it modified instead of hashing
+// it, and the next run indexes in full. The C toolchain and cgo flags (CC, CXX, CGO_*FLAGS, PKG_CONFIG) are part of the
 // build context in the keys; the C headers they read are not hashed.
 //
 // Coverage is packages_ok / packages_matched, where packages_matched counts

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // ErrNoPackages is returned (wrapped, with the go command's reason when it
@@ -300,6 +301,8 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	var plan *incrementalPlan
 	var fullReason string
 	var fromLoad bool
+	// Files are read (hashed, listed, loaded) from here on.
+	readStart := time.Now()
 	_, statErr := os.Stat(dbPath)
 	if opts.Reuse && statErr == nil {
 		// The file-system check first: when nothing the go command reads
@@ -410,6 +413,15 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	g, err := buildGraph(ctx, res, plan)
 	if err != nil {
 		return Snapshot{}, err
+	}
+	// Every file is read by now: the keys must not describe content the
+	// graph may not have been built from (markModified).
+	modified, err := kr.keys.markModified(res.parsed, readStart)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if len(modified) > 0 {
+		progress(fmt.Sprintf("%d file(s) modified while being indexed (first %s): the next run indexes in full", len(modified), modified[0]))
 	}
 	// The loaded packages (type information, most of the heap) are garbage
 	// from here on. Collecting them now, rather than when the heap next

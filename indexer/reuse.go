@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/tools/go/packages"
 )
@@ -178,6 +179,9 @@ type keyInputs struct {
 	Packages      []string          `json:"packages"`
 	Files         map[string]string `json:"files"`
 	Modules       []string          `json:"modules"`
+	// Modified are the files modified while an index read them (see
+	// keys.markModified), sorted; empty otherwise.
+	Modified []string `json:"modified,omitempty"`
 }
 
 // reuseKey lists the matched packages and their dependencies with the go
@@ -325,6 +329,75 @@ func (k *keys) alignWith(parsed map[string]*fileContent) ([]string, error) {
 		}
 	}
 	return slices.Sorted(maps.Keys(changed)), nil
+}
+
+// modifiedWhileIndexed is the hash in the keys of a file modified while
+// the index read it: no content hashes to it.
+const modifiedWhileIndexed = "modified while indexed"
+
+// markModified finds the files the keys hashed from disk rather than from
+// the bytes go/packages parsed (parsed, by cleaned path) — cgo source
+// files, C, embedded and build-excluded files, go.mod, the files of
+// dependencies type-checked from export data — that were modified (or
+// removed) between since, taken before the load, and now. What the graph
+// took from such a file (the types of cgo's output of it, a dependency's
+// export data, its declarations read after the load) may be of another
+// content than the keys hashed, and nothing tells which. Each takes the
+// hash modifiedWhileIndexed and is listed in the inputs, which changes
+// the configuration key too: the next run neither reuses the graph nor
+// keeps its relations, but indexes in full. A modification time after
+// now (a clock ahead of this one) is not taken for a modification. It
+// returns the paths marked, sorted.
+func (k *keys) markModified(parsed map[string]*fileContent, since time.Time) ([]string, error) {
+	now := time.Now()
+	modified := map[string]bool{}
+	checked := map[string]bool{}
+	mark := func(files map[string]string) {
+		for p, sum := range files {
+			if sum == "missing" || sum == modifiedWhileIndexed {
+				continue
+			}
+			if _, ok := parsed[filepath.Clean(p)]; ok {
+				continue
+			}
+			if !checked[p] {
+				checked[p] = true
+				fi, err := os.Stat(p)
+				modified[p] = err != nil || (!fi.ModTime().Before(since) && !fi.ModTime().After(now))
+			}
+			if modified[p] {
+				files[p] = modifiedWhileIndexed
+			}
+		}
+	}
+	mark(k.inputs.Files)
+	if k.fsInputs != nil {
+		mark(k.fsInputs.Files)
+	}
+	var paths []string
+	for p, m := range modified {
+		if m {
+			paths = append(paths, p)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	slices.Sort(paths)
+	k.inputs.Modified = slices.Compact(slices.Sorted(slices.Values(append(k.inputs.Modified, paths...))))
+	var err error
+	if k.input, err = hashJSON(k.inputs); err != nil {
+		return nil, err
+	}
+	if k.config, err = configKey(k.inputs, k.listing); err != nil {
+		return nil, err
+	}
+	if k.fsInputs != nil {
+		if k.fs, err = hashJSON(*k.fsInputs); err != nil {
+			return nil, err
+		}
+	}
+	return paths, nil
 }
 
 // fsBase is the part of the file-system key that is not read from files.
