@@ -316,19 +316,28 @@ func (k *keys) alignWith(parsed map[string]*fileContent) ([]string, error) {
 	if len(changed) == 0 {
 		return nil, nil
 	}
-	var err error
-	if k.input, err = hashJSON(k.inputs); err != nil {
+	if err := k.rehash(); err != nil {
 		return nil, err
 	}
+	return slices.Sorted(maps.Keys(changed)), nil
+}
+
+// rehash computes the input, configuration and file-system keys again
+// from their inputs.
+func (k *keys) rehash() error {
+	var err error
+	if k.input, err = hashJSON(k.inputs); err != nil {
+		return err
+	}
 	if k.config, err = configKey(k.inputs, k.listing); err != nil {
-		return nil, err
+		return err
 	}
 	if k.fsInputs != nil {
 		if k.fs, err = hashJSON(*k.fsInputs); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return slices.Sorted(maps.Keys(changed)), nil
+	return nil
 }
 
 // modifiedWhileIndexed is the hash in the keys of a file modified while
@@ -385,17 +394,8 @@ func (k *keys) markModified(parsed map[string]*fileContent, since time.Time) ([]
 	}
 	slices.Sort(paths)
 	k.inputs.Modified = slices.Compact(slices.Sorted(slices.Values(append(k.inputs.Modified, paths...))))
-	var err error
-	if k.input, err = hashJSON(k.inputs); err != nil {
+	if err := k.rehash(); err != nil {
 		return nil, err
-	}
-	if k.config, err = configKey(k.inputs, k.listing); err != nil {
-		return nil, err
-	}
-	if k.fsInputs != nil {
-		if k.fs, err = hashJSON(*k.fsInputs); err != nil {
-			return nil, err
-		}
 	}
 	return paths, nil
 }
