@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"gonum.org/v1/gonum/graph/simple"
 	"gonum.org/v1/gonum/graph/topo"
@@ -50,10 +51,18 @@ func (in *Input) callFacts() *callFacts {
 			continue
 		}
 		f.fanOut[e.Src]++
-		if _, ok := declared[e.Dst]; !ok {
+		callee, ok := declared[e.Dst]
+		if !ok {
 			continue
 		}
-		f.fanIn[e.Dst]++
+		// Fan-in counts the callers of the same build: a production
+		// function's callers in production code, a test variant's in its
+		// test build. A test build's copy of a production caller (the same
+		// function recompiled for another package's test) is another
+		// program's caller.
+		if caller := declared[e.Src]; buildOf(caller.PackageID) == buildOf(callee.PackageID) {
+			f.fanIn[e.Dst]++
+		}
 		if e.Src == e.Dst {
 			f.recursive[e.Src] = true
 			continue
@@ -71,6 +80,18 @@ func (in *Input) callFacts() *callFacts {
 	}
 	in.calls = f
 	return f
+}
+
+// buildOf names the build a package node belongs to: "" for a package as
+// built for production, and the package under test ("p") for the variants
+// go/packages gives with an ID suffix " [p.test]" (the test variant, the
+// external test package, and packages recompiled for p's test).
+func buildOf(packageID string) string {
+	i := strings.LastIndex(packageID, " [")
+	if i < 0 || !strings.HasSuffix(packageID, ".test]") {
+		return ""
+	}
+	return strings.TrimSuffix(packageID[i+2:], ".test]")
 }
 
 // recursive reports the functions that take part in a recursion cycle.
@@ -96,11 +117,13 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descr
 func fanIn() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "fan_in", Title: "Fan-in", Kind: Measured, Scope: ScopeFunc,
-		Method: Method{ID: "static-callers", Version: 1},
+		Method: Method{ID: "static-callers", Version: 2},
 		Source: "S. Henry and D. Kafura, \"Software Structure Metrics Based on Information Flow\", IEEE TSE SE-7(5), 1981 (fan-in as callers)",
-		Doc:    "The number of distinct declared functions and methods of the snapshot with a static call to this one (same package variant world).",
+		Doc:    "The number of distinct declared functions and methods of the snapshot, in the same build, with a static call to this one.",
 		Choices: []string{"Callers through interfaces or func values are not counted: they are not known statically (see dynamic_calls).",
-			"A call made inside a closure counts as a call by the enclosing function."},
+			"A call made inside a closure counts as a call by the enclosing function.",
+			"Same build: a production function's callers are production code; a test variant's (p [p.test]) are the packages of p's test build. " +
+				"The copy of a production caller that go/packages recompiles for another package's test is not counted again for a production function."},
 		Limits: []string{"Callers outside the snapshot are unknown, so fan-in of a library's API is a lower bound."},
 	}, func(in *Input, id string) int { return in.callFacts().fanIn[id] })
 }
@@ -172,6 +195,14 @@ func betweennessMetric(d *Descriptor, graphName string, subjects func(in *Input)
 		}
 		out := make([]Value, 0, len(ids))
 		for i, id := range ids {
+			if p := ownPackage(in, id); edgeKind == "calls" && p != nil && !p.OK {
+				// Its own calls are not all resolved (a function without a
+				// parsed body would show 0): a value here would be a guess
+				// shown as a measurement. The graph keeps its known edges
+				// for the others, whose coverage says the graph is partial.
+				out = append(out, d.unavailable(in, id, "package "+p.ImportPath+" has load or type errors: its static calls are incomplete"))
+				continue
+			}
 			v := d.measured(in, id, cb[i])
 			v.Kind, v.Detail, v.Coverage = kind, detail, in.Snapshot.Coverage
 			out = append(out, v)
@@ -181,10 +212,22 @@ func betweennessMetric(d *Descriptor, graphName string, subjects func(in *Input)
 	return d
 }
 
+// ownPackage returns the package of a func subject (by its node) or the
+// package subject itself; nil when unknown.
+func ownPackage(in *Input, id string) *Package {
+	if p := in.Packages[id]; p != nil {
+		return p
+	}
+	if n := in.Nodes[id]; n != nil {
+		return in.Packages[n.PackageID]
+	}
+	return nil
+}
+
 func betweennessCalls() *Descriptor {
 	return betweennessMetric(&Descriptor{
 		Name: "betweenness_calls", Title: "Betweenness centrality in the static call graph", Kind: Measured, Scope: ScopeFunc,
-		Method: Method{ID: "brandes-csr", Version: 3}, Source: brandes2001,
+		Method: Method{ID: "brandes-csr", Version: 4}, Source: brandes2001,
 		Doc: "For each declared function or method of a base package variant: the sum over ordered pairs (s, t) of " +
 			"other functions of the fraction of shortest static call paths from s to t that pass through it; not normalized. " +
 			"Validated against gonum's network.Betweenness on graphs up to 2,000 nodes (relative error <= 1e-9).",
@@ -193,6 +236,7 @@ func betweennessCalls() *Descriptor {
 			"cgo-synthesized functions are excluded by default (Options.IncludeSynthetic), since every cgo call would pass through them.",
 			"Dependencies' functions are not nodes: paths through the standard library never return to the snapshot's code.",
 			"Exact unless Options.BetweennessSources samples sources, in which case the values are proxies and say so.",
+			"A function of a package with load or type errors is unavailable (its calls are incomplete); the others are computed on the edges known, with the snapshot's coverage.",
 		},
 		Limits: []string{"Calls through interfaces and func values are not edges, so a function reached only dynamically is less central than it is."},
 	}, "graph=static call graph of base-variant declared functions, synthesized excluded", func(in *Input) []string {
