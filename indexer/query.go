@@ -69,8 +69,13 @@ type DynamicCall struct {
 // or an import path (base variants, tried as func:, method:, imethod:,
 // type:, pkg:); else a unique node whose id ends with "/"+symbol or
 // "."+symbol among functions, methods, types and packages of base variants.
-// Errors: ErrSymbolNotFound (wrapped); *AmbiguousSymbolError.
+// Every comparison is exact and case-sensitive, as Go identifiers are: no
+// character of symbol is a wildcard, so Command.Execute never names
+// Command.execute. Errors: ErrSymbolNotFound (wrapped); *AmbiguousSymbolError.
 func ResolveSymbol(ctx context.Context, db *sql.DB, symbol string) (string, error) {
+	if symbol == "" {
+		return "", fmt.Errorf("%w: empty symbol", ErrSymbolNotFound)
+	}
 	for _, id := range []string{symbol, "func:" + symbol, "method:" + symbol, "imethod:" + symbol, "type:" + symbol, "pkg:" + symbol} {
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM nodes WHERE id = ?", id).Scan(&n); err != nil {
@@ -80,8 +85,10 @@ func ResolveSymbol(ctx context.Context, db *sql.DB, symbol string) (string, erro
 			return id, nil
 		}
 	}
+	// substr with a negative start counts characters from the right, as
+	// length does, and = compares bytes (the columns have no collation).
 	rows, err := db.QueryContext(ctx, `SELECT id FROM nodes WHERE kind IN ('func', 'method', 'interface_method', 'type', 'package')
-		AND instr(id, ' [') = 0 AND (id LIKE '%/' || ? OR id LIKE '%.' || ?) ORDER BY id`, symbol, symbol)
+		AND instr(id, ' [') = 0 AND substr(id, -length(?1) - 1) IN ('/' || ?1, '.' || ?1) ORDER BY id`, symbol)
 	if err != nil {
 		return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
 	}
