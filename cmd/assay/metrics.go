@@ -59,7 +59,8 @@ chosen scope (package, type or func) and one column per metric of that scope.
 Every value has a kind: measured, proxy (an approximation, marked "~", e.g. sampled betweenness) or
 unavailable (printed "unavailable", never 0; --format json or csv gives the reason). Values also
 carry the method and its version, the snapshot, the build context and a coverage (--format json or
-csv). Only base package variants are shown unless --variant all: a test variant's values (a type with
+csv); the table marks with "*" a value whose coverage is below 1, i.e. computed from inputs some of
+which did not load (packages with load or type errors). Only base package variants are shown unless --variant all: a test variant's values (a type with
 methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's. Rows
 are grouped by origin (production first, then test, example, generated, synthesized) so
 that generated code is reported apart. 'assay metrics explain METRIC' prints a metric's definition,
@@ -240,6 +241,15 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 	}
 	if len(vals) > 0 {
 		fmt.Fprintf(opts.IO.Out, "\nsnapshot %s, %s; ~ marks a proxy, - a metric that does not apply\n", vals[0].SnapshotID, vals[0].BuildContext)
+		partial := 0
+		for _, v := range vals {
+			if v.Kind != metrics.Unavailable && v.Value != nil && v.Coverage < 1 {
+				partial++
+			}
+		}
+		if partial > 0 {
+			fmt.Fprintf(opts.IO.Out, "* marks %d values computed from incomplete inputs (coverage < 1: some packages had load or type errors, recorded in load_errors); --format json or csv gives each coverage\n", partial)
+		}
 	}
 	return nil
 }
@@ -267,6 +277,9 @@ func cell(v metrics.Value, integral bool) string {
 	}
 	if v.Kind == metrics.Proxy {
 		s = "~" + s
+	}
+	if v.Coverage < 1 {
+		s += "*"
 	}
 	return s
 }

@@ -166,3 +166,35 @@ func TestIndexReuseWarningsAndNoPackages(t *testing.T) {
 	}
 	oneLine(t, tags, "build tag")
 }
+
+// TestMetricsTableMarksPartialCoverage: a value computed from inputs some of
+// which did not load is marked "*" in the table, with a footer saying what
+// the mark means; a snapshot where everything loaded has no mark.
+func TestMetricsTableMarksPartialCoverage(t *testing.T) {
+	out := t.TempDir()
+	if r := runCLI(t, "index", "--out", out, "../../indexer/testdata/broken"); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	r := runCLI(t, "metrics", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("metrics exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "* marks") {
+		t.Errorf("broken snapshot: no footer for the partial-coverage mark:\n%s", r.stdout)
+	}
+	marked := 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(line, "pkg:") && strings.Contains(line, "*") {
+			marked++
+		}
+	}
+	if marked == 0 {
+		t.Errorf("broken snapshot: no package row carries a marked value:\n%s", r.stdout)
+	}
+
+	clean := indexFixture(t)
+	c := runCLI(t, "metrics", "--out", clean)
+	if c.code != 0 || strings.Contains(c.stdout, "*") {
+		t.Errorf("fixture where everything loads: exit %d, a mark in:\n%s", c.code, c.stdout)
+	}
+}
