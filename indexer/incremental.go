@@ -19,7 +19,7 @@ import (
 type incrementalPlan struct {
 	oldDB    string
 	affected map[string]bool // units re-indexed
-	strip    map[string]bool // files of the other units
+	strip    *bodyStrip      // files of the other units
 	// kept are the package node ids (pkg:<ID>) whose body relations are
 	// copied from oldDB.
 	kept []string
@@ -126,7 +126,7 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 		return nil, "", err
 	}
 
-	plan := &incrementalPlan{oldDB: dbPath, affected: map[string]bool{}, strip: map[string]bool{}, roots: map[string]bool{}}
+	plan := &incrementalPlan{oldDB: dbPath, affected: map[string]bool{}, strip: &bodyStrip{files: map[string]bool{}, names: l.names}, roots: map[string]bool{}}
 	units := map[string]bool{}
 	unitRoots := map[string][]string{} // unit -> its root package IDs
 	for id, lp := range l.roots {
@@ -174,7 +174,7 @@ func planIncremental(ctx context.Context, dbPath string, l *listing) (*increment
 		}
 		plan.kept = append(plan.kept, packageNodeID(id))
 		for f := range lp.files {
-			plan.strip[filepath.Clean(f)] = true
+			plan.strip.files[filepath.Clean(f)] = true
 		}
 	}
 	slices.Sort(plan.kept)

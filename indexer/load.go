@@ -123,9 +123,22 @@ type loadSpec struct {
 	buildFlags []string
 	patterns   []string
 	tests      bool
-	// strip lists files whose function bodies are dropped before type
-	// checking (incremental index: their packages are not re-indexed).
-	strip map[string]bool
+	// strip, when not nil, lists files whose function bodies are dropped
+	// before type checking (incremental index: their packages are not
+	// re-indexed).
+	strip *bodyStrip
+}
+
+// bodyStrip is what load needs to type-check files without their function
+// bodies: which files, and the name of every package they import, so that
+// an import only the bodies used can be blanked (stripBodies).
+type bodyStrip struct {
+	// files holds cleaned file names.
+	files map[string]bool
+	// names maps an import path, as written in the stripped files, to the
+	// name of the package it resolves to, as the listing found it ("" when
+	// the listing found different names for the path).
+	names map[string]string
 }
 
 // LoadMode returns the go/packages mode Index loads with (tests decides
@@ -149,7 +162,7 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		Tests:      spec.tests,
 	}
 	res := &loadResult{dir: spec.dir, parsed: map[string]*fileContent{}}
-	if len(spec.strip) > 0 {
+	if spec.strip != nil && len(spec.strip.files) > 0 {
 		res.bodyEnds = map[*ast.FuncDecl]token.Pos{}
 	}
 	// Every file go/packages parses comes through here (concurrently): its
@@ -163,8 +176,8 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		sum := sha256.Sum256(src)
 		c := &fileContent{data: src, sum: hex.EncodeToString(sum[:]), parsed: true, syntaxErrors: err != nil}
 		var ends map[*ast.FuncDecl]token.Pos
-		if f != nil && spec.strip[filepath.Clean(filename)] {
-			ends = stripBodies(f)
+		if f != nil && spec.strip != nil && spec.strip.files[filepath.Clean(filename)] {
+			ends = stripBodies(f, spec.strip.names)
 		}
 		mu.Lock()
 		res.parsed[filepath.Clean(filename)] = c
@@ -239,9 +252,14 @@ func packageVariant(p *packages.Package) string {
 // go/types requires one (init, generic functions), so that type checking
 // covers declarations only, and returns each stripped function's original
 // end. An import that only the bodies used is renamed to _ so that it does
-// not become an unused-import error; a wrong guess of an import's package
-// name shows up as a type error, and Index then indexes in full.
-func stripBodies(f *ast.File) map[*ast.FuncDecl]token.Pos {
+// not become an unused-import error. Whether the declarations use an import
+// depends on its package's name, which names gives (import path -> name);
+// for a path it lacks, the name is assumed from the path only where that is
+// the convention's plain case (assumedPackageName), and otherwise the import
+// is kept. Either mistake (a blanked import the declarations use: undefined;
+// a kept one they do not: imported and not used) is a type error of a
+// package that is not re-indexed, and Index then indexes in full.
+func stripBodies(f *ast.File, names map[string]string) map[*ast.FuncDecl]token.Pos {
 	ends := map[*ast.FuncDecl]token.Pos{}
 	for _, imp := range f.Imports {
 		if imp.Name != nil && imp.Name.Name == "." {
@@ -272,7 +290,11 @@ func stripBodies(f *ast.File) map[*ast.FuncDecl]token.Pos {
 		if imp.Name != nil {
 			name = imp.Name.Name
 		} else if path, err := strconv.Unquote(imp.Path.Value); err == nil {
-			name = guessPackageName(path)
+			if n := names[path]; n != "" {
+				name = n
+			} else if n, ok := assumedPackageName(path); ok {
+				name = n
+			}
 		}
 		if name == "_" || name == "" || used[name] {
 			continue
@@ -282,17 +304,19 @@ func stripBodies(f *ast.File) map[*ast.FuncDecl]token.Pos {
 	return ends
 }
 
-// guessPackageName guesses the name of the package at import path from
-// the path alone (gopkg.in/yaml.v3 -> yaml, example.com/go-foo/v2 -> foo).
-func guessPackageName(path string) string {
+// assumedPackageName returns the name the package at import path has by
+// the plain convention, its last path element (example.com/foo/v2 -> foo),
+// and false where the convention needs a guess (gopkg.in/yaml.v3,
+// github.com/openai/openai-go/v3, example.com/go-foo: the element is not an
+// identifier, and package names there vary).
+func assumedPackageName(path string) (string, bool) {
 	parts := strings.Split(path, "/")
 	last := parts[len(parts)-1]
 	if len(parts) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
 		last = parts[len(parts)-2]
 	}
-	if i := strings.Index(last, ".v"); i > 0 {
-		last = last[:i]
+	if !token.IsIdentifier(last) {
+		return "", false
 	}
-	last = strings.TrimPrefix(last, "go-")
-	return strings.ReplaceAll(last, "-", "_")
+	return last, true
 }

@@ -427,6 +427,11 @@ type listing struct {
 	// importers maps a package ID to the IDs of the packages importing
 	// it, roots or not.
 	importers map[string][]string
+	// names maps each import path the roots' files write to the name of
+	// the package it resolves to ("" when it resolves to packages of
+	// different names, or to one the go command could not name): what
+	// stripBodies needs to tell which imports the declarations use.
+	names map[string]string
 }
 
 // listedPackage is one root package of the listing.
@@ -579,10 +584,17 @@ func keyInputsOf(roots []*packages.Package, known map[string]*fileContent, spec 
 	}
 	slices.Sort(in.Modules)
 	slices.Sort(in.Packages)
-	l := &listing{roots: map[string]*listedPackage{}, unresolved: unresolved, importers: importers}
+	l := &listing{roots: map[string]*listedPackage{}, unresolved: unresolved, importers: importers, names: map[string]string{}}
 	for _, p := range roots {
 		if isUnmatchedPattern(p) || isTestMain(p) {
 			continue
+		}
+		for path, imp := range p.Imports {
+			if n, seen := l.names[path]; !seen {
+				l.names[path] = imp.Name
+			} else if n != imp.Name {
+				l.names[path] = ""
+			}
 		}
 		lp := &listedPackage{id: p.ID, unit: unitOf(p.PkgPath, p.ForTest), files: map[string]string{}}
 		for _, f := range p.GoFiles {
