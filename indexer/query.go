@@ -246,18 +246,39 @@ func packageNode(ctx context.Context, db *sql.DB, name string) (string, error) {
 	return "", fmt.Errorf("%w: package %q", ErrSymbolNotFound, name)
 }
 
+// AmbiguousFileError lists the indexed files a file argument matches when it
+// matches more than one: their paths relative to the module root, or their
+// absolute paths when those are not unique (files of a workspace's modules).
+type AmbiguousFileError struct {
+	File       string
+	Candidates []string
+}
+
+func (e *AmbiguousFileError) Error() string {
+	shown := e.Candidates
+	if len(shown) > 8 {
+		shown = shown[:8]
+	}
+	return fmt.Sprintf("file %q matches %d indexed files (%s%s); give a longer path suffix", e.File, len(e.Candidates),
+		strings.Join(shown, ", "), map[bool]string{true: ", ...", false: ""}[len(e.Candidates) > 8])
+}
+
 // FileSymbols returns the declarations (types, functions, methods, fields,
-// interface methods, closures) of the files matching file, in every
-// package variant that compiles them, sorted by variant then position.
-// file is an absolute path, a path relative to the module root (files.rel_path),
-// or a base name when that is unique. Errors: ErrSymbolNotFound (wrapped)
-// when no indexed file matches.
+// interface methods, closures) of the file that file names, in every
+// package variant that compiles it, sorted by variant then position.
+// file is an absolute path or a path relative to the module root
+// (files.rel_path); else a path suffix, whole names only ("main.go",
+// "a/main.go"), of exactly one indexed file. Errors: ErrSymbolNotFound
+// (wrapped) when no indexed file matches or the file has no declarations;
+// *AmbiguousFileError when a suffix matches several files.
 func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]NodeInfo, error) {
-	abs, _ := filepath.Abs(file)
+	path, err := matchFile(ctx, db, file)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+` FROM nodes n JOIN files f ON f.id = n.file_id
-		WHERE n.kind NOT IN ('file', 'package', 'module')
-		AND (f.path = ? OR f.path = ? OR f.rel_path = ? OR (f.name = ? AND (SELECT count(DISTINCT path) FROM files WHERE name = ?) = 1))
-		ORDER BY n.package_id, n.start_line, n.start_col, n.id`, file, abs, filepath.ToSlash(file), file, file)
+		WHERE n.kind NOT IN ('file', 'package', 'module') AND f.path = ?
+		ORDER BY n.package_id, n.start_line, n.start_col, n.id`, path)
 	if err != nil {
 		return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
 	}
@@ -274,7 +295,62 @@ func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]NodeInfo, erro
 		return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no indexed file %q with declarations", ErrSymbolNotFound, file)
+		return nil, fmt.Errorf("%w: indexed file %q has no declarations", ErrSymbolNotFound, file)
 	}
 	return out, nil
+}
+
+// matchFile returns files.path of the one indexed file that file names (see
+// FileSymbols): an exact path or module-relative path wins over suffixes.
+func matchFile(ctx context.Context, db *sql.DB, file string) (string, error) {
+	type candidate struct{ path, rel string }
+	abs, _ := filepath.Abs(file)
+	want := filepath.ToSlash(filepath.Clean(file))
+	rows, err := db.QueryContext(ctx, "SELECT DISTINCT path, coalesce(rel_path, '') FROM files ORDER BY path")
+	if err != nil {
+		return "", fmt.Errorf("indexer: files matching %s: %w", file, err)
+	}
+	defer rows.Close()
+	var exact, suffix []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.path, &c.rel); err != nil {
+			return "", fmt.Errorf("indexer: files matching %s: %w", file, err)
+		}
+		switch {
+		case file == "":
+		case c.path == file || c.path == abs || (c.rel != "" && c.rel == want):
+			exact = append(exact, c)
+		case (c.rel != "" && strings.HasSuffix("/"+c.rel, "/"+want)) || strings.HasSuffix(filepath.ToSlash(c.path), "/"+want):
+			suffix = append(suffix, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("indexer: files matching %s: %w", file, err)
+	}
+	matches := exact
+	if len(matches) == 0 {
+		matches = suffix
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("%w: no indexed file %q (give an absolute path, a path relative to the module root, or a unique path suffix)", ErrSymbolNotFound, file)
+	case 1:
+		return matches[0].path, nil
+	}
+	names := make([]string, len(matches))
+	for i, c := range matches {
+		names[i] = c.rel
+		if c.rel == "" {
+			names[i] = c.path
+		}
+	}
+	slices.Sort(names)
+	if len(slices.Compact(slices.Clone(names))) != len(names) {
+		for i, c := range matches {
+			names[i] = c.path
+		}
+		slices.Sort(names)
+	}
+	return "", &AmbiguousFileError{File: file, Candidates: names}
 }

@@ -33,7 +33,12 @@ func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) 
 
 A SYMBOL is a node id (func:example.com/m/p.F, method:example.com/m/p.T.M, imethod:..., type:...), or the
 same without its prefix (example.com/m/p.T.M), or a unique suffix of one (p.T.M, T.M). A short form
-names base variants only; give the full id for a test variant (func:p [p.test].F).
+names base variants only; give the full id for a test variant (func:p [p.test].F). Names are matched
+exactly and case-sensitively: no character is a wildcard.
+
+A FILE is an absolute path, a path relative to its module root (cmd/a/main.go), or a suffix of one
+made of whole path elements (main.go, a/main.go) when exactly one indexed file has it; when several
+do, the error lists them.
 
 Calls through interfaces and func values appear as calls_dynamic to the interface method or field they
 go through, or as dynamic call sites without a target: never as a resolved callee.`,
@@ -49,7 +54,7 @@ go through, or as dynamic call sites without a target: never as a resolved calle
 		{"callers SYMBOL", "Functions that call SYMBOL (static and dynamic edges)", 1},
 		{"callees SYMBOL", "Functions SYMBOL calls, and its dynamic call sites", 1},
 		{"path FROM TO", "A shortest import path from package FROM to package TO (exit 1 when there is none)", 2},
-		{"symbols FILE", "Declarations in FILE (absolute, module-relative, or a unique base name)", 1},
+		{"symbols FILE", "Declarations in FILE (absolute, module-relative, or a path suffix naming one file: main.go, cmd/a/main.go)", 1},
 	} {
 		opts := &GraphOptions{IO: io, Query: strings.Fields(q.use)[0]}
 		nargs := q.args
@@ -100,7 +105,8 @@ func runGraph(ctx context.Context, opts *GraphOptions) error {
 // queryError maps a query's refusal to bad input.
 func queryError(err error) error {
 	var amb *indexer.AmbiguousSymbolError
-	if errors.Is(err, indexer.ErrSymbolNotFound) || errors.As(err, &amb) {
+	var ambFile *indexer.AmbiguousFileError
+	if errors.Is(err, indexer.ErrSymbolNotFound) || errors.As(err, &amb) || errors.As(err, &ambFile) {
 		return badInput(err)
 	}
 	return err

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// indexLookupModule writes a module with two main.go files, a test file and
+// a dynamic call site, indexes it with the CLI, and returns the output
+// directory.
+func indexLookupModule(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"go.mod":        "module example.com/look\n\ngo 1.22\n",
+		"cmd/a/main.go": "package main\n\nfunc main() { run() }\n\nfunc run() {}\n",
+		"cmd/b/main.go": "package main\n\nfunc main() {}\n",
+		"cobra/command.go": `package cobra
+
+// Command is a command.
+type Command struct{}
+
+// Execute runs the command.
+func (c *Command) Execute() error { return c.execute() }
+
+func (c *Command) execute() error { return nil }
+
+// Hook runs before a command.
+type Hook interface{ Run() }
+
+func (c *Command) runHooks(h Hook, f func()) {
+	h.Run()
+	f()
+}
+`,
+		"cobra/command_test.go": "package cobra\n\nimport \"testing\"\n\nfunc TestExecute(t *testing.T) { (&Command{}).Execute() }\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := t.TempDir()
+	if r := runCLI(t, "index", "--out", out, "--metrics=false", dir); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	return out
+}
+
+func TestGraphSymbolsByPathSuffix(t *testing.T) {
+	out := indexLookupModule(t)
+
+	amb := runCLI(t, "graph", "symbols", "--out", out, "main.go")
+	if amb.code != 2 {
+		t.Fatalf("symbols main.go: exit %d, want 2\n%s%s", amb.code, amb.stdout, amb.stderr)
+	}
+	oneLine(t, amb, "cmd/a/main.go, cmd/b/main.go")
+
+	for _, file := range []string{"a/main.go", "cmd/a/main.go"} {
+		r := runCLI(t, "graph", "symbols", "--out", out, file)
+		if r.code != 0 || !strings.Contains(r.stdout, "func:example.com/look/cmd/a.run") || strings.Contains(r.stdout, "cmd/b") {
+			t.Errorf("symbols %s: exit %d\n%s%s", file, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, file := range []string{"ain.go", "d/main.go"} {
+		r := runCLI(t, "graph", "symbols", "--out", out, file)
+		if r.code != 2 {
+			t.Errorf("symbols %s: exit %d, want 2", file, r.code)
+		}
+		oneLine(t, r, "no indexed file")
+	}
+}
