@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -139,9 +140,19 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 		}
 		return badInput(fmt.Errorf("index %s: %w", opts.Dir, err))
 	}
-	if snap.Counts.PackagesWithErrors > 0 || snap.Counts.UnmatchedPatterns > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %d packages had load errors and %d patterns matched nothing (%d errors recorded in load_errors); coverage %.3f\n",
-			snap.Counts.PackagesWithErrors, snap.Counts.UnmatchedPatterns, snap.Counts.LoadErrors, snap.Coverage)
+	if c := snap.Counts; c.PackagesWithErrors > 0 || c.UnmatchedPatterns > 0 {
+		var what []string
+		if c.PackagesWithErrors > 0 {
+			what = append(what, fmt.Sprintf("%d packages (test variants counted apart) had load errors", c.PackagesWithErrors))
+		}
+		if c.UnmatchedPatterns > 0 {
+			what = append(what, fmt.Sprintf("%d patterns matched nothing", c.UnmatchedPatterns))
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %s (%d errors recorded in the load_errors table); coverage %.3f\n",
+			strings.Join(what, " and "), c.LoadErrors, snap.Coverage)
+		if first := firstLoadError(ctx, snap.DBPath); first != "" {
+			fmt.Fprintf(opts.IO.ErrOut, "assay: first load error: %s\n", first)
+		}
 	}
 	if snap.Reused {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: nothing changed since the last index; reused %s\n", snap.DBPath)
@@ -183,4 +194,32 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// firstLoadError returns the first recorded load error of the graph
+// database at path ("position: message", or the message alone), or "" when
+// there is none or it cannot be read.
+func firstLoadError(ctx context.Context, path string) string {
+	db, err := indexer.OpenDatabase(ctx, path)
+	if err != nil {
+		return ""
+	}
+	defer db.Close()
+	var pos, msg sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT position, message FROM load_errors ORDER BY seq LIMIT 1").Scan(&pos, &msg); err != nil {
+		return ""
+	}
+	// The go command's messages span lines ("# pkg" then "file:line: ..."):
+	// one line, without the package header.
+	var lines []string
+	for _, l := range strings.Split(msg.String, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "# ") {
+			lines = append(lines, l)
+		}
+	}
+	m := strings.Join(lines, "; ")
+	if pos.Valid && pos.String != "" && !strings.HasPrefix(m, pos.String) {
+		return pos.String + ": " + m
+	}
+	return m
 }

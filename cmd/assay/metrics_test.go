@@ -155,6 +155,10 @@ func TestIndexReuseWarningsAndNoPackages(t *testing.T) {
 	if broken.code != 0 || !strings.Contains(broken.stderr, "warning") || !strings.Contains(broken.stderr, "load errors") {
 		t.Fatalf("broken module: exit %d, stderr %q", broken.code, broken.stderr)
 	}
+	// The warning names the first error on one line, and no "0 patterns".
+	if !strings.Contains(broken.stderr, "first load error: bad/bad.go:9:9: cannot use") || strings.Contains(broken.stderr, "0 patterns") {
+		t.Errorf("broken module: stderr %q, want the first load error on one line and no count of 0", broken.stderr)
+	}
 	none := runCLI(t, "index", "--out", t.TempDir(), t.TempDir())
 	if none.code != 2 {
 		t.Fatalf("no packages: exit %d", none.code)
