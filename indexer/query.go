@@ -263,6 +263,17 @@ func (e *AmbiguousFileError) Error() string {
 		strings.Join(shown, ", "), map[bool]string{true: ", ...", false: ""}[len(e.Candidates) > 8])
 }
 
+// FileSymbol is a declaration of a file in one package variant: a file
+// compiled by several builds of its package (base and test) has one
+// FileSymbol per build for each declaration, with different node ids.
+type FileSymbol struct {
+	NodeInfo
+	// Variant is the variant of the declaration's package (packages.variant):
+	// base, test (the package with its _test.go files), xtest (the external
+	// test package) or test_dependency.
+	Variant string `json:"variant"`
+}
+
 // FileSymbols returns the declarations (types, functions, methods, fields,
 // interface methods, closures) of the file that file names, in every
 // package variant that compiles it, sorted by variant then position.
@@ -271,22 +282,23 @@ func (e *AmbiguousFileError) Error() string {
 // "a/main.go"), of exactly one indexed file. Errors: ErrSymbolNotFound
 // (wrapped) when no indexed file matches or the file has no declarations;
 // *AmbiguousFileError when a suffix matches several files.
-func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]NodeInfo, error) {
+func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]FileSymbol, error) {
 	path, err := matchFile(ctx, db, file)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+` FROM nodes n JOIN files f ON f.id = n.file_id
+	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+`, coalesce(p.variant, '') FROM nodes n JOIN files f ON f.id = n.file_id
+		LEFT JOIN packages p ON p.id = n.package_id
 		WHERE n.kind NOT IN ('file', 'package', 'module') AND f.path = ?
 		ORDER BY n.package_id, n.start_line, n.start_col, n.id`, path)
 	if err != nil {
 		return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
 	}
 	defer rows.Close()
-	var out []NodeInfo
+	var out []FileSymbol
 	for rows.Next() {
-		var n NodeInfo
-		if err := rows.Scan(scanNodeInfo(&n)...); err != nil {
+		var n FileSymbol
+		if err := rows.Scan(append(scanNodeInfo(&n.NodeInfo), &n.Variant)...); err != nil {
 			return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
 		}
 		out = append(out, n)

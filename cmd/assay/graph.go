@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,6 +20,8 @@ type GraphOptions struct {
 	IO     IOStreams
 	Graph  graphFlags
 	Format string
+	// Variant is the package variants `graph symbols` shows: base or all.
+	Variant string
 	// Query is callers, callees, path or symbols.
 	Query string
 	Args  []string
@@ -38,7 +41,9 @@ exactly and case-sensitively: no character is a wildcard.
 
 A FILE is an absolute path, a path relative to its module root (cmd/a/main.go), or a suffix of one
 made of whole path elements (main.go, a/main.go) when exactly one indexed file has it; when several
-do, the error lists them.
+do, the error lists them. A file compiled in several builds of its package (the base package and its
+test variant) has its declarations once per build, with different ids and a VARIANT column; 'graph
+symbols' shows only base package variants unless --variant all, so a _test.go file needs --variant all.
 
 Calls through interfaces and func values appear as calls_dynamic to the interface method or field they
 go through, or as dynamic call sites without a target: never as a resolved callee.`,
@@ -77,6 +82,9 @@ go through, or as dynamic call sites without a target: never as a resolved calle
 		}
 		opts.Graph.register(sub)
 		sub.Flags().StringVar(&opts.Format, "format", "table", "output format: table, json or dot")
+		if opts.Query == "symbols" {
+			sub.Flags().StringVar(&opts.Variant, "variant", "base", "package variants to show: base, or all (test variants and external test packages too)")
+		}
 		cmd.AddCommand(sub)
 	}
 	return cmd
@@ -205,9 +213,24 @@ func graphPath(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 }
 
 func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
+	if opts.Variant != "base" && opts.Variant != "all" {
+		return badInput(fmt.Errorf("--variant %q is not base or all", opts.Variant))
+	}
 	syms, err := indexer.FileSymbols(ctx, db, opts.Args[0])
 	if err != nil {
 		return queryError(err)
+	}
+	if opts.Variant == "base" {
+		var others []string
+		for _, s := range syms {
+			if s.Variant != "base" && !slices.Contains(others, s.Variant) {
+				others = append(others, s.Variant)
+			}
+		}
+		syms = slices.DeleteFunc(syms, func(s indexer.FileSymbol) bool { return s.Variant != "base" })
+		if len(syms) == 0 {
+			return badInput(fmt.Errorf("%s has declarations only in %s package variants; give --variant all to show them", opts.Args[0], strings.Join(others, ", ")))
+		}
 	}
 	switch opts.Format {
 	case "json":
@@ -219,9 +242,9 @@ func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		}
 		return writeDot(opts.IO.Out, "symbols", edges)
 	}
-	t := table{header: []string{"LINE", "KIND", "ID", "ORIGIN"}}
+	t := table{header: []string{"LINE", "KIND", "ID", "ORIGIN", "VARIANT"}}
 	for _, s := range syms {
-		t.rows = append(t.rows, []string{strconv.Itoa(s.Line), s.Kind, s.ID, s.Origin})
+		t.rows = append(t.rows, []string{strconv.Itoa(s.Line), s.Kind, s.ID, s.Origin, s.Variant})
 	}
 	return t.writeText(opts.IO.Out)
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,5 +75,43 @@ func TestGraphSymbolsByPathSuffix(t *testing.T) {
 			t.Errorf("symbols %s: exit %d, want 2", file, r.code)
 		}
 		oneLine(t, r, "no indexed file")
+	}
+}
+
+func TestGraphSymbolsVariant(t *testing.T) {
+	out := indexLookupModule(t)
+	const base, test = "method:example.com/look/cobra.Command.Execute", "method:example.com/look/cobra [example.com/look/cobra.test].Command.Execute"
+
+	def := runCLI(t, "graph", "symbols", "--out", out, "cobra/command.go")
+	if def.code != 0 || strings.Count(def.stdout, base+" ") != 1 || strings.Contains(def.stdout, test) {
+		t.Fatalf("symbols (base variants): exit %d, want %s once and no test variant\n%s%s", def.code, base, def.stdout, def.stderr)
+	}
+	if header := strings.Fields(strings.SplitN(def.stdout, "\n", 2)[0]); !slices.Contains(header, "VARIANT") {
+		t.Errorf("symbols header = %v, want a VARIANT column", header)
+	}
+
+	var all []struct{ ID, Variant string }
+	r := runCLI(t, "graph", "symbols", "--out", out, "--variant", "all", "--format", "json", "cobra/command.go")
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 0 {
+		t.Fatalf("symbols --variant all json: exit %d %v %q", r.code, err, r.stdout)
+	}
+	got := map[string]string{}
+	for _, s := range all {
+		got[s.ID] = s.Variant
+	}
+	if got[base] != "base" || got[test] != "test" {
+		t.Errorf("variants = %v; want %s base and %s test", got, base, test)
+	}
+
+	testFile := runCLI(t, "graph", "symbols", "--out", out, "command_test.go")
+	if testFile.code != 2 {
+		t.Fatalf("symbols of a _test.go file without --variant all: exit %d, want 2", testFile.code)
+	}
+	oneLine(t, testFile, "--variant all")
+	if r := runCLI(t, "graph", "symbols", "--out", out, "--variant", "all", "command_test.go"); r.code != 0 || !strings.Contains(r.stdout, "TestExecute") {
+		t.Errorf("symbols --variant all command_test.go: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "graph", "symbols", "--out", out, "--variant", "test", "cobra/command.go"); r.code != 2 {
+		t.Errorf("--variant test: exit %d, want 2", r.code)
 	}
 }
