@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mattn/go-sqlite3"
 	"golang.org/x/tools/go/packages"
 )
 
@@ -47,11 +48,14 @@ func (e *SchemaVersionError) Error() string {
 // Unwrap makes errors.Is(err, ErrSchemaVersion) hold.
 func (e *SchemaVersionError) Unwrap() error { return ErrSchemaVersion }
 
-// OpenDatabase opens a graph database read-only and checks its schema
-// version. Errors: a wrapped os error when the file is missing; a
-// *SchemaVersionError (errors.Is ErrSchemaVersion) when its schema is not
-// SchemaVersion; a wrapped SQLite error when it is not a database. The
-// caller closes the *sql.DB. Safe for concurrent use like any *sql.DB.
+// OpenDatabase opens a graph database read-only and checks that it is one
+// and its schema version. Errors: a wrapped os error when the file is
+// missing; ErrNotGraphDatabase (wrapped, naming the path) when the file is
+// not SQLite or has no snapshots table (every graph database has one, at
+// every schema version); a *SchemaVersionError (errors.Is
+// ErrSchemaVersion) when its schema is not SchemaVersion; a wrapped SQLite
+// error when it cannot be read. The caller closes the *sql.DB. Safe for
+// concurrent use like any *sql.DB.
 func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("indexer: open graph database: %w", err)
@@ -59,6 +63,15 @@ func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_query_only=1")
 	if err != nil {
 		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
+	}
+	not, err := notGraphDatabase(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
+	}
+	if not != "" {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s %s (assay index did not write it)", ErrNotGraphDatabase, path, not)
 	}
 	var v int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
@@ -616,13 +629,33 @@ func isStd(p *packages.Package) bool {
 	return p.Module == nil && !strings.Contains(first, ".") && p.PkgPath != "command-line-arguments"
 }
 
-// ErrNotGraphDatabase is returned (wrapped, naming the path) when DBPath names an existing file
-// that is not a graph database: indexing replaces the file, and it must never replace an evidence
-// store, a source file or anyone else's database.
-var ErrNotGraphDatabase = errors.New("indexer: refusing to replace a file that is not a graph database")
+// ErrNotGraphDatabase is returned (wrapped, naming the path) when a file that is not a graph
+// database is given as one: by OpenDatabase (and so by every reader) for a file that is not SQLite
+// or has no snapshots table, and by Index when DBPath names an existing file that is not a graph
+// database: indexing replaces the file, and it must never replace an evidence store, a source file
+// or anyone else's database.
+var ErrNotGraphDatabase = errors.New("indexer: not a graph database")
 
 // sqliteMagic is the first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html).
 const sqliteMagic = "SQLite format 3\x00"
+
+// notGraphDatabase returns why the SQLite file opened as db is not a graph database ("is not an
+// SQLite database", "has no snapshots table"), or "" when it has the snapshots table every graph
+// database has had since schema version 1. An error is one reading it for another reason.
+func notGraphDatabase(ctx context.Context, db *sql.DB) (string, error) {
+	var n int
+	err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'").Scan(&n)
+	var se sqlite3.Error
+	switch {
+	case errors.As(err, &se) && se.Code == sqlite3.ErrNotADB:
+		return "is not an SQLite database", nil
+	case err != nil:
+		return "", err
+	case n == 0:
+		return "has no snapshots table", nil
+	}
+	return "", nil
+}
 
 // checkReplaceable refuses a DBPath that exists and is not a graph database written by this
 // package: not a regular file, not SQLite, or SQLite without a snapshots table. An empty file or a
@@ -636,7 +669,7 @@ func checkReplaceable(ctx context.Context, path string) error {
 		return fmt.Errorf("indexer: graph database %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is not a regular file", ErrNotGraphDatabase, path)
+		return fmt.Errorf("%w: %s is not a regular file; refusing to replace it", ErrNotGraphDatabase, path)
 	}
 	if fi.Size() == 0 {
 		return nil
@@ -649,19 +682,19 @@ func checkReplaceable(ctx context.Context, path string) error {
 	_, rerr := io.ReadFull(f, head)
 	f.Close()
 	if rerr != nil || string(head) != sqliteMagic {
-		return fmt.Errorf("%w: %s is not an SQLite database", ErrNotGraphDatabase, path)
+		return fmt.Errorf("%w: %s is not an SQLite database; refusing to replace it", ErrNotGraphDatabase, path)
 	}
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_query_only=1")
 	if err != nil {
 		return fmt.Errorf("indexer: graph database %s: %w", path, err)
 	}
 	defer db.Close()
-	var n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'").Scan(&n); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrNotGraphDatabase, path, err)
+	not, err := notGraphDatabase(ctx, db)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v; refusing to replace it", ErrNotGraphDatabase, path, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("%w: %s has no snapshots table", ErrNotGraphDatabase, path)
+	if not != "" {
+		return fmt.Errorf("%w: %s %s; refusing to replace it", ErrNotGraphDatabase, path, not)
 	}
 	return nil
 }
