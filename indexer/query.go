@@ -47,7 +47,9 @@ type NodeInfo struct {
 	Line int `json:"line,omitempty"`
 }
 
-// Relation is one edge with its endpoints described.
+// Relation is one edge with its endpoints described. The graph stores a
+// call edge as a relation between declarations, not per call: it has no
+// call position, and Src.File and Src.Line are where the caller is declared.
 type Relation struct {
 	Src     NodeInfo `json:"src"`
 	Dst     NodeInfo `json:"dst"`
@@ -57,11 +59,20 @@ type Relation struct {
 
 // DynamicCall is a dynamic call site without a known target.
 type DynamicCall struct {
+	// Src is the declared function or method the call is in; Src.Line is
+	// the line of its declaration, not of the call.
 	Src       NodeInfo `json:"src"`
 	Mode      string   `json:"mode"`
 	Expr      string   `json:"expr"`
 	Signature string   `json:"signature,omitempty"`
-	Line      int      `json:"line"`
+	// CallFile, CallLine and CallCol are the physical position of the
+	// call's opening parenthesis, as dynamic_calls stores it (CallFile as
+	// NodeInfo.File; 1-based line, 1-based byte column).
+	CallFile string `json:"call_file"`
+	CallLine int    `json:"call_line"`
+	CallCol  int    `json:"call_col"`
+	// Variant is the package variant of Src's package.
+	Variant string `json:"variant"`
 }
 
 // ResolveSymbol finds the node a user's symbol names: an exact node id;
@@ -132,8 +143,10 @@ func Callees(ctx context.Context, db *sql.DB, id string) ([]Relation, []DynamicC
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+`, d.mode, d.expr, coalesce(d.signature, ''), d.line
+	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+`, d.mode, d.expr, coalesce(d.signature, ''),
+		coalesce(cf.rel_path, cf.path, ''), d.line, d.col, d.variant
 		FROM dynamic_calls d JOIN nodes n ON n.id = d.src LEFT JOIN files f ON f.id = n.file_id
+		LEFT JOIN files cf ON cf.id = d.file_id
 		WHERE d.src = ? AND d.target IS NULL ORDER BY d.seq`, id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("indexer: callees of %s: %w", id, err)
@@ -142,7 +155,7 @@ func Callees(ctx context.Context, db *sql.DB, id string) ([]Relation, []DynamicC
 	var dyn []DynamicCall
 	for rows.Next() {
 		var d DynamicCall
-		if err := rows.Scan(append(scanNodeInfo(&d.Src), &d.Mode, &d.Expr, &d.Signature, &d.Line)...); err != nil {
+		if err := rows.Scan(append(scanNodeInfo(&d.Src), &d.Mode, &d.Expr, &d.Signature, &d.CallFile, &d.CallLine, &d.CallCol, &d.Variant)...); err != nil {
 			return nil, nil, fmt.Errorf("indexer: callees of %s: %w", id, err)
 		}
 		dyn = append(dyn, d)

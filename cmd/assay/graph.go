@@ -46,7 +46,13 @@ test variant) has its declarations once per build, with different ids and a VARI
 symbols' shows only base package variants unless --variant all, so a _test.go file needs --variant all.
 
 Calls through interfaces and func values appear as calls_dynamic to the interface method or field they
-go through, or as dynamic call sites without a target: never as a resolved callee.`,
+go through, or as dynamic call sites without a target: never as a resolved callee.
+
+The graph stores a call as a relation between two declarations, not per call: in the callers and
+callees table CALLER_DECL is where the caller is declared (file:line), and CALL_SITE (file:line:col of
+the call's opening parenthesis) is known only for a dynamic call site without a target ("-" for an
+edge). In JSON, src.file and
+src.line are the caller's declaration; a dynamic site's call_file, call_line and call_col its call.`,
 		Example: `  assay graph callers github.com/spf13/cobra.Command.Execute
   assay graph callees --format dot cobra.Command.ExecuteC | dot -Tsvg > callees.svg
   assay graph path github.com/spf13/cobra/doc github.com/spf13/pflag
@@ -153,13 +159,15 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		}
 		return writeDot(opts.IO.Out, opts.Query, edges)
 	}
-	t := table{header: []string{"KIND", "CALLER", "CALLEE", "VARIANT", "AT"}}
+	// An edge has no call position (the graph stores relations, not
+	// occurrences): its CALL_SITE is "-", never the caller's declaration.
+	t := table{header: []string{"KIND", "CALLER", "CALLEE", "VARIANT", "CALLER_DECL", "CALL_SITE"}}
 	for _, r := range rels {
-		at := r.Src
-		t.rows = append(t.rows, []string{r.Kind, r.Src.ID, r.Dst.ID, r.Variant, position(at)})
+		t.rows = append(t.rows, []string{r.Kind, r.Src.ID, r.Dst.ID, r.Variant, position(r.Src), "-"})
 	}
 	for _, d := range dyn {
-		t.rows = append(t.rows, []string{"dynamic_site", d.Src.ID, d.Expr + " (" + d.Mode + ", target unknown)", "", d.Src.File + ":" + strconv.Itoa(d.Line)})
+		t.rows = append(t.rows, []string{"dynamic_site", d.Src.ID, d.Expr + " (" + d.Mode + ", target unknown)", d.Variant, position(d.Src),
+			d.CallFile + ":" + strconv.Itoa(d.CallLine) + ":" + strconv.Itoa(d.CallCol)})
 	}
 	if len(t.rows) == 0 {
 		fmt.Fprintf(opts.IO.Out, "no %s of %s in the graph\n", opts.Query, id)

@@ -115,3 +115,51 @@ func TestGraphSymbolsVariant(t *testing.T) {
 		t.Errorf("--variant test: exit %d, want 2", r.code)
 	}
 }
+
+func TestGraphCallsNameDeclarationAndCallSite(t *testing.T) {
+	out := indexLookupModule(t)
+
+	r := runCLI(t, "graph", "callees", "--out", out, "cobra.Command.runHooks")
+	if r.code != 0 {
+		t.Fatalf("callees: exit %d\n%s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if header := strings.Fields(lines[0]); !slices.Equal(header, []string{"KIND", "CALLER", "CALLEE", "VARIANT", "CALLER_DECL", "CALL_SITE"}) {
+		t.Fatalf("callees header = %v", header)
+	}
+	var edge, site []string
+	for _, l := range lines[1:] {
+		switch f := strings.Fields(l); f[0] {
+		case "calls_dynamic":
+			edge = f
+		case "dynamic_site":
+			site = f
+		}
+	}
+	// runHooks is declared at line 14; h.Run() is at 15:2 (an edge, whose
+	// call position the graph does not store) and f() at 16:2, whose
+	// opening parenthesis, the position recorded, is at 16:3.
+	if len(edge) == 0 || edge[len(edge)-2] != "cobra/command.go:14" || edge[len(edge)-1] != "-" {
+		t.Errorf("calls_dynamic row = %q; want CALLER_DECL cobra/command.go:14 and no call site\n%s", edge, r.stdout)
+	}
+	if len(site) == 0 || site[len(site)-2] != "cobra/command.go:14" || site[len(site)-1] != "cobra/command.go:16:3" {
+		t.Errorf("dynamic_site row = %q; want CALLER_DECL cobra/command.go:14 and CALL_SITE cobra/command.go:16:3\n%s", site, r.stdout)
+	}
+
+	j := runCLI(t, "graph", "callees", "--out", out, "--format", "json", "cobra.Command.runHooks")
+	var got struct {
+		DynamicSites []struct {
+			Src      struct{ Line int }
+			CallFile string `json:"call_file"`
+			CallLine int    `json:"call_line"`
+			CallCol  int    `json:"call_col"`
+		} `json:"dynamic_sites"`
+	}
+	if err := json.Unmarshal([]byte(j.stdout), &got); err != nil || j.code != 0 {
+		t.Fatalf("callees json: exit %d %v %q", j.code, err, j.stdout)
+	}
+	if len(got.DynamicSites) != 1 || got.DynamicSites[0].Src.Line != 14 || got.DynamicSites[0].CallFile != "cobra/command.go" ||
+		got.DynamicSites[0].CallLine != 16 || got.DynamicSites[0].CallCol != 3 {
+		t.Errorf("dynamic sites = %+v; want the declaration at 14 and the call at cobra/command.go:16:3", got.DynamicSites)
+	}
+}
