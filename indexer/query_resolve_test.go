@@ -114,4 +114,3 @@ func TestQueryResolveSymbolIsExactAndCaseSensitive(t *testing.T) {
 		t.Fatalf("ResolveSymbol(main) = %v; want both main funcs as candidates", err)
 	}
 }
-
