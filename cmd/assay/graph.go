@@ -51,8 +51,8 @@ go through, or as dynamic call sites without a target: never as a resolved calle
 The graph stores a call as a relation between two declarations, not per call: in the callers and
 callees table CALLER_DECL is where the caller is declared (file:line), and CALL_SITE (file:line:col of
 the call's opening parenthesis) is known only for a dynamic call site without a target ("-" for an
-edge). In JSON, src.file and
-src.line are the caller's declaration; a dynamic site's call_file, call_line and call_col its call.`,
+edge). In JSON, src.file and src.line are the caller's declaration; a dynamic site's call_file,
+call_line and call_col are its call.`,
 		Example: `  assay graph callers github.com/spf13/cobra.Command.Execute
   assay graph callees --format dot cobra.Command.ExecuteC | dot -Tsvg > callees.svg
   assay graph path github.com/spf13/cobra/doc github.com/spf13/pflag
@@ -72,6 +72,9 @@ src.line are the caller's declaration; a dynamic site's call_file, call_line and
 		sub := &cobra.Command{
 			Use:   q.use,
 			Short: q.short,
+			// The parent's text says what SYMBOL and FILE may be and what
+			// the columns mean; `assay graph symbols --help` must say it too.
+			Long: q.short + ".\n\n" + cmd.Long,
 			Args: func(c *cobra.Command, args []string) error {
 				if len(args) != nargs {
 					return badInput(fmt.Errorf("%s takes %d argument(s), got %d", c.CommandPath(), nargs, len(args)))

@@ -163,3 +163,14 @@ func TestGraphCallsNameDeclarationAndCallSite(t *testing.T) {
 		t.Errorf("dynamic sites = %+v; want the declaration at 14 and the call at cobra/command.go:16:3", got.DynamicSites)
 	}
 }
+
+func TestGraphSubcommandHelpSaysWhatArgumentsMayBe(t *testing.T) {
+	for _, q := range []string{"symbols", "callers", "callees"} {
+		r := runCLI(t, "graph", q, "--help")
+		for _, want := range []string{"A FILE is", "--variant all", "A SYMBOL is", "case-sensitively", "CALL_SITE"} {
+			if r.code != 0 || !strings.Contains(r.stdout, want) {
+				t.Errorf("graph %s --help: exit %d, want %q in\n%s", q, r.code, want, r.stdout)
+			}
+		}
+	}
+}
