@@ -46,7 +46,9 @@
 // relation a row of edges, and per-kind attributes live in detail tables
 // keyed by the node id. Missing evidence is NULL, never zero or "". A
 // database with another schema version is refused by OpenDatabase and
-// ReadSnapshot with a *SchemaVersionError naming both versions.
+// ReadSnapshot with a *SchemaVersionError naming both versions; a file that
+// is not a graph database at all (not SQLite, or no snapshots table) with
+// ErrNotGraphDatabase, and Index refuses to replace such a file.
 //
 //	snapshots    one row describing this index (see Snapshot): id, schema_version,
 //	             root_dir, module_paths (JSON array), vcs_revision and vcs_dirty
