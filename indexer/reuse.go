@@ -20,6 +20,8 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 	"golang.org/x/tools/go/packages"
+
+	"github.com/assay-audit/assay/internal/sqliteuri"
 )
 
 // ErrSchemaVersion is returned (wrapped in a *SchemaVersionError) when a
@@ -60,7 +62,11 @@ func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("indexer: open graph database: %w", err)
 	}
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_query_only=1")
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_query_only=1"))
 	if err != nil {
 		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
 	}
@@ -684,7 +690,7 @@ func checkReplaceable(ctx context.Context, path string) error {
 	if rerr != nil || string(head) != sqliteMagic {
 		return fmt.Errorf("%w: %s is not an SQLite database; refusing to replace it", ErrNotGraphDatabase, path)
 	}
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_query_only=1")
+	db, err := sql.Open("sqlite3", sqliteuri.File(path, "mode=ro&_query_only=1"))
 	if err != nil {
 		return fmt.Errorf("indexer: graph database %s: %w", path, err)
 	}

@@ -16,6 +16,8 @@ import (
 
 	// Registers the "sqlite3" database/sql driver.
 	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/assay-audit/assay/internal/sqliteuri"
 )
 
 // writeDatabase writes g to a temporary file next to dbPath, checks it
@@ -109,7 +111,7 @@ func syncAndHash(path string) (string, error) {
 // (with what enrich writes), sets the schema version and closes the
 // database.
 func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich enrichers, plan *incrementalPlan, progress func(string), k keys) (counts Counts, err error) {
-	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=MEMORY&_synchronous=OFF")
+	db, err := sql.Open("sqlite3", sqliteuri.File(path, "_journal_mode=MEMORY&_synchronous=OFF"))
 	if err != nil {
 		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
 	}
@@ -121,7 +123,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	db.SetMaxOpenConns(1)
 	if plan != nil {
 		// ATTACH is refused inside a transaction; the one connection keeps it.
-		if _, err := db.ExecContext(ctx, "ATTACH DATABASE ? AS old", "file:"+plan.oldDB+"?mode=ro"); err != nil {
+		if _, err := db.ExecContext(ctx, "ATTACH DATABASE ? AS old", sqliteuri.File(plan.oldDB, "mode=ro")); err != nil {
 			return Counts{}, fmt.Errorf("indexer: attach previous database %s: %w", plan.oldDB, err)
 		}
 	}
@@ -216,7 +218,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 // connection, concurrently. The integrity check's error comes first when
 // both fail.
 func checkClosedDatabase(ctx context.Context, path string) error {
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite3", sqliteuri.File(path, "mode=ro"))
 	if err != nil {
 		return fmt.Errorf("indexer: open database %s for checking: %w", path, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/gofrs/flock"
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" database/sql driver
+
+	"github.com/assay-audit/assay/internal/sqliteuri"
 )
 
 // SchemaVersion is the version of the usage database layout, kept in the meta
@@ -78,10 +79,6 @@ type store struct {
 // follow arrival order even though rows are written when responses end.
 func (s *store) reserveID() int64 { return s.lastID.Add(1) }
 
-func sqliteURI(abs string, params string) string {
-	return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + params
-}
-
 // openStore opens or creates the database at path and checks its schema
 // version.
 func openStore(ctx context.Context, path string) (*store, error) {
@@ -109,7 +106,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 }
 
 func openLocked(ctx context.Context, abs string) (*store, error) {
-	w, err := sql.Open("sqlite3", sqliteURI(abs, "mode=rwc&_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000&_txlock=immediate"))
+	w, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=rwc&_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000&_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: open usage database %s: %w", abs, err)
 	}
@@ -119,7 +116,7 @@ func openLocked(ctx context.Context, abs string) (*store, error) {
 	if err := s.migrate(ctx); err != nil {
 		return nil, errors.Join(err, w.Close())
 	}
-	r, err := sql.Open("sqlite3", sqliteURI(abs, "mode=ro&_busy_timeout=10000"))
+	r, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_busy_timeout=10000"))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("gateway: open usage database %s for reading: %w", abs, err), w.Close())
 	}

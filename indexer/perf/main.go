@@ -30,6 +30,7 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/internal/sqliteuri"
 	"github.com/assay-audit/assay/metrics"
 )
 
@@ -312,7 +313,7 @@ func measure(self, mod, scip string, rounds *int) error {
 // leafFile returns a non-test source file of a base package that no other
 // package of the snapshot imports (Ca = 0), the first in id order.
 func leafFile(path string) (string, error) {
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite3", sqliteuri.File(path, "mode=ro"))
 	if err != nil {
 		return "", err
 	}
@@ -326,7 +327,7 @@ func leafFile(path string) (string, error) {
 }
 
 func betweennessDetail(path string) (string, error) {
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite3", sqliteuri.File(path, "mode=ro"))
 	if err != nil {
 		return "", err
 	}

@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/gowebpki/jcs"
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/assay-audit/assay/internal/sqliteuri"
 	"github.com/assay-audit/assay/runtime/effect"
 )
 
@@ -143,11 +143,6 @@ type effectStore struct {
 	db   *sql.DB
 }
 
-// sqliteDSN is a mattn/go-sqlite3 URI for the file at abs with params.
-func sqliteDSN(abs, params string) string {
-	return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + params
-}
-
 // openEffectStore opens (creating) the effects database at path, or an
 // in-memory one when path is "".
 func openEffectStore(ctx context.Context, path string) (*effectStore, error) {
@@ -161,7 +156,7 @@ func openEffectStore(ctx context.Context, path string) (*effectStore, error) {
 			return nil, fmt.Errorf("reference: effects database directory for %s: %w", abs, err)
 		}
 		path = abs
-		dsn = sqliteDSN(abs, "mode=rwc&_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate")
+		dsn = sqliteuri.File(abs, "mode=rwc&_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate")
 	}
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
@@ -540,7 +535,7 @@ func OpenEffectsReader(ctx context.Context, path string) (*EffectsReader, error)
 	} else if err != nil {
 		return nil, fmt.Errorf("reference: effects database %s: %w", abs, err)
 	}
-	db, err := sql.Open("sqlite3", sqliteDSN(abs, "mode=ro&_busy_timeout=10000"))
+	db, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_busy_timeout=10000"))
 	if err != nil {
 		return nil, fmt.Errorf("reference: open effects database %s: %w", abs, err)
 	}
