@@ -79,7 +79,8 @@ type DynamicCall struct {
 // else "import/path.Name", "import/path.Type.Method", "import/path.Iface.Method"
 // or an import path (base variants, tried as func:, method:, imethod:,
 // type:, pkg:); else a unique node whose id ends with "/"+symbol or
-// "."+symbol among functions, methods, types and packages of base variants.
+// "."+symbol among functions, methods, types and packages of base variants,
+// or, when none does, among their closures ("F$1") and fields ("T.f").
 // Every comparison is exact and case-sensitive, as Go identifiers are: no
 // character of symbol is a wildcard, so Command.Execute never names
 // Command.execute. Errors: ErrSymbolNotFound (wrapped); *AmbiguousSymbolError.
@@ -96,23 +97,14 @@ func ResolveSymbol(ctx context.Context, db *sql.DB, symbol string) (string, erro
 			return id, nil
 		}
 	}
-	// substr with a negative start counts characters from the right, as
-	// length does, and = compares bytes (the columns have no collation).
-	rows, err := db.QueryContext(ctx, `SELECT id FROM nodes WHERE kind IN ('func', 'method', 'interface_method', 'type', 'package')
-		AND instr(id, ' [') = 0 AND substr(id, -length(?1) - 1) IN ('/' || ?1, '.' || ?1) ORDER BY id`, symbol)
+	// Declarations first; closures and fields only when no declaration
+	// ends so (a type and the fields named like it would otherwise make
+	// every short type name ambiguous).
+	ids, err := symbolsEndingIn(ctx, db, symbol, "'func', 'method', 'interface_method', 'type', 'package'")
+	if err == nil && len(ids) == 0 {
+		ids, err = symbolsEndingIn(ctx, db, symbol, "'closure', 'field'")
+	}
 	if err != nil {
-		return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("indexer: resolve %q: %w", symbol, err)
 	}
 	switch len(ids) {
@@ -122,6 +114,29 @@ func ResolveSymbol(ctx context.Context, db *sql.DB, symbol string) (string, erro
 		return ids[0], nil
 	}
 	return "", &AmbiguousSymbolError{Symbol: symbol, Candidates: ids}
+}
+
+// symbolsEndingIn returns the ids of the nodes of the given kinds (an SQL
+// list of quoted literals, never user input) of base package variants whose
+// id ends in "/"+symbol or "."+symbol, exactly and case-sensitively, sorted.
+func symbolsEndingIn(ctx context.Context, db *sql.DB, symbol, kinds string) ([]string, error) {
+	// substr with a negative start counts characters from the right, as
+	// length does, and = compares bytes (the columns have no collation).
+	rows, err := db.QueryContext(ctx, `SELECT id FROM nodes WHERE kind IN (`+kinds+`)
+		AND instr(id, ' [') = 0 AND substr(id, -length(?1) - 1) IN ('/' || ?1, '.' || ?1) ORDER BY id`, symbol)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 const nodeInfoCols = `n.id, n.kind, coalesce(n.name, ''), n.origin, coalesce(f.rel_path, f.path, ''), coalesce(n.start_line, 0)`

@@ -134,6 +134,17 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	if err != nil {
 		return queryError(err)
 	}
+	// Only functions call and are called: "no callers" of a package, type
+	// or field would read as a finding about it.
+	var kind string
+	if err := db.QueryRowContext(ctx, "SELECT kind FROM nodes WHERE id = ?", id).Scan(&kind); err != nil {
+		return fmt.Errorf("read the kind of %s: %w", id, err)
+	}
+	switch kind {
+	case "func", "method", "interface_method", "closure":
+	default:
+		return badInput(fmt.Errorf("%s is a %s, not a function: %s lists the calls of functions, methods and closures", id, kind, opts.Query))
+	}
 	var rels []indexer.Relation
 	var dyn []indexer.DynamicCall
 	if opts.Query == "callers" {
