@@ -71,6 +71,9 @@ full index). --reuse=false forces a full index.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := refuseEmptyFlags(c); err != nil {
+				return err
+			}
 			opts.Dir = "."
 			if len(args) == 1 {
 				opts.Dir = args[0]

@@ -76,6 +76,9 @@ Metrics by scope:
   assay metrics explain lcom4`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := refuseEmptyFlags(c); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
