@@ -8,7 +8,7 @@ import (
 )
 
 // refuseEmptyFlags refuses, as bad input, a flag of c given explicitly with
-// an empty value (for a list flag, an empty element): "--pattern ”" would
+// an empty value (for a list flag, an empty element): --pattern "" would
 // otherwise read as "not given" and run with the default.
 func refuseEmptyFlags(c *cobra.Command) error {
 	var err error
