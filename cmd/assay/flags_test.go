@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // TestEmptyFlagValuesAreRefused: a flag given with an empty value is bad
 // input (exit 2, one line), not a silent "not given".
@@ -18,5 +23,33 @@ func TestEmptyFlagValuesAreRefused(t *testing.T) {
 			continue
 		}
 		oneLine(t, r, "empty")
+	}
+}
+
+// TestRefusedIndexLeavesNoOutputDirectory: an index refused for bad input
+// (no package matched, a bad flag) creates no output directory; a
+// successful one does.
+func TestRefusedIndexLeavesNoOutputDirectory(t *testing.T) {
+	base := t.TempDir()
+	for i, args := range [][]string{
+		{"--pattern", "./nope/..."},
+		{"--betweenness-sources", "-1"},
+		{"--goos", "plan10"},
+	} {
+		out := filepath.Join(base, fmt.Sprint("out", i))
+		r := runCLI(t, append(append([]string{"index", "--out", out}, args...), "../../metrics/testdata/fixture")...)
+		if r.code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, r.code)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%q: the output directory exists after a refused run (%v)", args, err)
+		}
+	}
+	out := filepath.Join(base, "ok")
+	if r := runCLI(t, "index", "--out", out, "../../metrics/testdata/fixture"); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "graph.db")); err != nil {
+		t.Fatal(err)
 	}
 }

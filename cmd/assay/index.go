@@ -109,22 +109,21 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	if !fi.IsDir() {
 		return badInput(fmt.Errorf("index %s: not a directory", opts.Dir))
 	}
+	if opts.BetweennessSources < 0 {
+		return badInput(fmt.Errorf("--betweenness-sources %d is negative", opts.BetweennessSources))
+	}
 	db := opts.DB
 	if db == "" {
+		// The directory is created when the database is written, so that a
+		// refused run leaves nothing behind.
 		if fi, err := os.Stat(opts.Out); err == nil && !fi.IsDir() {
 			return badInput(fmt.Errorf("--out %s is a file, not a directory", opts.Out))
-		}
-		if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-			return badInput(fmt.Errorf("create output directory: %w", err))
 		}
 		db = filepath.Join(opts.Out, "graph.db")
 	}
 	abs, err := filepath.Abs(db)
 	if err != nil {
 		return badInput(err)
-	}
-	if opts.BetweennessSources < 0 {
-		return badInput(fmt.Errorf("--betweenness-sources %d is negative", opts.BetweennessSources))
 	}
 	iopts := indexer.Options{Dir: opts.Dir, Patterns: opts.Patterns, Tests: opts.Tests, DBPath: abs, ToolVersion: version,
 		Tags: opts.Tags, GOOS: opts.GOOS, GOARCH: opts.GOARCH, Reuse: opts.Reuse}
