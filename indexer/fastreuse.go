@@ -63,18 +63,10 @@ type fsCheck struct {
 
 // fsKeyInputs is what the file-system key hashes.
 type fsKeyInputs struct {
-	SchemaVersion int               `json:"schema_version"`
-	ToolVersion   string            `json:"tool_version"`
-	EnrichID      string            `json:"enrich_id"`
-	Env           goEnv             `json:"env"`
-	Tags          []string          `json:"tags"`
-	Tests         bool              `json:"tests"`
-	Patterns      []string          `json:"patterns"`
-	VCSRevision   string            `json:"vcs_revision"`
-	VCSDirty      bool              `json:"vcs_dirty"`
-	Check         fsCheck           `json:"check"`
-	Files         map[string]string `json:"files"`
-	Tree          string            `json:"tree"`
+	contextInputs
+	Check fsCheck           `json:"check"`
+	Files map[string]string `json:"files"`
+	Tree  string            `json:"tree"`
 }
 
 // fsRoots returns the directories to walk for patterns relative to dir, and

@@ -184,20 +184,35 @@ func workspacePatterns(ctx context.Context, dir string, env []string, ge goEnv, 
 	return outPatterns, nil
 }
 
+// contextInputs are what both reuse keys hash first: the schema, tool and
+// enrichment versions, the build context, the options and the VCS state.
+// Embedded, their fields encode at the top level of each key's JSON.
+type contextInputs struct {
+	SchemaVersion int      `json:"schema_version"`
+	ToolVersion   string   `json:"tool_version"`
+	EnrichID      string   `json:"enrich_id"`
+	Env           goEnv    `json:"env"`
+	Tags          []string `json:"tags"`
+	Tests         bool     `json:"tests"`
+	Patterns      []string `json:"patterns"`
+	VCSRevision   string   `json:"vcs_revision"`
+	VCSDirty      bool     `json:"vcs_dirty"`
+}
+
+// contextOf gathers the contextInputs of one Index call.
+func contextOf(ge goEnv, vcs vcsState, opts Options, tags []string, spec loadSpec) contextInputs {
+	return contextInputs{
+		SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Env: ge, Tags: tags,
+		Tests: spec.tests, Patterns: spec.patterns, VCSRevision: vcs.revision, VCSDirty: vcs.dirty,
+	}
+}
+
 // keyInputs is what the reuse key hashes.
 type keyInputs struct {
-	SchemaVersion int               `json:"schema_version"`
-	ToolVersion   string            `json:"tool_version"`
-	EnrichID      string            `json:"enrich_id"`
-	Env           goEnv             `json:"env"`
-	Tags          []string          `json:"tags"`
-	Tests         bool              `json:"tests"`
-	Patterns      []string          `json:"patterns"`
-	VCSRevision   string            `json:"vcs_revision"`
-	VCSDirty      bool              `json:"vcs_dirty"`
-	Packages      []string          `json:"packages"`
-	Files         map[string]string `json:"files"`
-	Modules       []string          `json:"modules"`
+	contextInputs
+	Packages []string          `json:"packages"`
+	Files    map[string]string `json:"files"`
+	Modules  []string          `json:"modules"`
 	// Modified are the files modified while an index read them (see
 	// keys.markModified), sorted; empty otherwise.
 	Modified []string `json:"modified,omitempty"`
@@ -421,10 +436,7 @@ func (k *keys) markModified(parsed map[string]*fileContent, since time.Time) ([]
 
 // fsBase is the part of the file-system key that is not read from files.
 func fsBase(ge goEnv, vcs vcsState, opts Options, tags []string, spec loadSpec) fsKeyInputs {
-	return fsKeyInputs{
-		SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Env: ge, Tags: tags,
-		Tests: spec.tests, Patterns: spec.patterns, VCSRevision: vcs.revision, VCSDirty: vcs.dirty,
-	}
+	return fsKeyInputs{contextInputs: contextOf(ge, vcs, opts, tags, spec)}
 }
 
 func hashJSON(v any) (string, error) {
@@ -495,11 +507,7 @@ func reuseKeyInputs(ctx context.Context, spec loadSpec, ge goEnv, vcs vcsState, 
 // nil, holds SHA-256 hex by cleaned path for files already hashed (the
 // bytes go/packages parsed); other files are read.
 func keyInputsOf(roots []*packages.Package, known map[string]*fileContent, spec loadSpec, ge goEnv, vcs vcsState, opts Options, tags []string) (keyInputs, *listing, error) {
-	in := keyInputs{
-		SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Env: ge, Tags: tags,
-		Tests: spec.tests, Patterns: spec.patterns, VCSRevision: vcs.revision, VCSDirty: vcs.dirty,
-		Files: map[string]string{},
-	}
+	in := keyInputs{contextInputs: contextOf(ge, vcs, opts, tags, spec), Files: map[string]string{}}
 	in.Env.GOWORK = "" // the workspace file's content is hashed below; its location is not an input
 	modules := map[string]bool{}
 	isRoot := map[string]bool{}
