@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	// Registers the "sqlite3" database/sql driver.
 	_ "github.com/mattn/go-sqlite3"
@@ -156,10 +158,20 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		}()
 	}
 
-	tx, err := db.BeginTx(ctx, nil)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return Counts{}, fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
 	}
+	// The connection closes only once the transaction is over: a path
+	// that neither commits nor rolls back would block that close forever.
+	defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, ignored
+	indexConns.Store(tx, conn)
+	defer indexConns.Delete(tx)
 	if err := insertAll(ctx, tx, snap, env, g, nodes, seqOf); err != nil {
 		_ = tx.Rollback()
 		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
@@ -202,11 +214,11 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		return Counts{}, fmt.Errorf("indexer: commit %s: %w", path, err)
 	}
 	if plan != nil {
-		if _, err := db.ExecContext(ctx, "DETACH DATABASE old"); err != nil {
+		if _, err := conn.ExecContext(ctx, "DETACH DATABASE old"); err != nil {
 			return Counts{}, fmt.Errorf("indexer: detach previous database: %w", err)
 		}
 	}
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
 		return Counts{}, fmt.Errorf("indexer: set user_version on %s: %w", path, err)
 	}
 	return counts, nil
@@ -479,16 +491,21 @@ const insertBatch = 256
 
 // InsertBatched executes query, a single-row "INSERT ... VALUES (?, ...)"
 // statement, for rows 0..n-1 (args(i) gives row i's values), as multi-row
-// INSERT statements in tx. It is exported for packages that write tables
-// into the graph database inside indexer's transaction (metrics). Errors
-// name table and the first row of the failing batch.
+// INSERT statements of up to insertBatch rows in tx. It is exported for
+// packages that write tables into the graph database inside indexer's
+// transaction (metrics). When tx is the transaction Index writes in, the
+// statements run on its SQLite connection directly, without database/sql's
+// conversion of every call's arguments; otherwise through tx. Values must
+// be nil, string, int, int64, float64, bool or a sql.Null of string, int,
+// int64 or float64. Errors name table and the first row of the failing
+// batch.
 func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, args func(i int) []any) error {
 	head, group, ok := strings.Cut(query, "VALUES")
 	if !ok {
 		return fmt.Errorf("insert into %s: query has no VALUES clause", table)
 	}
 	group = strings.TrimSpace(group)
-	prepare := func(k int) (*sql.Stmt, error) {
+	multiRow := func(k int) string {
 		var b strings.Builder
 		b.WriteString(head)
 		b.WriteString("VALUES ")
@@ -498,7 +515,15 @@ func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, 
 			}
 			b.WriteString(group)
 		}
-		stmt, err := tx.PrepareContext(ctx, b.String())
+		return b.String()
+	}
+	if c, ok := indexConns.Load(tx); ok {
+		return c.(*sql.Conn).Raw(func(dc any) error {
+			return insertDriver(ctx, dc, table, multiRow, n, args)
+		})
+	}
+	prepare := func(k int) (*sql.Stmt, error) {
+		stmt, err := tx.PrepareContext(ctx, multiRow(k))
 		if err != nil {
 			return nil, fmt.Errorf("prepare insert into %s: %w", table, err)
 		}
@@ -540,6 +565,78 @@ func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, 
 		}
 	}
 	return nil
+}
+
+// indexConns maps each transaction Index writes in (*sql.Tx) to the
+// connection it runs on (*sql.Conn), for InsertBatched.
+var indexConns sync.Map
+
+// insertDriver is InsertBatched on the driver connection dc (go-sqlite3's):
+// one argument slice serves every batch, and no per-call conversion runs.
+// multiRow(k) is the INSERT statement for k rows.
+func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int) string, n int, args func(i int) []any) error {
+	conn, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return fmt.Errorf("insert into %s: driver connection %T cannot prepare statements", table, dc)
+	}
+	prepare := func(k int) (driver.StmtExecContext, func(), error) {
+		stmt, err := conn.PrepareContext(ctx, multiRow(k))
+		if err != nil {
+			return nil, nil, fmt.Errorf("prepare insert into %s: %w", table, err)
+		}
+		exec, ok := stmt.(driver.StmtExecContext)
+		if !ok {
+			stmt.Close()
+			return nil, nil, fmt.Errorf("insert into %s: driver statement %T cannot execute with a context", table, stmt)
+		}
+		return exec, func() { stmt.Close() }, nil
+	}
+	var full driver.StmtExecContext
+	var vals []driver.NamedValue
+	for start := 0; start < n; start += insertBatch {
+		end := min(start+insertBatch, n)
+		vals = vals[:0]
+		for i := start; i < end; i++ {
+			for _, v := range args(i) {
+				dv, err := driverValue(v)
+				if err != nil {
+					return fmt.Errorf("insert into %s (row %d): %w", table, i, err)
+				}
+				vals = append(vals, driver.NamedValue{Ordinal: len(vals) + 1, Value: dv})
+			}
+		}
+		stmt := full
+		if end-start == insertBatch && full != nil {
+			stmt = full
+		} else {
+			s, closeStmt, err := prepare(end - start)
+			if err != nil {
+				return err
+			}
+			defer closeStmt()
+			stmt = s
+			if end-start == insertBatch {
+				full = s
+			}
+		}
+		if _, err := stmt.ExecContext(ctx, vals); err != nil {
+			return fmt.Errorf("insert into %s (rows %d..%d): %w", table, start, end-1, err)
+		}
+	}
+	return nil
+}
+
+// driverValue is plainValue for a driver: it refuses what is not a
+// driver.Value once plain.
+func driverValue(v any) (driver.Value, error) {
+	switch v := plainValue(v).(type) {
+	case nil:
+		return nil, nil
+	case string, int64, float64, bool, []byte:
+		return v, nil
+	default:
+		return nil, fmt.Errorf("value of type %T is not an SQLite value", v)
+	}
 }
 
 // plainValue turns the nullable and integer types the rows use into the

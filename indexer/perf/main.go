@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -57,6 +58,8 @@ func main() {
 	rounds := flag.Int("rounds", 3, "repeat each measurement this many times and keep the fastest")
 	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measurement to this file")
 	stages := flag.Bool("stages", false, "with -child index: print each indexing stage with the time since start on stderr")
+	memProfile := flag.String("memprofile", "", "with -child: write an allocation profile (all allocations of the run) to this file")
+	flag.StringVar(&afterLoadProfile, "cpuprofile-after-load", "", "with -child index: write a CPU profile of what follows the load (graph, database, metrics) to this file")
 	flag.Parse()
 	if *child != "" {
 		if *cpuProfile != "" {
@@ -73,6 +76,13 @@ func main() {
 			}()
 		}
 		res, err := runChild(*child, *dir, *db, *stages)
+		if *memProfile != "" {
+			runtime.GC() // the profile shows allocations up to the last completed collection
+			if f, ferr := os.Create(*memProfile); ferr == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}
 		if err != nil {
 			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "perf child:", err)
@@ -103,8 +113,18 @@ func runChild(mode, dir, db string, stages bool) (childResult, error) {
 	ctx := context.Background()
 	start := time.Now()
 	var progress func(string)
-	if stages {
-		progress = func(stage string) { fmt.Fprintf(os.Stderr, "%6.2fs %s\n", time.Since(start).Seconds(), stage) }
+	if stages || afterLoadProfile != "" {
+		progress = func(stage string) {
+			if stages {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				fmt.Fprintf(os.Stderr, "%6.2fs %6.2fs CPU %5d MB alloc %3d GCs heap %4d next %4d sys %4d MB %s\n", time.Since(start).Seconds(), cpuSeconds(), ms.TotalAlloc>>20, ms.NumGC, ms.HeapAlloc>>20, ms.NextGC>>20, ms.Sys>>20, stage)
+			}
+			if afterLoadProfile != "" && strings.HasPrefix(stage, "building the graph") {
+				startAfterLoadProfile()
+			}
+		}
+		defer pprof.StopCPUProfile()
 	}
 	switch mode {
 	case "bare":
@@ -338,4 +358,32 @@ func betweennessDetail(path string) (string, error) {
 		d = d[:i]
 	}
 	return d, err
+}
+
+// cpuSeconds is the user and system CPU time of this process and of its
+// waited-for children (the go command), in seconds.
+func cpuSeconds() float64 {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	t := 0.0
+	for _, ru := range []syscall.Rusage{self, children} {
+		t += float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+	}
+	return t
+}
+
+// afterLoadProfile is the -cpuprofile-after-load file.
+var afterLoadProfile string
+
+// startAfterLoadProfile starts the CPU profile into afterLoadProfile; the
+// child stops it when the index returns.
+func startAfterLoadProfile() {
+	f, err := os.Create(afterLoadProfile)
+	if err != nil {
+		fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fatal(err)
+	}
 }

@@ -1,0 +1,113 @@
+package indexer
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/internal/sqliteuri"
+)
+
+// TestInsertBatchedBothPaths inserts the same rows through the driver
+// connection (a transaction registered as Index's) and through database/sql
+// (any other transaction), at row counts around the batch size, and
+// compares what each table holds with what was given.
+func TestInsertBatchedBothPaths(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, n := range []int{0, 1, insertBatch - 1, insertBatch, insertBatch + 1, 2*insertBatch + 3} {
+		for _, viaDriver := range []bool{true, false} {
+			t.Run(fmt.Sprintf("n=%d/driver=%v", n, viaDriver), func(t *testing.T) {
+				t.Parallel()
+				tx := openTestTx(t, viaDriver)
+				if _, err := tx.ExecContext(ctx, `CREATE TABLE r (i INTEGER, s TEXT, f REAL, ns TEXT, b INTEGER)`); err != nil {
+					t.Fatal(err)
+				}
+				err := InsertBatched(ctx, tx, "r", `INSERT INTO r (i, s, f, ns, b) VALUES (?, ?, ?, ?, ?)`, n, func(i int) []any {
+					return []any{i, fmt.Sprintf("row %d", i), float64(i) / 4, nonEmpty(strings.Repeat("x", i%3)), boolInt(i%2 == 0)}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows, err := tx.QueryContext(ctx, `SELECT i, s, f, ns, b FROM r ORDER BY rowid`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				got := 0
+				for rows.Next() {
+					var i, b int
+					var s string
+					var f float64
+					var ns sql.NullString
+					if err := rows.Scan(&i, &s, &f, &ns, &b); err != nil {
+						t.Fatal(err)
+					}
+					want := strings.Repeat("x", got%3)
+					if i != got || s != fmt.Sprintf("row %d", got) || f != float64(got)/4 || ns.Valid != (want != "") || ns.String != want || b != boolInt(got%2 == 0) {
+						t.Fatalf("row %d: got (%d, %q, %v, %v, %d)", got, i, s, f, ns, b)
+					}
+					got++
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if got != n {
+					t.Fatalf("%d rows in the table, %d inserted", got, n)
+				}
+			})
+		}
+	}
+}
+
+// TestInsertBatchedRefusesNonSQLiteValues: a value the driver cannot bind
+// is an error naming the table and the row, not a silent NULL.
+func TestInsertBatchedRefusesNonSQLiteValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := openTestTx(t, true)
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE r (i INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	err := InsertBatched(ctx, tx, "r", `INSERT INTO r (i) VALUES (?)`, 3, func(i int) []any {
+		if i == 2 {
+			return []any{int32(7)}
+		}
+		return []any{i}
+	})
+	if err == nil || !strings.Contains(err.Error(), "insert into r (row 2)") || !strings.Contains(err.Error(), "int32") {
+		t.Fatalf("err = %v, want a refusal of row 2's int32", err)
+	}
+}
+
+// openTestTx opens a database in a temporary directory and a transaction
+// on one connection, registered as Index's when viaDriver. The test's
+// cleanup rolls the transaction back, then closes the connection and the
+// database (a connection does not close while a transaction is open).
+func openTestTx(t *testing.T, viaDriver bool) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite3", sqliteuri.File(filepath.Join(t.TempDir(), "t.db"), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viaDriver {
+		indexConns.Store(tx, conn)
+		t.Cleanup(func() { indexConns.Delete(tx) })
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
+}
