@@ -256,4 +256,20 @@
 // packages with no load errors that go/packages does not mark IllTyped (a
 // package importing a broken package has incomplete type information even
 // when it reports no error of its own, so it does not count as covered).
+//
+// # Concurrent indexes of one database
+//
+// An Index run holds an exclusive flock(2) on DBPath+"-lock" from before
+// the reuse check until it returns, so runs into one database, in one
+// process or several, take turns: a later run sees what the earlier one
+// wrote, reuses it when nothing changed, and the DBSHA256 each returns is
+// that of the file when it returned. A waiting run reports it once through
+// Options.Progress and stops waiting when its context is done. Only a lock
+// held on the file counts (the kernel drops it when the holder exits, even
+// by a crash): the file's presence or absence means nothing. It holds the
+// holder's process id, for the waiting message. A run removes it before
+// releasing the lock, and a waiter checks that the file it locked is still
+// the one at the path, so the file usually does not outlive a run; it may
+// stay on disk (after a crash), which is harmless. Its name puts it among
+// the database's own files, which the file-system reuse check leaves out.
 package indexer

@@ -8,13 +8,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/gofrs/flock"
 )
 
 // ErrNoPackages is returned (wrapped, with the go command's reason when it
@@ -47,6 +51,8 @@ type Options struct {
 	// a temporary file in the same directory, checked, synced and renamed
 	// over DBPath, so a failed index never leaves a half-written database
 	// presented as complete (an existing file at DBPath is left untouched).
+	// Index holds an exclusive lock on DBPath+"-lock" for the whole run
+	// (see Index).
 	DBPath string
 	// ToolVersion is assay's version string, recorded in the snapshot.
 	// Empty means unknown and is stored as NULL.
@@ -96,7 +102,8 @@ type Options struct {
 	Reuse bool
 	// Progress, when not nil, is called with a short description of each
 	// stage as it starts ("loading and type-checking packages", ...), from
-	// the goroutine that called Index.
+	// the goroutine that called Index; also, once, when Index waits for
+	// another index of the same DBPath to finish.
 	Progress func(stage string)
 }
 
@@ -224,13 +231,24 @@ type Snapshot struct {
 // the database cannot be written. Packages with errors are not an error of
 // Index: they are indexed as far as possible and recorded in load_errors.
 //
-// Index runs the go command and git as subprocesses. Concurrent calls are
-// safe when they write different DBPaths. While it loads and writes, Index
-// raises the process's garbage collection target (runtime/debug
-// SetGCPercent) to 200 unless the environment sets GOGC, and restores it
-// when the last concurrent call returns: about a tenth less CPU time for
-// a peak heap of up to three times the live data instead of two.
-func Index(ctx context.Context, opts Options) (Snapshot, error) {
+// Index runs the go command and git as subprocesses. Concurrent calls, in
+// one process or several, are safe: for the whole run, the reuse check
+// included, Index holds an exclusive flock(2) on DBPath+"-lock" (see the
+// package doc, "Concurrent indexes of one database"). A second index of
+// the same DBPath waits for it, reporting so once through Options.Progress;
+// a wait cut short by ctx returns an error wrapping ctx.Err() and leaves
+// the database untouched. So the DBSHA256 a run returns is that of the
+// file when it returned, and a run that waited reuses what the one before
+// wrote when nothing changed. The lock file's presence or absence means
+// nothing (it may stay on disk after a crash). A failed run removes the
+// database's directory when it created it and nothing else is in it.
+//
+// While it loads and writes, Index raises the process's garbage collection
+// target (runtime/debug SetGCPercent) to 200 unless the environment sets
+// GOGC, and restores it when the last concurrent call returns: about a
+// tenth less CPU time for a peak heap of up to three times the live data
+// instead of two.
+func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if opts.DBPath == "" {
 		return Snapshot{}, fmt.Errorf("%w: DBPath is empty", ErrInvalidOptions)
 	}
@@ -263,6 +281,13 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	if err := checkReplaceable(ctx, dbPath); err != nil {
 		return Snapshot{}, err
 	}
+	// Everything from here on, the reuse check first, sees the database
+	// as no other index changes it.
+	lock, err := lockDatabase(ctx, dbPath, opts.Progress)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer func() { lock.release(err != nil) }()
 	env := append(os.Environ(), opts.Env...)
 	if opts.GOOS != "" {
 		env = append(env, "GOOS="+opts.GOOS)
@@ -468,6 +493,146 @@ func Index(ctx context.Context, opts Options) (Snapshot, error) {
 	snap.DBSHA256 = sum
 	snap.Counts = counts
 	return snap, nil
+}
+
+// lockRetry is how often an index waiting for another index of the same
+// database tries its lock again.
+const lockRetry = 50 * time.Millisecond
+
+// lockPath is the lock file of the database at dbPath. The "-" after the
+// database's name (as in SQLite's -journal) puts it among the database's
+// own files, which the file-system reuse check leaves out (treeDigest):
+// whether it exists never changes a reuse key.
+func lockPath(dbPath string) string { return dbPath + "-lock" }
+
+// dbLock is the exclusive lock an Index run holds on its database.
+type dbLock struct {
+	fl   *flock.Flock
+	path string
+	// created are the directories (deepest first) this run created to
+	// hold the lock file; a failed run removes them when they are empty.
+	created []string
+}
+
+// lockDatabase takes the exclusive lock of the database at dbPath,
+// creating its directory when missing. When another index holds it,
+// lockDatabase calls progress once and waits, polling every lockRetry,
+// until it is released or ctx is done (an error wrapping ctx.Err()).
+//
+// A holder removes the lock file before it releases the lock, so a waiter
+// may lock a file no longer at the path: it checks that the file it locked
+// is the one the path names, and otherwise locks again. The directory
+// itself may vanish (a failed run removes the one it created): it is
+// created again.
+func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*dbLock, error) {
+	path := lockPath(dbPath)
+	dir := filepath.Dir(dbPath)
+	told := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("indexer: lock %s: %w", path, err)
+		}
+		created := missingDirs(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
+		}
+		// Opened read-only (flock(2) does not need write access), so that a
+		// lock file left by another user can still be locked.
+		fl := flock.New(path, flock.SetPermissions(0o644))
+		ok, err := fl.TryLock()
+		if err == nil && !ok {
+			holder := lockHolder(path)
+			if !told && progress != nil {
+				progress(fmt.Sprintf("waiting for another index of %s to finish (%s)", dbPath, holder))
+			}
+			told = true
+			ok, err = fl.TryLockContext(ctx, lockRetry)
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("indexer: stopped waiting for another index of %s (%s): %w", dbPath, holder, err)
+			}
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the directory was removed while we opened the file
+		}
+		if err != nil {
+			return nil, fmt.Errorf("indexer: lock %s: %w", path, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("indexer: lock %s: not acquired", path)
+		}
+		held, herr := fl.Stat()
+		cur, cerr := os.Stat(path)
+		if herr == nil && cerr == nil && os.SameFile(held, cur) {
+			l := &dbLock{fl: fl, path: path, created: created}
+			l.recordHolder()
+			return l, nil
+		}
+		_ = fl.Unlock()
+		if herr != nil {
+			return nil, fmt.Errorf("indexer: lock %s: %w", path, herr)
+		}
+		if cerr != nil && !errors.Is(cerr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("indexer: lock %s: %w", path, cerr)
+		}
+		// The previous holder removed the file we locked: lock the new one.
+	}
+}
+
+// missingDirs returns dir and its ancestors that do not exist, deepest
+// first.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			return out
+		}
+	}
+}
+
+// recordHolder writes this process's id into the lock file, for the
+// message of an index that waits for it. Failing to is not an error: the
+// lock is the flock, not the file's content.
+func (l *dbLock) recordHolder() {
+	f, err := os.OpenFile(l.path, os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if f.Truncate(0) == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+}
+
+// lockHolder describes who holds the lock file at path: "pid N holds
+// PATH", or "PATH is locked" when the holder has not recorded its id (yet).
+func lockHolder(path string) string {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			return fmt.Sprintf("pid %d holds %s", pid, path)
+		}
+	}
+	return path + " is locked"
+}
+
+// release removes the lock file and releases the lock, in that order (see
+// lockDatabase); after a failed run it also removes the directories the
+// run created, when nothing else is in them, so that a refused index
+// leaves nothing behind.
+func (l *dbLock) release(failed bool) {
+	_ = os.Remove(l.path)
+	_ = l.fl.Unlock()
+	if failed {
+		for _, d := range l.created {
+			if os.Remove(d) != nil {
+				break
+			}
+		}
+	}
 }
 
 // testHookBeforeLoad, when set (by tests only), is called with the

@@ -60,7 +60,15 @@ matches, nothing is written and the exit status is 2.
 A re-run on an unchanged tree (same build context, options, VCS state and file contents) reuses the
 database without loading anything. When some packages' files changed, only those packages and the
 packages that import them are re-indexed; the rest of the graph is kept (the result has the rows of a
-full index). --reuse=false forces a full index.`,
+full index). --reuse=false forces a full index.
+
+Two runs writing the same database take turns: a run holds an exclusive lock (flock) on the file
+<db>-lock beside the database from start to end, and a second run waits for it (a terminal shows that
+it is waiting; Ctrl-C stops the wait and leaves the database as it is), then starts, so it sees what
+the first wrote and reuses it when nothing changed. The sha256 a run prints is that of the file when
+it finished. The kernel releases the lock when its process exits, however it exits; the lock file is
+removed at the end of a run but may be left behind (after a crash), and whether it exists means
+nothing: only a live lock on it makes a run wait.`,
 		Example: `  assay index
   assay index --tags integration --goos windows ./...
   assay index --format json $(go env GOMODCACHE)/github.com/spf13/cobra@v1.10.2`,
