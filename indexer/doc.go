@@ -37,7 +37,8 @@
 // as far as their syntax allows, and every error is a row of load_errors;
 // nothing is dropped silently. A pattern that resolves to no package (for
 // example a directory that does not exist) is recorded in load_errors with a
-// NULL package_id and counts against coverage.
+// NULL package_id and counts against coverage. LoadErrors reads them back,
+// sorted, with the snapshot's coverage (`assay graph errors`).
 //
 // # Schema (schema_version 3, also stored as PRAGMA user_version)
 //

@@ -22,16 +22,18 @@ type GraphOptions struct {
 	Format string
 	// Variant is the package variants `graph symbols` shows: base or all.
 	Variant string
-	// Query is callers, callees, path or symbols.
+	// Package is the package pattern `graph errors` keeps ("" for all).
+	Package string
+	// Query is callers, callees, path, symbols or errors.
 	Query string
 	Args  []string
 }
 
-// NewCmdGraph builds `assay graph callers|callees|path|symbols`.
+// NewCmdGraph builds `assay graph callers|callees|path|symbols|errors`.
 func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graph",
-		Short: "Query the code graph: callers, callees, import paths, symbols in a file",
+		Short: "Query the code graph: callers, callees, import paths, symbols in a file, load errors",
 		Long: `Query the graph database 'assay index' wrote (default assay-out/graph.db).
 
 A SYMBOL is a node id (func:example.com/m/p.F, method:example.com/m/p.T.M, imethod:..., type:...), or the
@@ -52,11 +54,15 @@ The graph stores a call as a relation between two declarations, not per call: in
 callees table CALLER_DECL is where the caller is declared (file:line), and CALL_SITE (file:line:col of
 the call's opening parenthesis) is known only for a dynamic call site without a target ("-" for an
 edge). In JSON, src.file and src.line are the caller's declaration; a dynamic site's call_file,
-call_line and call_col are its call.`,
+call_line and call_col are its call.
+
+'assay graph errors' lists the load errors the index recorded (packages that did not load or
+type-check, patterns that matched nothing) and the snapshot's coverage.`,
 		Example: `  assay graph callers github.com/spf13/cobra.Command.Execute
   assay graph callees --format dot cobra.Command.ExecuteC | dot -Tsvg > callees.svg
   assay graph path github.com/spf13/cobra/doc github.com/spf13/pflag
-  assay graph symbols command.go`,
+  assay graph symbols command.go
+  assay graph errors --package github.com/spf13/cobra/...`,
 	}
 	for _, q := range []struct {
 		use, short string
@@ -96,11 +102,52 @@ call_line and call_col are its call.`,
 		}
 		cmd.AddCommand(sub)
 	}
+	cmd.AddCommand(newCmdGraphErrors(io, runF))
 	return cmd
 }
 
+// newCmdGraphErrors builds `assay graph errors`.
+func newCmdGraphErrors(io IOStreams, runF func(context.Context, *GraphOptions) error) *cobra.Command {
+	opts := &GraphOptions{IO: io, Query: "errors"}
+	sub := &cobra.Command{
+		Use:   "errors",
+		Short: "Load errors the index recorded, and the snapshot's coverage",
+		Long: `List every load error 'assay index' recorded in the graph database: the package (its go/packages
+ID: a test variant is "p [p.test]"), the kind (list, parse, type, module, file, unknown), the position
+(file:line:col, the file relative to its module root; "-" when the error has none, as for the go
+command's own errors, which may name one in their message) and the message, sorted by package then
+position. The footer (in JSON, packages_ok, packages_matched and coverage) gives the coverage of the
+whole snapshot: the fraction of matched packages that loaded without errors and are not ill-typed.
+
+--package keeps the errors of the packages a pattern matches: an import path, or a pattern with "..."
+as the go command reads it (example.com/m/... is example.com/m and every package below). A package's
+test variants and external test package count as the package. A pattern that matches no package of
+the graph is refused (exit 2): no errors would read as a clean package.`,
+		Example: `  assay graph errors
+  assay graph errors --package example.com/m/internal/... --format json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := refuseEmptyFlags(c); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runGraph(c.Context(), opts)
+		},
+	}
+	opts.Graph.register(sub)
+	sub.Flags().StringVar(&opts.Package, "package", "", "only the errors of the packages this import path or pattern (with ...) matches")
+	sub.Flags().StringVar(&opts.Format, "format", "table", "output format: table or json")
+	return sub
+}
+
 func runGraph(ctx context.Context, opts *GraphOptions) error {
-	if err := checkFormat(opts.Format, "table", "json", "dot"); err != nil {
+	formats := []string{"table", "json", "dot"}
+	if opts.Query == "errors" {
+		formats = formats[:2]
+	}
+	if err := checkFormat(opts.Format, formats...); err != nil {
 		return err
 	}
 	db, err := indexer.OpenDatabase(ctx, opts.Graph.path())
@@ -115,6 +162,8 @@ func runGraph(ctx context.Context, opts *GraphOptions) error {
 		return graphPath(ctx, db, opts)
 	case "symbols":
 		return graphSymbols(ctx, db, opts)
+	case "errors":
+		return graphErrors(ctx, db, opts)
 	}
 	return badInput(fmt.Errorf("unknown graph query %q", opts.Query))
 }
@@ -123,7 +172,7 @@ func runGraph(ctx context.Context, opts *GraphOptions) error {
 func queryError(err error) error {
 	var amb *indexer.AmbiguousSymbolError
 	var ambFile *indexer.AmbiguousFileError
-	if errors.Is(err, indexer.ErrSymbolNotFound) || errors.As(err, &amb) || errors.As(err, &ambFile) {
+	if errors.Is(err, indexer.ErrSymbolNotFound) || errors.Is(err, indexer.ErrNoSuchPackage) || errors.As(err, &amb) || errors.As(err, &ambFile) {
 		return badInput(err)
 	}
 	return err
@@ -269,6 +318,67 @@ func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		t.rows = append(t.rows, []string{strconv.Itoa(s.Line), s.Kind, s.ID, s.Origin, s.Variant})
 	}
 	return t.writeText(opts.IO.Out)
+}
+
+func graphErrors(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
+	rep, err := indexer.LoadErrors(ctx, db, opts.Package)
+	if err != nil {
+		return queryError(err)
+	}
+	if opts.Format == "json" {
+		return writeJSON(opts.IO.Out, rep)
+	}
+	cov := strconv.FormatFloat(rep.Coverage, 'g', 3, 64)
+	if rep.PackagesOK != rep.PackagesMatched {
+		cov += fmt.Sprintf(": %d of %d matched packages loaded and type-checked without errors", rep.PackagesOK, rep.PackagesMatched)
+	}
+	// Packages whose types may be incomplete though they report nothing:
+	// without this line "no load errors" would read as fully checked.
+	illTyped := ""
+	if len(rep.IllTyped) > 0 {
+		illTyped = fmt.Sprintf("ill-typed without errors of their own (a package they import has errors): %s\n", strings.Join(rep.IllTyped, ", "))
+	}
+	if len(rep.Errors) == 0 {
+		if opts.Package != "" {
+			_, err := fmt.Fprintf(opts.IO.Out, "no load errors recorded for %s (coverage of the snapshot %s)\n%s", opts.Package, cov, illTyped)
+			return err
+		}
+		_, err := fmt.Fprintf(opts.IO.Out, "no load errors recorded (coverage %s)\n%s", cov, illTyped)
+		return err
+	}
+	t := table{header: []string{"PACKAGE", "KIND", "POSITION", "MESSAGE"}}
+	pkgs := map[string]bool{}
+	for _, e := range rep.Errors {
+		pkgs[e.Package] = true
+		t.rows = append(t.rows, []string{e.Package, e.Kind, loadErrorPosition(e), oneLineMessage(e.Message)})
+	}
+	if err := t.writeText(opts.IO.Out); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "\n%s in %s; coverage of the snapshot %s\n%s",
+		plural(len(rep.Errors), "load error"), plural(len(pkgs), "package"), cov, illTyped)
+	return err
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}
+
+// loadErrorPosition is file:line:col, as much of it as is known, or "-".
+func loadErrorPosition(e indexer.LoadError) string {
+	switch {
+	case e.File == "":
+		return "-"
+	case e.Line == 0:
+		return e.File
+	case e.Col == 0:
+		return e.File + ":" + strconv.Itoa(e.Line)
+	}
+	return e.File + ":" + strconv.Itoa(e.Line) + ":" + strconv.Itoa(e.Col)
 }
 
 // writeDot writes a Graphviz digraph; each edge is (from, to, label).

@@ -158,7 +158,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 		if c.UnmatchedPatterns > 0 {
 			what = append(what, fmt.Sprintf("%d patterns matched nothing", c.UnmatchedPatterns))
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %s (%d errors recorded in the load_errors table); coverage %.3f\n",
+		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %s (%d errors recorded in the load_errors table; 'assay graph errors' lists them); coverage %.3f\n",
 			strings.Join(what, " and "), c.LoadErrors, snap.Coverage)
 		if first := firstLoadError(ctx, snap.DBPath); first != "" {
 			fmt.Fprintf(opts.IO.ErrOut, "assay: first load error: %s\n", first)
@@ -219,17 +219,22 @@ func firstLoadError(ctx context.Context, path string) string {
 	if err := db.QueryRowContext(ctx, "SELECT position, message FROM load_errors ORDER BY seq LIMIT 1").Scan(&pos, &msg); err != nil {
 		return ""
 	}
-	// The go command's messages span lines ("# pkg" then "file:line: ..."):
-	// one line, without the package header.
-	var lines []string
-	for _, l := range strings.Split(msg.String, "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "# ") {
-			lines = append(lines, l)
-		}
-	}
-	m := strings.Join(lines, "; ")
+	m := oneLineMessage(msg.String)
 	if pos.Valid && pos.String != "" && !strings.HasPrefix(m, pos.String) {
 		return pos.String + ": " + m
 	}
 	return m
+}
+
+// oneLineMessage puts a load error's message on one line: the go command's
+// messages span lines ("# pkg" then "file:line: ..."), joined with "; "
+// without the package header.
+func oneLineMessage(msg string) string {
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "# ") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
