@@ -252,8 +252,6 @@ type builder struct {
 	// work lists what the relation pass visits: each indexed file with type
 	// information, in graph order.
 	work []relWork
-	// edgeSeen deduplicates relation edges.
-	edgeSeen map[edgeRow]bool
 	// enc computes object paths of dependency objects.
 	enc *objectpath.Encoder
 	// declared holds the ids of the indexed declarations' nodes.

@@ -118,7 +118,6 @@ func (b *builder) addModules(res *loadResult) {
 // builds (same rows, same order, same deduplication). During the visits the
 // builder's maps are only read.
 func (b *builder) addRelations(ctx context.Context) error {
-	b.edgeSeen = map[edgeRow]bool{}
 	b.enc = &objectpath.Encoder{}
 	outs := make([]relOut, len(b.work))
 	var next atomic.Int64
@@ -158,6 +157,11 @@ func (b *builder) addRelations(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("indexer: build relations: %w", err)
 	}
+	n := len(b.g.edges)
+	for i := range outs {
+		n += len(outs[i].edges)
+	}
+	b.g.edges = slices.Grow(b.g.edges, n-len(b.g.edges))
 	for i := range outs {
 		o := &outs[i]
 		for _, x := range o.ext {
@@ -198,17 +202,13 @@ type extNode struct {
 	depPath string
 }
 
-// edge adds a relation edge once.
+// edge adds a relation edge; buildGraph drops repeated relations once
+// every edge is in (dedupEdges).
 func (b *builder) edge(src, dst, kind, variant string) {
 	if src == "" || dst == "" {
 		return
 	}
-	e := edgeRow{src: src, dst: dst, kind: kind, variant: variant}
-	if b.edgeSeen[e] {
-		return
-	}
-	b.edgeSeen[e] = true
-	b.g.edges = append(b.g.edges, e)
+	b.g.edges = append(b.g.edges, edgeRow{src: src, dst: dst, kind: kind, variant: variant})
 }
 
 // objNode returns the node id of obj, creating its node if it is outside
