@@ -282,15 +282,32 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 	in.Snapshot = SnapshotInfo{ID: s.ID, Coverage: s.Coverage}
 	in.syntax = g.Syntax
 	in.BuildContext = fmt.Sprintf("GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s", s.GOOS, s.GOARCH, s.CGOEnabled, strings.Join(s.Tags, ","))
-	byID := func(id func(int) string) func(i, j int) int {
+	// Node ids sort as their nodes.seq do (a seq is the id's position in id
+	// order): comparing the integers orders the rows exactly as comparing
+	// the ids would, without reading the ids' long common prefixes.
+	seqs := func(n int, id func(int) string) []int64 {
+		out := make([]int64, n)
+		for i := range out {
+			s, ok := g.NodeSeq(id(i))
+			if !ok {
+				return nil
+			}
+			out[i] = s
+		}
+		return out
+	}
+	byID := func(n int, id func(int) string) func(i, j int) int {
+		if s := seqs(n, id); s != nil {
+			return func(i, j int) int { return cmp.Compare(s[i], s[j]) }
+		}
 		return func(i, j int) int { return strings.Compare(id(i), id(j)) }
 	}
-	for _, i := range order(len(g.Packages), byID(func(i int) string { return g.Packages[i].ID })) {
+	for _, i := range order(len(g.Packages), byID(len(g.Packages), func(i int) string { return g.Packages[i].ID })) {
 		gp := g.Packages[i]
 		in.Packages[gp.ID] = &Package{ID: gp.ID, ImportPath: gp.ImportPath, Variant: gp.Variant, OK: gp.ErrorCount == 0 && !gp.IllTyped}
 		in.PackageIDs = append(in.PackageIDs, gp.ID)
 	}
-	for _, i := range order(len(g.Nodes), byID(func(i int) string { return g.Nodes[i].ID })) {
+	for _, i := range order(len(g.Nodes), byID(len(g.Nodes), func(i int) string { return g.Nodes[i].ID })) {
 		gn := g.Nodes[i]
 		in.Nodes[gn.ID] = &Node{ID: gn.ID, Kind: gn.Kind, Origin: gn.Origin, PackageID: gn.PackageID, FileID: gn.FileID,
 			StartLine: gn.StartLine, StartCol: gn.StartCol}
@@ -299,23 +316,30 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 		}
 	}
 	types := map[string]*Type{}
-	for _, i := range order(len(g.Types), byID(func(i int) string { return g.Types[i].ID })) {
+	for _, i := range order(len(g.Types), byID(len(g.Types), func(i int) string { return g.Types[i].ID })) {
 		gt := g.Types[i]
 		t := &Type{ID: gt.ID, PackageID: gt.PackageID, Name: gt.Name, TypeKind: gt.TypeKind, Resolved: gt.Resolved}
 		in.Types = append(in.Types, t)
 		types[t.ID] = t
 	}
-	for _, i := range order(len(g.Members), func(i, j int) int {
+	memberOrder := func(i, j int) int {
 		a, b := g.Members[i], g.Members[j]
 		return cmp.Or(strings.Compare(a.TypeID, b.TypeID), strings.Compare(a.ID, b.ID))
-	}) {
+	}
+	typeSeq, memberSeq := seqs(len(g.Members), func(i int) string { return g.Members[i].TypeID }), seqs(len(g.Members), func(i int) string { return g.Members[i].ID })
+	if typeSeq != nil && memberSeq != nil {
+		memberOrder = func(i, j int) int {
+			return cmp.Or(cmp.Compare(typeSeq[i], typeSeq[j]), cmp.Compare(memberSeq[i], memberSeq[j]))
+		}
+	}
+	for _, i := range order(len(g.Members), memberOrder) {
 		if m := g.Members[i]; m.Kind == "field" {
 			if t := types[m.TypeID]; t != nil {
 				t.Fields = append(t.Fields, m.ID)
 			}
 		}
 	}
-	for _, i := range order(len(g.Funcs), byID(func(i int) string { return g.Funcs[i].ID })) {
+	for _, i := range order(len(g.Funcs), byID(len(g.Funcs), func(i int) string { return g.Funcs[i].ID })) {
 		gf := g.Funcs[i]
 		f := &Func{ID: gf.ID, PackageID: gf.PackageID, Name: gf.Name, IsMethod: gf.IsMethod, Resolved: gf.Resolved, ReceiverTypeID: gf.ReceiverTypeID}
 		in.Funcs = append(in.Funcs, f)
@@ -323,10 +347,17 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 			t.Methods = append(t.Methods, f.ID)
 		}
 	}
-	for _, i := range order(len(g.Edges), func(i, j int) int {
+	edgeOrder := func(i, j int) int {
 		a, b := g.Edges[i], g.Edges[j]
 		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Src, b.Src), strings.Compare(a.Dst, b.Dst))
-	}) {
+	}
+	srcSeq, dstSeq := seqs(len(g.Edges), func(i int) string { return g.Edges[i].Src }), seqs(len(g.Edges), func(i int) string { return g.Edges[i].Dst })
+	if srcSeq != nil && dstSeq != nil {
+		edgeOrder = func(i, j int) int {
+			return cmp.Or(strings.Compare(g.Edges[i].Kind, g.Edges[j].Kind), cmp.Compare(srcSeq[i], srcSeq[j]), cmp.Compare(dstSeq[i], dstSeq[j]))
+		}
+	}
+	for _, i := range order(len(g.Edges), edgeOrder) {
 		e := g.Edges[i]
 		in.Edges[e.Kind] = append(in.Edges[e.Kind], Edge{Src: e.Src, Dst: e.Dst})
 	}
