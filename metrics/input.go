@@ -71,6 +71,9 @@ type Input struct {
 	// workers bounds the goroutines measuring sources and running
 	// descriptors; 0 means GOMAXPROCS.
 	workers int
+	// seq, when not nil, gives a node id's nodes.seq in the database being
+	// written (FromGraph): ids compare as their seqs do.
+	seq func(id string) (int64, bool)
 	// dynamic counts dynamic call sites per declared function.
 	dynamic map[string]int
 	calls   *callFacts
@@ -281,6 +284,7 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 	s := g.Snapshot
 	in.Snapshot = SnapshotInfo{ID: s.ID, Coverage: s.Coverage}
 	in.syntax = g.Syntax
+	in.seq = g.NodeSeq
 	in.BuildContext = fmt.Sprintf("GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s", s.GOOS, s.GOARCH, s.CGOEnabled, strings.Join(s.Tags, ","))
 	// Node ids sort as their nodes.seq do (a seq is the id's position in id
 	// order): comparing the integers orders the rows exactly as comparing

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -80,13 +81,44 @@ func computeInput(ctx context.Context, in *Input) ([]Value, error) {
 		}
 	}
 	out := slices.Concat(results...)
-	slices.SortFunc(out, func(a, b Value) int {
-		if c := strings.Compare(a.Metric, b.Metric); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Subject, b.Subject)
-	})
+	sortValues(out, in.seq)
 	return out, nil
+}
+
+// sortValues sorts vals by (metric, subject). With seq (see Input.seq),
+// subjects compare by their node seqs, which order them as their ids do.
+func sortValues(vals []Value, seq func(string) (int64, bool)) {
+	byID := func(a, b Value) int {
+		return cmp.Or(strings.Compare(a.Metric, b.Metric), strings.Compare(a.Subject, b.Subject))
+	}
+	if seq == nil {
+		slices.SortFunc(vals, byID)
+		return
+	}
+	// Sorting small keys and moving each value once is cheaper than
+	// swapping the values themselves.
+	type keyed struct {
+		metric string
+		seq    int64
+		i      int
+	}
+	ks := make([]keyed, len(vals))
+	for i, v := range vals {
+		s, ok := seq(v.Subject)
+		if !ok {
+			slices.SortFunc(vals, byID)
+			return
+		}
+		ks[i] = keyed{v.Metric, s, i}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		return cmp.Or(strings.Compare(a.metric, b.metric), cmp.Compare(a.seq, b.seq))
+	})
+	sorted := make([]Value, len(vals))
+	for i, k := range ks {
+		sorted[i] = vals[k.i]
+	}
+	copy(vals, sorted)
 }
 
 // schema creates the metric tables. metric_descriptors has one row per
