@@ -105,12 +105,17 @@ Start with:  assay matrix run      (on the embedded reference provider)`,
 	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
 		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
 		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil))
+	// cobra adds its `completion` group when the command runs; added now, it
+	// is a group like the others below.
+	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
 	return root
 }
 
 // refuseUnknownSubcommands makes every command group (a command with subcommands and no action of
-// its own) refuse an unknown subcommand as bad input instead of printing help and exiting 0.
+// its own, the root included) refuse, as bad input, to run without a subcommand or with an unknown
+// one: one line naming the subcommands and the help to read, exit 2, instead of printing help and
+// exiting 0 as if something had been done. `--help` still prints the help and exits 0.
 func refuseUnknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		refuseUnknownSubcommands(sub)
@@ -118,12 +123,44 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return badInput(fmt.Errorf("unknown command %q for %q (see '%s --help')", args[0], cmd.CommandPath(), cmd.CommandPath()))
+				return badInput(fmt.Errorf("unknown command %q for %q (%s; see '%s --help')",
+					args[0], cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath()))
 			}
 			return nil
 		}
-		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			what := cmd.CommandPath() + ": a subcommand is required"
+			if !cmd.HasParent() {
+				what = "a command is required"
+			}
+			return badInput(fmt.Errorf("%s (%s); see '%s --help'", what, strings.Join(availableSubcommands(cmd), ", "), cmd.CommandPath()))
+		}
 	}
+}
+
+// availableSubcommands names the subcommands of c that --help lists, in its order.
+func availableSubcommands(c *cobra.Command) []string {
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return names
+}
+
+// subcommandList is "subcommands: a, b" (or "subcommand: a"; "commands: ..." for the root) for an
+// error message.
+func subcommandList(c *cobra.Command) string {
+	names := availableSubcommands(c)
+	word := "subcommand"
+	if !c.HasParent() {
+		word = "command"
+	}
+	if len(names) != 1 {
+		word += "s"
+	}
+	return word + ": " + strings.Join(names, ", ")
 }
 
 // noArgs refuses positional arguments as bad input.

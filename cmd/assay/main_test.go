@@ -16,11 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
@@ -366,8 +368,65 @@ func TestUnknownSubcommandIsBadInput(t *testing.T) {
 		}
 		oneLine(t, r, "unknown command")
 	}
-	if r := runCLI(t, "matrix"); r.code != 0 || !strings.Contains(r.stdout, "run") {
-		t.Fatalf("a command group without a subcommand shows its help: exit %d %q", r.code, r.stdout)
+}
+
+// TestCommandGroupsRequireASubcommand: every command that only groups subcommands (found by walking
+// the command tree, so a new group is covered), the root included, refuses to run without one or
+// with an unknown one (exit 2, one line naming the subcommands and the help to read, nothing on
+// stdout), and still shows its help with --help (exit 0).
+func TestCommandGroupsRequireASubcommand(t *testing.T) {
+	var groups [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		var subs []string
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				subs = append(subs, sub.Name())
+				walk(sub, append(slices.Clone(path), sub.Name()))
+			}
+		}
+		if len(subs) > 0 && c.Name() != "metrics" { // metrics runs itself; explain is its subcommand
+			groups = append(groups, path)
+		}
+	}
+	walk(NewCmdRoot(IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}), nil)
+	for _, want := range []string{"", "graph", "matrix", "oracle", "provider", "store", "completion"} {
+		if !slices.ContainsFunc(groups, func(g []string) bool { return strings.Join(g, " ") == want }) {
+			t.Errorf("command group %q not found in the tree: %q", want, groups)
+		}
+	}
+	for _, g := range groups {
+		name := strings.TrimSpace("assay " + strings.Join(g, " "))
+		root := NewCmdRoot(IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
+		c, _, err := root.Find(g)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		r := runCLI(t, g...)
+		if r.code != 2 || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q; want 2 and nothing", name, r.code, r.stdout)
+		}
+		oneLine(t, r, "required")
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() && !strings.Contains(r.stderr, sub.Name()) {
+				t.Errorf("%s: %q does not name the subcommand %s", name, r.stderr, sub.Name())
+			}
+		}
+		if !strings.Contains(r.stderr, "'"+name+" --help'") {
+			t.Errorf("%s: %q does not say where the help is", name, r.stderr)
+		}
+		bad := runCLI(t, append(slices.Clone(g), "no-such-subcommand")...)
+		if bad.code != 2 || bad.stdout != "" {
+			t.Errorf("%s no-such-subcommand: exit %d, stdout %q; want 2 and nothing", name, bad.code, bad.stdout)
+		}
+		oneLine(t, bad, "unknown command")
+		help := runCLI(t, append(slices.Clone(g), "--help")...)
+		if help.code != 0 || !strings.Contains(help.stdout, "Usage:") || help.stderr != "" {
+			t.Errorf("%s --help: exit %d, stdout %q, stderr %q; want its help and 0", name, help.code, help.stdout, help.stderr)
+		}
+	}
+	if r := runCLI(t, "graph"); !strings.HasPrefix(r.stderr, "assay: assay graph: a subcommand is required (callees, callers, errors, path, symbols)") {
+		t.Errorf("assay graph: %q", r.stderr)
 	}
 }
 

@@ -23,10 +23,6 @@ func NewCmdStore(io IOStreams, runF func(context.Context, *StoreMigrateOptions) 
 	cmd := &cobra.Command{
 		Use:   "store",
 		Short: "Maintain the evidence store",
-		Args:  noArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			return badInput(fmt.Errorf("assay store needs a subcommand: migrate"))
-		},
 	}
 	opts := &StoreMigrateOptions{IO: io}
 	migrate := &cobra.Command{
