@@ -61,7 +61,8 @@ unavailable (printed "unavailable", never 0; --format json or csv gives the reas
 carry the method and its version, the snapshot, the build context and a coverage (--format json or
 csv); the table marks with "*" a value whose coverage is below 1, i.e. computed from inputs some of
 which did not load (packages with load or type errors). Only base package variants are shown unless --variant all: a test variant's values (a type with
-methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's. Rows
+methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's. Package
+metrics exist for base variants only (coupling is defined on the import graph without test variants). Rows
 are grouped by origin (production first, then test, example, generated, synthesized) so
 that generated code is reported apart. 'assay metrics explain METRIC' prints a metric's definition,
 method, source, choices and known limits.
@@ -190,6 +191,9 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 	}
 	if opts.Variant == "base" {
 		vals = slices.DeleteFunc(vals, func(v metrics.Value) bool { return v.Variant != "base" })
+	} else if scope == metrics.ScopePackage && !slices.ContainsFunc(vals, func(v metrics.Value) bool { return v.Variant != "base" }) {
+		// Say it rather than show the same rows as without the flag.
+		fmt.Fprintln(opts.IO.ErrOut, "note: package metrics are computed for base package variants only (coupling is defined on the import graph without test variants): --variant all adds no package rows")
 	}
 	rows := pivot(vals)
 	sortRows(rows, opts.Sort)

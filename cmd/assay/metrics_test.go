@@ -60,6 +60,15 @@ func TestMetricsTableJSONAndCSV(t *testing.T) {
 	if strings.Contains(r.stdout, ".test]") {
 		t.Errorf("default output shows test variants:\n%s", r.stdout)
 	}
+	// Package metrics exist for base variants only: --variant all says so
+	// instead of showing the same rows silently.
+	pa := runCLI(t, "metrics", "--out", out, "--scope", "package", "--variant", "all")
+	if pa.code != 0 || pa.stdout != r.stdout || !strings.Contains(pa.stderr, "base package variants only") {
+		t.Errorf("--scope package --variant all: exit %d, same rows as base %v, stderr %q", pa.code, pa.stdout == r.stdout, pa.stderr)
+	}
+	if strings.Contains(all.stderr, "base package variants only") {
+		t.Errorf("--scope type --variant all prints the package note: %q", all.stderr)
+	}
 	if v := rows[0].Values["lcom4"]; v.Value == nil || *v.Value != 3 || v.Kind != "measured" || !strings.HasPrefix(v.Method, "lcom4-") {
 		t.Errorf("Split lcom4 = %+v", v)
 	}
