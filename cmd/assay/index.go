@@ -135,9 +135,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	}
 	iopts := indexer.Options{Dir: opts.Dir, Patterns: opts.Patterns, Tests: opts.Tests, DBPath: abs, ToolVersion: version,
 		Tags: opts.Tags, GOOS: opts.GOOS, GOARCH: opts.GOARCH, Reuse: opts.Reuse}
-	if isTerminal(opts.IO.ErrOut) {
-		iopts.Progress = func(stage string) { fmt.Fprintf(opts.IO.ErrOut, "assay: %s...\n", stage) }
-	}
+	iopts.Progress = indexProgress(opts.IO.ErrOut, isTerminal(opts.IO.ErrOut))
 	if opts.Metrics {
 		mopts := metrics.Options{BetweennessSources: opts.BetweennessSources}
 		iopts.Enrich, iopts.EnrichGraph = metrics.Enrich(mopts), metrics.EnrichGraph(mopts)
@@ -193,6 +191,17 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	fmt.Fprintf(opts.IO.Out, "\nsnapshot: %s\nrevision: %s\nbuild:    GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s\ndatabase: %s\nsha256:   %s\n",
 		snap.ID, rev, snap.GOOS, snap.GOARCH, snap.CGOEnabled, strings.Join(snap.Tags, ","), snap.DBPath, snap.DBSHA256)
 	return nil
+}
+
+// indexProgress prints indexing stages on w when it is a terminal (tty).
+// Waiting for another index of the same database is printed on any w: in a
+// CI log it would otherwise look like a hang.
+func indexProgress(w io.Writer, tty bool) func(stage string) {
+	return func(stage string) {
+		if tty || strings.HasPrefix(stage, "waiting for another index") {
+			fmt.Fprintf(w, "assay: %s...\n", stage)
+		}
+	}
 }
 
 // isTerminal reports whether w is a character device (a terminal), where

@@ -99,3 +99,22 @@ func TestIndexHelpNamesTheLock(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexProgressSaysWaitingEverywhere: off a terminal the stages are
+// quiet, but waiting for another index of the database is printed.
+func TestIndexProgressSaysWaitingEverywhere(t *testing.T) {
+	t.Parallel()
+	for _, tty := range []bool{false, true} {
+		var b bytes.Buffer
+		p := indexProgress(&b, tty)
+		p("loading and type-checking packages")
+		p("waiting for another index of /x/graph.db to finish (pid 7)")
+		got := b.String()
+		if !strings.Contains(got, "assay: waiting for another index of /x/graph.db") {
+			t.Errorf("tty=%v: waiting not printed: %q", tty, got)
+		}
+		if strings.Contains(got, "loading") != tty {
+			t.Errorf("tty=%v: stage printed=%v: %q", tty, !tty, got)
+		}
+	}
+}
