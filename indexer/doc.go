@@ -37,7 +37,10 @@
 // as far as their syntax allows, and every error is a row of load_errors;
 // nothing is dropped silently. A pattern that resolves to no package (for
 // example a directory that does not exist) is recorded in load_errors with a
-// NULL package_id and counts against coverage. LoadErrors reads them back,
+// NULL package_id and counts against coverage. So is a dependency that an
+// indexed package imports and that failed itself (a module no one provides,
+// a package that does not build): the importer's own error only says that
+// the import failed, the dependency's row says why. LoadErrors reads them back,
 // sorted, with the snapshot's coverage (`assay graph errors`).
 //
 // # Schema (schema_version 3, also stored as PRAGMA user_version)

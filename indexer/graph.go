@@ -297,6 +297,7 @@ func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*g
 		}
 	}
 	b.g.packageNodes = append(b.g.packageNodes, deps...)
+	b.addDependencyErrors(res.roots)
 	if err := b.addRelations(ctx); err != nil {
 		return nil, err
 	}
@@ -378,6 +379,33 @@ func (b *builder) addPackage(p *packages.Package) []nodeRow {
 		g.edges = append(g.edges, edgeRow{src: id, dst: dst, kind: "imports", variant: variant})
 	}
 	return deps
+}
+
+// addDependencyErrors records the errors of the packages the roots import
+// that are not indexed themselves (a missing module, a dependency that does
+// not build): the root's own error only says that the import failed, and
+// the go command's reason would otherwise be lost. Each dependency's errors
+// are recorded once, without a package row (package_id NULL, go_id the
+// dependency's), in the order the roots and their sorted imports reach it.
+func (b *builder) addDependencyErrors(roots []*packages.Package) {
+	seen := map[string]bool{}
+	for _, p := range roots {
+		paths := make([]string, 0, len(p.Imports))
+		for path := range p.Imports {
+			paths = append(paths, path)
+		}
+		slices.Sort(paths)
+		for _, path := range paths {
+			imp := p.Imports[path]
+			if b.indexed[imp.ID] || seen[imp.ID] {
+				continue
+			}
+			seen[imp.ID] = true
+			if len(imp.Errors) > 0 || (imp.Module != nil && imp.Module.Error != nil) {
+				b.addErrors(imp, sql.Null[string]{})
+			}
+		}
+	}
 }
 
 // addErrors records p's errors, and its module's error if any.

@@ -433,16 +433,21 @@ type LoadErrorReport struct {
 	PackagesOK      int     `json:"packages_ok"`
 	PackagesMatched int     `json:"packages_matched"`
 	Coverage        float64 `json:"coverage"`
+	// UnmatchedPatterns is how many of PackagesMatched are patterns that
+	// matched no package (snapshots.unmatched_patterns): each counts as a
+	// package that did not load.
+	UnmatchedPatterns int `json:"unmatched_patterns"`
 	// Errors are the recorded load errors that match the pattern, sorted
 	// by Package, then File, Line and Col (errors without a position after
 	// those with one), then the order they were recorded in. Never nil.
 	Errors []LoadError `json:"errors"`
-	// IllTyped are the go/packages IDs, sorted, of the packages matching
-	// the pattern that have no error of their own but are ill-typed
-	// (go/packages IllTyped: a package they import has errors), so their
-	// type information may be incomplete; they count against coverage.
-	// Never nil.
-	IllTyped []string `json:"ill_typed"`
+	// IllTypedWithoutErrors are the go/packages IDs, sorted, of the
+	// packages matching the pattern that have no error of their own but
+	// are ill-typed (go/packages IllTyped: a package they import has
+	// errors), so their type information may be incomplete; they count
+	// against coverage. (snapshots.packages_ill_typed counts every
+	// ill-typed package, with errors of its own or not.) Never nil.
+	IllTypedWithoutErrors []string `json:"ill_typed_without_errors"`
 }
 
 // ErrNoSuchPackage is returned (wrapped, naming the pattern) when a
@@ -462,9 +467,9 @@ var ErrNoSuchPackage = errors.New("indexer: no package matches")
 // Errors: ErrNoSuchPackage (wrapped) when pattern matches no package of the
 // graph and no error; a wrapped SQLite error.
 func LoadErrors(ctx context.Context, db *sql.DB, pattern string) (LoadErrorReport, error) {
-	r := LoadErrorReport{Errors: []LoadError{}, IllTyped: []string{}}
-	if err := db.QueryRowContext(ctx, "SELECT id, packages_ok, packages_matched, coverage FROM snapshots").
-		Scan(&r.Snapshot, &r.PackagesOK, &r.PackagesMatched, &r.Coverage); err != nil {
+	r := LoadErrorReport{Errors: []LoadError{}, IllTypedWithoutErrors: []string{}}
+	if err := db.QueryRowContext(ctx, "SELECT id, packages_ok, packages_matched, coverage, unmatched_patterns FROM snapshots").
+		Scan(&r.Snapshot, &r.PackagesOK, &r.PackagesMatched, &r.Coverage, &r.UnmatchedPatterns); err != nil {
 		return LoadErrorReport{}, fmt.Errorf("indexer: read the snapshot: %w", err)
 	}
 	match := packagePattern(pattern)
@@ -521,7 +526,7 @@ func LoadErrors(ctx context.Context, db *sql.DB, pattern string) (LoadErrorRepor
 		if match(id) {
 			found = true
 			if illTyped {
-				r.IllTyped = append(r.IllTyped, id)
+				r.IllTypedWithoutErrors = append(r.IllTypedWithoutErrors, id)
 			}
 		}
 	}

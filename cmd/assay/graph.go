@@ -331,12 +331,16 @@ func graphErrors(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	cov := strconv.FormatFloat(rep.Coverage, 'g', 3, 64)
 	if rep.PackagesOK != rep.PackagesMatched {
 		cov += fmt.Sprintf(": %d of %d matched packages loaded and type-checked without errors", rep.PackagesOK, rep.PackagesMatched)
+		if rep.UnmatchedPatterns > 0 {
+			cov += fmt.Sprintf(" (the %d count %s that matched no package)", rep.PackagesMatched,
+				plural(rep.UnmatchedPatterns, "pattern"))
+		}
 	}
 	// Packages whose types may be incomplete though they report nothing:
 	// without this line "no load errors" would read as fully checked.
 	illTyped := ""
-	if len(rep.IllTyped) > 0 {
-		illTyped = fmt.Sprintf("ill-typed without errors of their own (a package they import has errors): %s\n", strings.Join(rep.IllTyped, ", "))
+	if len(rep.IllTypedWithoutErrors) > 0 {
+		illTyped = fmt.Sprintf("ill-typed without errors of their own (a package they import has errors): %s\n", strings.Join(rep.IllTypedWithoutErrors, ", "))
 	}
 	if len(rep.Errors) == 0 {
 		if opts.Package != "" {
@@ -347,16 +351,26 @@ func graphErrors(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		return err
 	}
 	t := table{header: []string{"PACKAGE", "KIND", "POSITION", "MESSAGE"}}
-	pkgs := map[string]bool{}
+	// Errors without a package row belong to what the index did not index:
+	// a dependency that failed, a pattern that matched nothing, a test main.
+	indexed, other := map[string]bool{}, map[string]bool{}
 	for _, e := range rep.Errors {
-		pkgs[e.Package] = true
+		if e.PackageID != "" {
+			indexed[e.Package] = true
+		} else {
+			other[e.Package] = true
+		}
 		t.rows = append(t.rows, []string{e.Package, e.Kind, loadErrorPosition(e), oneLineMessage(e.Message)})
 	}
 	if err := t.writeText(opts.IO.Out); err != nil {
 		return err
 	}
+	where := plural(len(indexed), "package")
+	if len(other) > 0 {
+		where = fmt.Sprintf("%s of the snapshot and %d not indexed (dependencies that failed, patterns that matched nothing, test mains)", where, len(other))
+	}
 	_, err = fmt.Fprintf(opts.IO.Out, "\n%s in %s; coverage of the snapshot %s\n%s",
-		plural(len(rep.Errors), "load error"), plural(len(pkgs), "package"), cov, illTyped)
+		plural(len(rep.Errors), "load error"), where, cov, illTyped)
 	return err
 }
 

@@ -206,3 +206,48 @@ func TestGraphErrorsOfACleanModule(t *testing.T) {
 		t.Errorf("json: errors %#v coverage %v, want an empty list and 1", rep["errors"], rep["coverage"])
 	}
 }
+
+// TestGraphErrorsNamesAFailedDependency: a package importing a package no
+// module provides gets only "could not import" from the type checker; the
+// go command's reason is the dependency's own error, which is recorded
+// under the dependency (not an indexed package) and listed. A pattern that
+// matched nothing is counted in the coverage footer by name.
+func TestGraphErrorsNamesAFailedDependency(t *testing.T) {
+	t.Parallel()
+	mod := writeModule(t, map[string]string{
+		"go.mod":   "module example.com/dep\n\ngo 1.22\n",
+		"m/m.go":   "package m\n\nimport \"example.com/nothere/x\"\n\nvar _ = x.Y\n",
+		"ok/ok.go": "package ok\n\nfunc OK() {}\n",
+	})
+	out := t.TempDir()
+	if r := runCLI(t, "index", "--out", out, "--metrics=false", "--pattern", "./...,./nosuch/...", mod); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	js := runCLI(t, "graph", "errors", "--out", out, "--format", "json")
+	var rep indexer.LoadErrorReport
+	if err := json.Unmarshal([]byte(js.stdout), &rep); js.code != 0 || err != nil {
+		t.Fatalf("json: exit %d %v %q", js.code, err, js.stdout)
+	}
+	var dep *indexer.LoadError
+	for i, e := range rep.Errors {
+		if e.Package == "example.com/nothere/x" {
+			dep = &rep.Errors[i]
+		}
+	}
+	if dep == nil || dep.PackageID != "" || dep.Kind != "list" || !strings.Contains(dep.Message, "example.com/nothere/x") || dep.File != "m/m.go" {
+		t.Fatalf("the failed dependency's own error is not listed as such: %+v in %+v", dep, rep.Errors)
+	}
+	if rep.UnmatchedPatterns != 1 || rep.PackagesMatched != 3 || rep.PackagesOK != 1 {
+		t.Errorf("matched %d ok %d unmatched %d, want 3 (m, ok and the pattern), 1 and 1", rep.PackagesMatched, rep.PackagesOK, rep.UnmatchedPatterns)
+	}
+	tab := runCLI(t, "graph", "errors", "--out", out)
+	for _, want := range []string{
+		"example.com/nothere/x",
+		"not indexed (dependencies that failed, patterns that matched nothing, test mains)",
+		"1 of 3 matched packages loaded and type-checked without errors (the 3 count 1 pattern that matched no package)",
+	} {
+		if !strings.Contains(tab.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab.stdout)
+		}
+	}
+}
