@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -60,6 +61,9 @@ func (e *SchemaVersionError) Unwrap() error { return ErrSchemaVersion }
 // concurrent use like any *sql.DB.
 func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("indexer: no graph database at %s (write one with 'assay index', or name it with --db or --out): %w", path, err)
+		}
 		return nil, fmt.Errorf("indexer: open graph database: %w", err)
 	}
 	abs, err := filepath.Abs(path)

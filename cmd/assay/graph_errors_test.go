@@ -251,3 +251,17 @@ func TestGraphErrorsNamesAFailedDependency(t *testing.T) {
 		}
 	}
 }
+
+// TestNoGraphDatabaseSaysHowToWriteOne: reading a graph that was never
+// written names the command that writes it.
+func TestNoGraphDatabaseSaysHowToWriteOne(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "nothing-here")
+	for _, args := range [][]string{{"metrics", "--out", out}, {"graph", "errors", "--out", out}, {"graph", "callers", "--out", out, "F"}} {
+		r := runCLI(t, args...)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, r.code)
+		}
+		oneLine(t, r, "write one with 'assay index'")
+	}
+}

@@ -63,8 +63,8 @@ packages that import them are re-indexed; the rest of the graph is kept (the res
 full index). --reuse=false forces a full index.
 
 Two runs writing the same database take turns: a run holds an exclusive lock (flock) on the file
-<db>-lock beside the database from start to end, and a second run waits for it (a terminal shows that
-it is waiting; Ctrl-C stops the wait and leaves the database as it is), then starts, so it sees what
+<db>-lock beside the database from start to end, and a second run waits for it (it says so on stderr,
+terminal or not; Ctrl-C stops the wait and leaves the database as it is), then starts, so it sees what
 the first wrote and reuses it when nothing changed. The sha256 a run prints is that of the file when
 it finished. The kernel releases the lock when its process exits, however it exits; the lock file is
 removed at the end of a run but may be left behind (after a crash), and whether it exists means

@@ -129,7 +129,8 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 			return nil
 		}
 		c.RunE = func(cmd *cobra.Command, args []string) error {
-			what := cmd.CommandPath() + ": a subcommand is required"
+			// run prefixes "assay: "; a group names itself without it.
+			what := strings.TrimPrefix(cmd.CommandPath(), "assay ") + ": a subcommand is required"
 			if !cmd.HasParent() {
 				what = "a command is required"
 			}

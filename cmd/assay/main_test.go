@@ -425,7 +425,7 @@ func TestCommandGroupsRequireASubcommand(t *testing.T) {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q; want its help and 0", name, help.code, help.stdout, help.stderr)
 		}
 	}
-	if r := runCLI(t, "graph"); !strings.HasPrefix(r.stderr, "assay: assay graph: a subcommand is required (callees, callers, errors, path, symbols)") {
+	if r := runCLI(t, "graph"); !strings.HasPrefix(r.stderr, "assay: graph: a subcommand is required (callees, callers, errors, path, symbols)") {
 		t.Errorf("assay graph: %q", r.stderr)
 	}
 }
