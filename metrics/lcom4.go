@@ -3,7 +3,20 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"strings"
 )
+
+// ReasonNoState begins the reason of an LCOM4 value whose type's methods
+// touch no receiver state: the value counts the methods not linked by calls
+// and says nothing about cohesion, so it must not be ranked among
+// incohesive types (see Value.NoState).
+const ReasonNoState = "no_state"
+
+// NoState reports whether v is an LCOM4 value of a type whose methods
+// touch no receiver state (its reason begins with ReasonNoState).
+func (v Value) NoState() bool {
+	return v.Metric == "lcom4" && v.Kind != Unavailable && strings.HasPrefix(v.Reason, ReasonNoState+":")
+}
 
 func lcom4() *Descriptor {
 	d := &Descriptor{
@@ -57,7 +70,7 @@ func lcom4() *Descriptor {
 				v.Coverage = okCoverage(p)
 			}
 			if !touches {
-				v.Reason = "no_state: the methods touch no receiver state; strict LCOM4 counts one component per method not linked by calls"
+				v.Reason = ReasonNoState + ": the methods touch no receiver state; strict LCOM4 counts one component per method not linked by calls"
 			}
 			v.Detail = fmt.Sprintf("methods=%d fields=%d", len(t.Methods), len(t.Fields))
 			out = append(out, v)

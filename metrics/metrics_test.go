@@ -136,6 +136,12 @@ func TestLCOM4(t *testing.T) {
 		{"lcom4", ty("Mixed"), num(2), ""},
 		{"lcom4", "type:" + mx + "/lcom [" + mx + "/lcom.test].Mixed", num(1), ""},
 	})
+	for key, v := range got {
+		stateless := key == "lcom4 "+ty("Stateless") || key == "lcom4 type:"+mx+"/lcom ["+mx+"/lcom.test].Stateless"
+		if v.NoState() != stateless {
+			t.Errorf("%s: NoState %v with reason %q; only Stateless (both variants) touches no state", key, v.NoState(), v.Reason)
+		}
+	}
 	if v := got["lcom4 "+ty("Cohesive")]; v.Reason != "" || v.Detail != "methods=3 fields=3" {
 		t.Errorf("Cohesive: reason %q detail %q", v.Reason, v.Detail)
 	}

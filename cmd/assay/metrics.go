@@ -60,7 +60,10 @@ Every value has a kind: measured, proxy (an approximation, marked "~", e.g. samp
 unavailable (printed "unavailable", never 0; --format json or csv gives the reason). Values also
 carry the method and its version, the snapshot, the build context and a coverage (--format json or
 csv); the table marks with "*" a value whose coverage is below 1, i.e. computed from inputs some of
-which did not load (packages with load or type errors). Only base package variants are shown unless --variant all: a test variant's values (a type with
+which did not load (packages with load or type errors). The table marks with "?" an LCOM4 value of a
+type whose methods touch no receiver state (reason no_state): it counts the methods not linked by
+calls, which says nothing about cohesion, so --sort lcom4 ranks such values after the others (and
+before unavailable ones). Only base package variants are shown unless --variant all: a test variant's values (a type with
 methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's. Package
 metrics exist for base variants only (coupling is defined on the import graph without test variants). Rows
 are grouped by origin (production first, then test, example, generated, synthesized) so
@@ -89,7 +92,7 @@ Metrics by scope:
 	opts.Graph.register(cmd)
 	cmd.Flags().StringVar(&opts.Snapshot, "snapshot", "", "require this snapshot id (or a prefix of it)")
 	cmd.Flags().StringVar(&opts.Scope, "scope", "package", "scope: package, type or func")
-	cmd.Flags().StringVar(&opts.Sort, "sort", "", "sort rows by this metric, largest first (unavailable last)")
+	cmd.Flags().StringVar(&opts.Sort, "sort", "", "sort rows by this metric, largest first (values marked ? after the others, unavailable last)")
 	cmd.Flags().IntVar(&opts.Top, "top", 0, "show only the first N rows of each origin (0: all)")
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table, json or csv")
 	cmd.Flags().StringVar(&opts.Variant, "variant", "base", "package variants to show: base, or all (test variants and external test packages too)")
@@ -257,6 +260,13 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 		if partial > 0 {
 			fmt.Fprintf(opts.IO.Out, "* marks %d values computed from incomplete inputs (coverage < 1: some packages had load or type errors, recorded in load_errors); --format json or csv gives each coverage\n", partial)
 		}
+		if n := noState(vals); n > 0 {
+			sorted := ""
+			if opts.Sort == "lcom4" {
+				sorted = "; --sort lcom4 ranks them after the other values"
+			}
+			fmt.Fprintf(opts.IO.Out, "? marks %d LCOM4 values of types whose methods touch no receiver state (reason no_state): they count the methods not linked by calls, not a lack of cohesion%s\n", n, sorted)
+		}
 	}
 	return nil
 }
@@ -288,7 +298,21 @@ func cell(v metrics.Value, integral bool) string {
 	if v.Coverage < 1 {
 		s += "*"
 	}
+	if v.NoState() {
+		s += "?"
+	}
 	return s
+}
+
+// noState counts the LCOM4 values flagged no_state (see metrics.Value.NoState).
+func noState(vals []metrics.Value) int {
+	n := 0
+	for _, v := range vals {
+		if v.NoState() {
+			n++
+		}
+	}
+	return n
 }
 
 func pivot(vals []metrics.Value) []*metricsRow {
@@ -307,19 +331,30 @@ func pivot(vals []metrics.Value) []*metricsRow {
 }
 
 // sortRows orders by origin, then by the sort metric descending (values
-// before unavailable ones), then by subject.
+// before LCOM4 values flagged no_state, which say nothing about cohesion,
+// and those before unavailable ones), then by subject.
 func sortRows(rows []*metricsRow, metric string) {
+	// group ranks a row's value of metric: 0 a value, 1 a no_state value,
+	// 2 none.
+	group := func(r *metricsRow) int {
+		switch v := r.Values[metric]; {
+		case v.Value == nil:
+			return 2
+		case v.NoState():
+			return 1
+		}
+		return 0
+	}
 	slices.SortStableFunc(rows, func(a, b *metricsRow) int {
 		if d := originRank(a.Origin) - originRank(b.Origin); d != 0 {
 			return d
 		}
 		if metric != "" {
+			if d := group(a) - group(b); d != 0 {
+				return d
+			}
 			va, vb := a.Values[metric].Value, b.Values[metric].Value
 			switch {
-			case va != nil && vb == nil:
-				return -1
-			case va == nil && vb != nil:
-				return 1
 			case va != nil && vb != nil && *va != *vb:
 				if *va > *vb {
 					return -1

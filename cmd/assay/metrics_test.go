@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -209,5 +210,57 @@ func TestMetricsTableMarksPartialCoverage(t *testing.T) {
 	c := runCLI(t, "metrics", "--out", clean)
 	if c.code != 0 || strings.Contains(c.stdout, "*") {
 		t.Errorf("fixture where everything loads: exit %d, a mark in:\n%s", c.code, c.stdout)
+	}
+}
+
+// TestMetricsSortLCOM4RanksNoStateLast: an LCOM4 value of a type whose
+// methods touch no receiver state (reason no_state) counts methods, not a
+// lack of cohesion. The table marks it "?" and explains the mark, and
+// --sort lcom4 ranks it after every other value (a user saw a bare 11 ranked
+// 2nd among incohesive types), before the unavailable ones; json keeps that order.
+func TestMetricsSortLCOM4RanksNoStateLast(t *testing.T) {
+	out := indexFixture(t)
+	r := runCLI(t, "metrics", "--out", out, "--scope", "type", "--sort", "lcom4")
+	if r.code != 0 {
+		t.Fatalf("metrics exit %d: %s", r.code, r.stderr)
+	}
+	var subjects, cells []string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && strings.HasPrefix(f[0], "type:") {
+			subjects, cells = append(subjects, f[0]), append(cells, f[2])
+		}
+	}
+	stateless := slices.Index(subjects, "type:example.com/mx/lcom.Stateless")
+	if stateless < 0 || cells[stateless] != "2?" {
+		t.Fatalf("Stateless (LCOM4 2, no_state) not shown as 2?:\n%s", r.stdout)
+	}
+	for i, c := range cells {
+		switch {
+		case i != stateless && strings.HasSuffix(c, "?"):
+			t.Errorf("%s marked %q: only no_state values are", subjects[i], c)
+		case i < stateless && c == "unavailable", i > stateless && c != "unavailable":
+			t.Errorf("row %d %s %s: no_state values rank after every value and before unavailable ones:\n%s", i, subjects[i], c, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "? marks 1 LCOM4 values of types whose methods touch no receiver state (reason no_state)") ||
+		!strings.Contains(r.stdout, "--sort lcom4 ranks them after the other values") {
+		t.Errorf("no footer for the no_state mark:\n%s", r.stdout)
+	}
+
+	j := runCLI(t, "metrics", "--out", out, "--scope", "type", "--sort", "lcom4", "--format", "json")
+	var rows []struct{ Subject string }
+	if err := json.Unmarshal([]byte(j.stdout), &rows); err != nil || j.code != 0 {
+		t.Fatalf("json: exit %d, %v", j.code, err)
+	}
+	var got []string
+	for _, row := range rows {
+		got = append(got, row.Subject)
+	}
+	if !slices.Equal(got, subjects) {
+		t.Errorf("json order %v, table order %v", got, subjects)
+	}
+	help := runCLI(t, "metrics", "--help")
+	if !strings.Contains(help.stdout, `marks with "?" an LCOM4 value`) || !strings.Contains(help.stdout, "values marked ? after the others") {
+		t.Errorf("--help does not explain the ? mark and its sort order:\n%s", help.stdout)
 	}
 }
