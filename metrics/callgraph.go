@@ -116,7 +116,7 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descr
 
 func fanIn() *Descriptor {
 	return funcCountMetric(&Descriptor{
-		Name: "fan_in", Title: "Fan-in", Kind: Measured, Scope: ScopeFunc,
+		Name: "fan_in", Title: "Fan-in", Kind: Measured, Scope: ScopeFunc, Integer: true,
 		Method: Method{ID: "static-callers", Version: 2},
 		Source: "S. Henry and D. Kafura, \"Software Structure Metrics Based on Information Flow\", IEEE TSE SE-7(5), 1981 (fan-in as callers)",
 		Doc:    "The number of distinct declared functions and methods of the snapshot, in the same build, with a static call to this one.",
@@ -130,7 +130,7 @@ func fanIn() *Descriptor {
 
 func fanOut() *Descriptor {
 	return funcCountMetric(&Descriptor{
-		Name: "fan_out", Title: "Fan-out", Kind: Measured, Scope: ScopeFunc,
+		Name: "fan_out", Title: "Fan-out", Kind: Measured, Scope: ScopeFunc, Integer: true,
 		Method: Method{ID: "static-callees", Version: 1},
 		Source: "S. Henry and D. Kafura, 1981 (fan-out as callees)",
 		Doc:    "The number of distinct functions and methods (the snapshot's, dependencies', cgo's) this one calls statically.",
@@ -142,7 +142,7 @@ func fanOut() *Descriptor {
 
 func dynamicCalls() *Descriptor {
 	return funcCountMetric(&Descriptor{
-		Name: "dynamic_calls", Title: "Dynamic call sites", Kind: Measured, Scope: ScopeFunc,
+		Name: "dynamic_calls", Title: "Dynamic call sites", Kind: Measured, Scope: ScopeFunc, Integer: true,
 		Method: Method{ID: "dynamic-call-sites", Version: 1},
 		Source: "assay: the indexer's dynamic_calls table",
 		Doc:    "The number of call sites in the function (closures included) whose callee is not known statically: calls through an interface method or a func value.",
@@ -152,7 +152,7 @@ func dynamicCalls() *Descriptor {
 
 func callSCC() *Descriptor {
 	return funcCountMetric(&Descriptor{
-		Name: "call_scc_size", Title: "Call-graph strongly connected component size", Kind: Measured, Scope: ScopeFunc,
+		Name: "call_scc_size", Title: "Call-graph strongly connected component size", Kind: Measured, Scope: ScopeFunc, Integer: true,
 		Method:  Method{ID: "tarjan-gonum-topo", Version: 1},
 		Source:  "R. Tarjan, \"Depth-First Search and Linear Graph Algorithms\", SIAM J. Computing 1(2), 1972; gonum graph/topo.TarjanSCC",
 		Doc:     "The number of declared functions in the strongly connected component of the static call graph that contains this one: 1 unless it is mutually recursive with others.",

@@ -375,7 +375,7 @@ func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id
 
 func cyclomatic() *Descriptor {
 	return complexityMetric(&Descriptor{
-		Name: "cyclomatic", Title: "Cyclomatic complexity", Kind: Measured, Scope: ScopeFunc,
+		Name: "cyclomatic", Title: "Cyclomatic complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
 		Method: Method{ID: "mccabe-ast", Version: 1}, Source: mccabe1976,
 		Doc: "1 + the number of decision points of the function's own body: if, for, range, each non-default case " +
 			"of a switch or type switch, each non-default clause of a select, each && and ||. A closure is measured " +
@@ -388,7 +388,7 @@ func cyclomatic() *Descriptor {
 
 func cyclomaticFolded() *Descriptor {
 	return complexityMetric(&Descriptor{
-		Name: "cyclomatic_folded", Title: "Cyclomatic complexity, closures folded", Kind: Measured, Scope: ScopeFunc,
+		Name: "cyclomatic_folded", Title: "Cyclomatic complexity, closures folded", Kind: Measured, Scope: ScopeFunc, Integer: true,
 		Method: Method{ID: "mccabe-ast-folded", Version: 1}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
 		Doc: "Cyclomatic complexity of a declared function or method with the decision points of every closure " +
 			"inside it added, which is what gocyclo reports. Cross-checked against gocyclo (docs/metrics-crosscheck.md).",
@@ -399,7 +399,7 @@ func cyclomaticFolded() *Descriptor {
 
 func cognitive() *Descriptor {
 	d := &Descriptor{
-		Name: "cognitive", Title: "Cognitive complexity", Kind: Measured, Scope: ScopeFunc,
+		Name: "cognitive", Title: "Cognitive complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
 		Method: Method{ID: "campbell-ast-callgraph", Version: 1}, Source: campbell2017,
 		Doc: "Campbell's cognitive complexity: +1 for each if, else if, else, switch, select, for and range, plus " +
 			"the nesting level for if, switch, select and loops; nesting grows inside those and inside closures; " +

@@ -20,7 +20,7 @@ func (v Value) NoState() bool {
 
 func lcom4() *Descriptor {
 	d := &Descriptor{
-		Name: "lcom4", Title: "Lack of cohesion of methods (LCOM4)", Kind: Measured, Scope: ScopeType,
+		Name: "lcom4", Title: "Lack of cohesion of methods (LCOM4)", Kind: Measured, Scope: ScopeType, Integer: true,
 		Method: Method{ID: "lcom4-receiver-graph", Version: 1},
 		Source: "M. Hitz and B. Montazeri, \"Measuring Coupling and Cohesion in Object-Oriented Systems\", " +
 			"Proc. Int. Symposium on Applied Corporate Computing, 1995",

@@ -62,6 +62,11 @@ type Descriptor struct {
 	Method Method
 	// Scope is what each value describes.
 	Scope Scope
+	// Integer says that every computable value is a whole number (a count
+	// or a complexity), to be shown without decimals; the other metrics are
+	// ratios or centralities, shown with a fixed number of decimals however
+	// whole a particular value happens to be.
+	Integer bool
 	// Source is the published definition (paper, specification).
 	Source string
 	// Choices are the decisions this implementation makes where the source

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -218,6 +219,9 @@ func TestProvenance(t *testing.T) {
 		if !ok || d.Method.String() != v.Method || d.Scope != v.Scope {
 			t.Errorf("%s: not described by the registry (%v)", key, ok)
 		}
+		if ok && d.Integer && v.Value != nil && *v.Value != math.Trunc(*v.Value) {
+			t.Errorf("%s = %v: the descriptor says its values are whole numbers", key, *v.Value)
+		}
 	}
 }
 
@@ -259,6 +263,16 @@ func TestRegistry(t *testing.T) {
 		if d.Kind != metrics.Measured && d.Kind != metrics.Proxy {
 			t.Errorf("%s: kind %s", d.Name, d.Kind)
 		}
+	}
+	// Ratios and centralities print with decimals, counts without.
+	var fractional []string
+	for _, d := range metrics.Registry() {
+		if !d.Integer {
+			fractional = append(fractional, d.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"instability", "abstractness", "distance", "betweenness_imports", "betweenness_calls"}, fractional); diff != "" {
+		t.Errorf("metrics whose values are not whole numbers (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"lcom4"}, metrics.Names(metrics.ScopeType)); diff != "" {
 		t.Errorf("type-scope metrics (-want +got):\n%s", diff)

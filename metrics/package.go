@@ -60,7 +60,7 @@ func okCoverage(p *Package) float64 {
 
 func afferentCoupling() *Descriptor {
 	d := &Descriptor{
-		Name: "ca", Title: "Afferent coupling (Ca)", Kind: Measured, Scope: ScopePackage,
+		Name: "ca", Title: "Afferent coupling (Ca)", Kind: Measured, Scope: ScopePackage, Integer: true,
 		Method: Method{ID: "imports-afferent", Version: 1}, Source: martin1994,
 		Doc: "The number of indexed packages (base variants) of the snapshot that import the package. " +
 			"Importers outside the snapshot are unknown to it, so Ca is a lower bound for a library imported elsewhere.",
@@ -92,7 +92,7 @@ func perBasePackage(d *Descriptor, value func(in *Input, f *packageFacts, id str
 
 func efferentCoupling() *Descriptor {
 	d := &Descriptor{
-		Name: "ce", Title: "Efferent coupling (Ce)", Kind: Measured, Scope: ScopePackage,
+		Name: "ce", Title: "Efferent coupling (Ce)", Kind: Measured, Scope: ScopePackage, Integer: true,
 		Method: Method{ID: "imports-efferent", Version: 1}, Source: martin1994,
 		Doc: "The number of distinct packages the package imports (standard library and other modules included), " +
 			"as the go command reports them for the base variant; cross-checked against `go list -json` Imports.",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -226,23 +225,20 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 		}
 		return t.writeCSV(opts.IO.Out)
 	}
-	// A column whose values are all whole numbers (counts) prints them as such; any other column
-	// prints every value with the same four decimals, so values of one metric line up.
-	integral := map[string]bool{}
+	// A metric's values print the same way in every listing, whichever rows are shown: counts and
+	// complexities as integers, ratios and centralities with four decimals (so 1 and 1.0000 never
+	// stand for one value in two views).
+	integer := map[string]bool{}
 	for _, name := range names {
-		integral[name] = true
-		for _, r := range rows {
-			if v, ok := r.Values[name]; ok && v.Value != nil && *v.Value != math.Trunc(*v.Value) {
-				integral[name] = false
-				break
-			}
+		if d, ok := metrics.Lookup(name); ok {
+			integer[name] = d.Integer
 		}
 	}
 	t := table{header: append([]string{"SUBJECT", "ORIGIN"}, upper(names)...)}
 	for _, r := range rows {
 		cells := []string{r.Subject, r.Origin}
 		for _, name := range names {
-			cells = append(cells, cell(r.Values[name], integral[name]))
+			cells = append(cells, cell(r.Values[name], integer[name]))
 		}
 		t.rows = append(t.rows, cells)
 	}
@@ -279,9 +275,9 @@ func upper(s []string) []string {
 	return out
 }
 
-// cell renders a value for the table: unavailable is spelled out, never 0; integral says the
-// value's column holds only whole numbers.
-func cell(v metrics.Value, integral bool) string {
+// cell renders a value for the table: unavailable is spelled out, never 0; integer says the
+// value's metric counts (metrics.Descriptor.Integer): no decimals, else four.
+func cell(v metrics.Value, integer bool) string {
 	switch {
 	case v.Metric == "":
 		return "-"
@@ -289,7 +285,7 @@ func cell(v metrics.Value, integral bool) string {
 		return "unavailable"
 	}
 	s := strconv.FormatFloat(*v.Value, 'f', 4, 64)
-	if integral {
+	if integer {
 		s = strconv.FormatFloat(*v.Value, 'f', 0, 64)
 	}
 	if v.Kind == metrics.Proxy {

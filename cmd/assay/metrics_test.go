@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/assay-audit/assay/metrics"
 )
 
 // indexFixture runs `assay index` on the metrics fixture into a fresh
@@ -262,5 +265,72 @@ func TestMetricsSortLCOM4RanksNoStateLast(t *testing.T) {
 	help := runCLI(t, "metrics", "--help")
 	if !strings.Contains(help.stdout, `marks with "?" an LCOM4 value`) || !strings.Contains(help.stdout, "values marked ? after the others") {
 		t.Errorf("--help does not explain the ? mark and its sort order:\n%s", help.stdout)
+	}
+}
+
+// tableCells parses a metrics table into subject -> column -> cell.
+func tableCells(t *testing.T, stdout string) map[string]map[string]string {
+	t.Helper()
+	lines := strings.Split(stdout, "\n")
+	header := strings.Fields(lines[0])
+	out := map[string]map[string]string{}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) != len(header) || !strings.Contains(f[0], ":") {
+			continue
+		}
+		row := map[string]string{}
+		for i, h := range header {
+			row[h] = f[i]
+		}
+		out[f[0]] = row
+	}
+	return out
+}
+
+// TestMetricsTableFormatsByMetric: a metric's value prints the same in every
+// listing: counts and complexities as integers, ratios and centralities with
+// four decimals, whatever the shown rows happen to hold (instability 1 of
+// app read 1.0000 in the full table and 1 under --top 1).
+func TestMetricsTableFormatsByMetric(t *testing.T) {
+	out := indexFixture(t)
+	for _, scope := range []string{"package", "type", "func"} {
+		full := runCLI(t, "metrics", "--out", out, "--scope", scope)
+		if full.code != 0 {
+			t.Fatalf("%s: exit %d: %s", scope, full.code, full.stderr)
+		}
+		all := tableCells(t, full.stdout)
+		if len(all) == 0 {
+			t.Fatalf("%s: no rows in\n%s", scope, full.stdout)
+		}
+		for subject, row := range all {
+			for col, c := range row {
+				d, ok := metrics.Lookup(strings.ToLower(col))
+				if !ok || c == "unavailable" || c == "-" {
+					continue
+				}
+				num := strings.TrimRight(strings.TrimLeft(c, "~"), "*?")
+				if _, err := strconv.ParseFloat(num, 64); err != nil {
+					t.Errorf("%s %s: cell %q is not a number", subject, col, c)
+				}
+				if hasDot := strings.Contains(num, "."); hasDot == d.Integer || (hasDot && len(num)-strings.Index(num, ".") != 5) {
+					t.Errorf("%s %s = %q: want %s", subject, col, c, map[bool]string{true: "an integer", false: "four decimals"}[d.Integer])
+				}
+			}
+		}
+		for _, name := range metrics.Names(metrics.Scope(scope)) {
+			top := runCLI(t, "metrics", "--out", out, "--scope", scope, "--sort", name, "--top", "1")
+			for subject, row := range tableCells(t, top.stdout) {
+				for col, c := range row {
+					if all[subject][col] != c {
+						t.Errorf("--sort %s --top 1: %s %s = %q, full table %q", name, subject, col, c, all[subject][col])
+					}
+				}
+			}
+		}
+	}
+	top := runCLI(t, "metrics", "--out", out, "--sort", "instability", "--top", "1")
+	if got := tableCells(t, top.stdout)["pkg:example.com/mx/app"]["INSTABILITY"]; got != "1.0000" {
+		t.Errorf("instability of app under --top 1 = %q, want 1.0000:\n%s", got, top.stdout)
 	}
 }
