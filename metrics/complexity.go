@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
+	"go/scanner"
 	"go/token"
 	"maps"
 	"os"
@@ -34,6 +36,10 @@ type sourceSet struct {
 	byNode map[string]funcComplexity
 	// missing says why a node has no complexity.
 	missing map[string]string
+	// recovered says, for a node of byNode measured on the tree go/parser
+	// recovered from a file with syntax errors, which file and error: its
+	// inputs did not load cleanly.
+	recovered map[string]string
 }
 
 // sourcesOnce parses the indexed files the first time a complexity metric
@@ -50,6 +56,8 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 	}
 	byPath := map[string]map[srcPos][]string{}
 	sums := map[string]string{}
+	// files holds a file of each path, to name it in reasons.
+	files := map[string]*File{}
 	for _, n := range in.Nodes {
 		if n.Kind != "func" && n.Kind != "method" && n.Kind != "closure" {
 			continue
@@ -64,6 +72,9 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 		k := srcPos{n.StartLine, n.StartCol}
 		byPath[f.Path][k] = append(byPath[f.Path][k], n.ID)
 		sums[f.Path] = f.SHA256
+		if g := files[f.Path]; g == nil || f.ID < g.ID {
+			files[f.Path] = f
+		}
 	}
 	paths := make([]string, 0, len(byPath))
 	for p := range byPath {
@@ -83,7 +94,7 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 					return
 				}
 				if src, ok := in.syntax[paths[i]]; ok {
-					results[i] = measureSyntax(src.Fset, src.File, paths[i], byPath[paths[i]])
+					results[i] = measureSyntax(src.Fset, src.File, byPath[paths[i]])
 				} else {
 					results[i] = measureFile(paths[i], sums[paths[i]], byPath[paths[i]])
 				}
@@ -94,10 +105,29 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("metrics: parse sources: %w", err)
 	}
-	s := &sourceSet{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
-	for _, r := range results {
+	s := &sourceSet{byNode: map[string]funcComplexity{}, missing: map[string]string{}, recovered: map[string]string{}}
+	for i, r := range results {
 		maps.Copy(s.byNode, r.byNode)
 		maps.Copy(s.missing, r.missing)
+		if len(r.noBody) == 0 && r.syntaxErr == nil {
+			continue
+		}
+		// Reasons name the file as the rest of assay does (module-relative).
+		name := in.relPath(files[paths[i]])
+		for id, k := range r.noBody {
+			if r.syntaxErr != nil {
+				s.missing[id] = fmt.Sprintf("the file %s has syntax errors (the first at %s): the parser recovered no body for this function at %d:%d",
+					name, firstSyntaxError(r.syntaxErr), k.line, k.col)
+			} else {
+				s.missing[id] = fmt.Sprintf("no function body at %s:%d:%d (a declaration without body, or positions from //line directives)", name, k.line, k.col)
+			}
+		}
+		if r.syntaxErr != nil {
+			for id := range r.byNode {
+				s.recovered[id] = fmt.Sprintf("the file %s has syntax errors (the first at %s): measured on the tree the parser recovered, which may not be the function as written",
+					name, firstSyntaxError(r.syntaxErr))
+			}
+		}
 	}
 	in.sources = s
 	in.syntax = nil
@@ -111,13 +141,19 @@ type srcPos struct{ line, col int }
 type fileComplexity struct {
 	byNode  map[string]funcComplexity
 	missing map[string]string
+	// noBody holds the nodes found no body for, at their positions.
+	noBody map[string]srcPos
+	// syntaxErr is the parse error (a scanner.ErrorList) of a file with
+	// syntax errors, whose byNode come from the tree the parser recovered.
+	syntaxErr error
 }
 
 // measureFile reads path, checks it against sum (SHA-256 hex) and measures
 // the function bodies starting at the positions in want (node ids by
-// position). A node whose file cannot be read, has changed or cannot be
-// parsed, or that has no body at its position, is in missing with the
-// reason.
+// position). A node whose file cannot be read or has changed is in missing
+// with the reason; one that has no body at its position is in noBody. A
+// file with syntax errors is measured on the tree go/parser recovers, and
+// its error kept in syntaxErr.
 func measureFile(path, sum string, want map[srcPos][]string) fileComplexity {
 	r := fileComplexity{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
 	fail := func(reason string) {
@@ -143,14 +179,16 @@ func measureFile(path, sum string, want map[srcPos][]string) fileComplexity {
 		fail(fmt.Sprintf("source unparsable: %v", err))
 		return r
 	}
-	return measureSyntax(fset, file, path, want)
+	r = measureSyntax(fset, file, want)
+	r.syntaxErr = err
+	return r
 }
 
 // measureSyntax measures the function bodies of file (positions in fset,
 // read physically) starting at the positions in want, as measureFile does
 // for a file it parsed.
-func measureSyntax(fset *token.FileSet, file *ast.File, path string, want map[srcPos][]string) fileComplexity {
-	r := fileComplexity{byNode: map[string]funcComplexity{}, missing: map[string]string{}}
+func measureSyntax(fset *token.FileSet, file *ast.File, want map[srcPos][]string) fileComplexity {
+	r := fileComplexity{byNode: map[string]funcComplexity{}, missing: map[string]string{}, noBody: map[string]srcPos{}}
 	found := map[srcPos]bool{}
 	record := func(n ast.Node, c funcComplexity) {
 		p := fset.PositionFor(n.Pos(), false)
@@ -174,11 +212,21 @@ func measureSyntax(fset *token.FileSet, file *ast.File, path string, want map[sr
 	for k, ids := range want {
 		if !found[k] {
 			for _, id := range ids {
-				r.missing[id] = fmt.Sprintf("no function body at %s:%d:%d (a declaration without body, or positions from //line directives)", path, k.line, k.col)
+				r.noBody[id] = k
 			}
 		}
 	}
 	return r
+}
+
+// firstSyntaxError renders the first error of a parse error as
+// "line:col: message".
+func firstSyntaxError(err error) string {
+	var list scanner.ErrorList
+	if errors.As(err, &list) && len(list) > 0 {
+		return fmt.Sprintf("%d:%d: %s", list[0].Pos.Line, list[0].Pos.Column, list[0].Msg)
+	}
+	return err.Error()
 }
 
 // complexityOf measures one body.
@@ -343,7 +391,14 @@ func (in *Input) complexitySubjects(withClosures bool) []string {
 	return ids
 }
 
+// syntaxErrorChoice is how the complexity metrics treat a file with syntax
+// errors.
+const syntaxErrorChoice = "A function in a file with syntax errors is measured on the tree go/parser recovers from the file, " +
+	"with coverage 0 and a reason naming the file and its first error (the recovery may not be the function as written: " +
+	"an unclosed brace can fold the next function into this one); a function the parser recovered no body for is unavailable, saying so."
+
 func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id string, c funcComplexity) float64) *Descriptor {
+	d.Choices = append(d.Choices, syntaxErrorChoice)
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		src, err := in.sourcesOnce(ctx)
 		if err != nil {
@@ -361,7 +416,9 @@ func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id
 				continue
 			}
 			v := d.measured(in, id, value(in, id, c))
-			if n := in.Nodes[id]; n != nil {
+			if reason, ok := src.recovered[id]; ok {
+				v.Reason, v.Coverage = reason, 0
+			} else if n := in.Nodes[id]; n != nil {
 				if p := in.Packages[n.PackageID]; p != nil && !p.OK {
 					v.Reason = "the package has load errors; the syntax was measured as written"
 				}
@@ -376,7 +433,7 @@ func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id
 func cyclomatic() *Descriptor {
 	return complexityMetric(&Descriptor{
 		Name: "cyclomatic", Title: "Cyclomatic complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "mccabe-ast", Version: 1}, Source: mccabe1976,
+		Method: Method{ID: "mccabe-ast", Version: 2}, Source: mccabe1976,
 		Doc: "1 + the number of decision points of the function's own body: if, for, range, each non-default case " +
 			"of a switch or type switch, each non-default clause of a select, each && and ||. A closure is measured " +
 			"on its own and is not part of its enclosing function's value (see cyclomatic_folded).",
@@ -389,7 +446,7 @@ func cyclomatic() *Descriptor {
 func cyclomaticFolded() *Descriptor {
 	return complexityMetric(&Descriptor{
 		Name: "cyclomatic_folded", Title: "Cyclomatic complexity, closures folded", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "mccabe-ast-folded", Version: 1}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
+		Method: Method{ID: "mccabe-ast-folded", Version: 2}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
 		Doc: "Cyclomatic complexity of a declared function or method with the decision points of every closure " +
 			"inside it added, which is what gocyclo reports. Cross-checked against gocyclo (docs/metrics-crosscheck.md).",
 		Choices: []string{"Only declared functions and methods have a folded value; closures at package level (var f = func() {...}) are not measured."},
@@ -400,7 +457,7 @@ func cyclomaticFolded() *Descriptor {
 func cognitive() *Descriptor {
 	d := &Descriptor{
 		Name: "cognitive", Title: "Cognitive complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "campbell-ast-callgraph", Version: 1}, Source: campbell2017,
+		Method: Method{ID: "campbell-ast-callgraph", Version: 2}, Source: campbell2017,
 		Doc: "Campbell's cognitive complexity: +1 for each if, else if, else, switch, select, for and range, plus " +
 			"the nesting level for if, switch, select and loops; nesting grows inside those and inside closures; " +
 			"+1 per run of like boolean operators (a && b && c || d scores 2); +1 for goto and labeled break or " +

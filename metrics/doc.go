@@ -30,7 +30,9 @@
 // SHA-256 the file's row records; otherwise, and for a file with syntax
 // errors, they re-parse the file and check its SHA-256 against the
 // snapshot: a file changed since the index makes its functions' values
-// unavailable rather than wrong.
+// unavailable rather than wrong. A file with syntax errors is measured on
+// the tree go/parser recovers, its values with coverage 0 and a reason
+// naming the file; a function it recovered no body for is unavailable.
 //
 // # Storage
 //

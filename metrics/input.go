@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -77,6 +78,8 @@ type Input struct {
 	// dynamic counts dynamic call sites per declared function.
 	dynamic map[string]int
 	calls   *callFacts
+	// modules maps a package node id to its module's path (relPath).
+	modules map[string]string
 }
 
 // Package is one indexed package (one variant).
@@ -137,6 +140,50 @@ func (in *Input) variant(id string) string {
 		return p.Variant
 	}
 	return ""
+}
+
+// relPath names f as files.rel_path does: its path relative to the root of
+// its package's module, slash-separated ("syn/syn.go"), derived from the
+// package's import path and module (the contains edge from its module
+// node); f.Path when that does not place f in its module. It caches the
+// modules in in: call it before the descriptors run (sourcesOnce does).
+func (in *Input) relPath(f *File) string {
+	n := in.Nodes[f.ID]
+	if n == nil {
+		return f.Path
+	}
+	p := in.Packages[n.PackageID]
+	if p == nil {
+		return f.Path
+	}
+	if in.modules == nil {
+		in.modules = map[string]string{}
+		for _, e := range in.Edges["contains"] {
+			if strings.HasPrefix(e.Src, "mod:") {
+				in.modules[e.Dst] = strings.TrimPrefix(e.Src, "mod:")
+			}
+		}
+	}
+	module := in.modules[p.ID]
+	importPath := p.ImportPath
+	if p.Variant == "xtest" {
+		importPath = strings.TrimSuffix(importPath, "_test") // p_test lives in p's directory
+	}
+	dir := ""
+	switch {
+	case module == "":
+		return f.Path
+	case importPath == module:
+	case strings.HasPrefix(importPath, module+"/"):
+		dir = importPath[len(module)+1:] + "/"
+	default:
+		return f.Path
+	}
+	rel := dir + filepath.Base(f.Path)
+	if !strings.HasSuffix(filepath.ToSlash(f.Path), "/"+rel) {
+		return f.Path
+	}
+	return rel
 }
 
 // Load reads the graph database through q. Errors are wrapped SQLite
