@@ -45,3 +45,45 @@ func TestCallCountsOfABrokenPackageAreUnavailable(t *testing.T) {
 		t.Fatal("no call-count values for the broken package's functions")
 	}
 }
+
+// TestReasonsOfAPackageIllTypedThroughAnImport: example.com/broken/user has
+// no error of its own; it is ill-typed because its import bad has a type
+// error. Its functions' reasons say that (a user read "package user has
+// load or type errors" and "the package has load errors" for a package
+// without any), while bad's still say it has errors.
+func TestReasonsOfAPackageIllTypedThroughAnImport(t *testing.T) {
+	t.Parallel()
+	for _, graph := range []bool{false, true} {
+		db := filepath.Join(t.TempDir(), "graph.db")
+		opts := indexer.Options{Dir: "../indexer/testdata/broken", Tests: true, DBPath: db,
+			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
+		if graph {
+			opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
+		}
+		if _, err := indexer.Index(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		vals, err := metrics.Read(context.Background(), db, metrics.Filter{Scope: metrics.ScopeFunc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const through = "package example.com/broken/user has no errors of its own but is ill-typed through its import example.com/broken/bad, which did not load cleanly"
+		seen := map[string]bool{}
+		for _, v := range vals {
+			switch v.Subject {
+			case "func:example.com/broken/user.UseFine":
+				seen[v.Metric] = true
+				if !strings.HasPrefix(v.Reason, through) || strings.Contains(v.Reason, "load errors") || strings.Contains(v.Reason, "has load or type errors") {
+					t.Errorf("graph %v: %s of user.UseFine: reason %q, want it to start %q", graph, v.Metric, v.Reason, through)
+				}
+			case "func:example.com/broken/bad.Fine":
+				if !strings.HasPrefix(v.Reason, "package example.com/broken/bad has load or type errors") {
+					t.Errorf("graph %v: %s of bad.Fine: reason %q, want bad's own errors", graph, v.Metric, v.Reason)
+				}
+			}
+		}
+		if len(seen) != len(metrics.Names(metrics.ScopeFunc)) {
+			t.Errorf("graph %v: user.UseFine has values of %v only", graph, seen)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descr
 			if p := in.Packages[fn.PackageID]; p != nil && !p.OK {
 				// The package did not load or type-check cleanly: its calls are not all resolved,
 				// so a count would be a lower bound shown as a measurement.
-				out = append(out, d.unavailable(in, fn.ID, "package "+p.ImportPath+" has load or type errors: its static calls are incomplete"))
+				out = append(out, d.unavailable(in, fn.ID, incompleteCalls(in, p)))
 				continue
 			}
 			out = append(out, d.measured(in, fn.ID, float64(count(in, fn.ID))))
@@ -117,7 +117,7 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descr
 func fanIn() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "fan_in", Title: "Fan-in", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "static-callers", Version: 2},
+		Method: Method{ID: "static-callers", Version: 3},
 		Source: "S. Henry and D. Kafura, \"Software Structure Metrics Based on Information Flow\", IEEE TSE SE-7(5), 1981 (fan-in as callers)",
 		Doc:    "The number of distinct declared functions and methods of the snapshot, in the same build, with a static call to this one.",
 		Choices: []string{"Callers through interfaces or func values are not counted: they are not known statically (see dynamic_calls).",
@@ -131,7 +131,7 @@ func fanIn() *Descriptor {
 func fanOut() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "fan_out", Title: "Fan-out", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "static-callees", Version: 1},
+		Method: Method{ID: "static-callees", Version: 2},
 		Source: "S. Henry and D. Kafura, 1981 (fan-out as callees)",
 		Doc:    "The number of distinct functions and methods (the snapshot's, dependencies', cgo's) this one calls statically.",
 		Choices: []string{"Dynamic calls are counted apart (dynamic_calls), never added here.",
@@ -143,7 +143,7 @@ func fanOut() *Descriptor {
 func dynamicCalls() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "dynamic_calls", Title: "Dynamic call sites", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "dynamic-call-sites", Version: 1},
+		Method: Method{ID: "dynamic-call-sites", Version: 2},
 		Source: "assay: the indexer's dynamic_calls table",
 		Doc:    "The number of call sites in the function (closures included) whose callee is not known statically: calls through an interface method or a func value.",
 		Limits: []string{"Counts sites, not targets: one site may reach many functions at run time."},
@@ -153,7 +153,7 @@ func dynamicCalls() *Descriptor {
 func callSCC() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "call_scc_size", Title: "Call-graph strongly connected component size", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method:  Method{ID: "tarjan-gonum-topo", Version: 1},
+		Method:  Method{ID: "tarjan-gonum-topo", Version: 2},
 		Source:  "R. Tarjan, \"Depth-First Search and Linear Graph Algorithms\", SIAM J. Computing 1(2), 1972; gonum graph/topo.TarjanSCC",
 		Doc:     "The number of declared functions in the strongly connected component of the static call graph that contains this one: 1 unless it is mutually recursive with others.",
 		Choices: []string{"Direct recursion (a self-call) leaves the size at 1; cognitive complexity's recursion increment covers it."},
@@ -200,7 +200,7 @@ func betweennessMetric(d *Descriptor, graphName string, subjects func(in *Input)
 				// parsed body would show 0): a value here would be a guess
 				// shown as a measurement. The graph keeps its known edges
 				// for the others, whose coverage says the graph is partial.
-				out = append(out, d.unavailable(in, id, "package "+p.ImportPath+" has load or type errors: its static calls are incomplete"))
+				out = append(out, d.unavailable(in, id, incompleteCalls(in, p)))
 				continue
 			}
 			v := d.measured(in, id, cb[i])
@@ -210,6 +210,15 @@ func betweennessMetric(d *Descriptor, graphName string, subjects func(in *Input)
 		return out, nil
 	}
 	return d
+}
+
+// incompleteCalls is the reason a call-graph value of a function of p, a
+// package that did not load cleanly, is unavailable.
+func incompleteCalls(in *Input, p *Package) string {
+	if p.Errors > 0 {
+		return in.loadProblem(p) + ": its static calls are incomplete"
+	}
+	return in.loadProblem(p) + ": calls that depend on types from there may be unresolved, so its static calls may be incomplete"
 }
 
 // ownPackage returns the package of a func subject (by its node) or the
@@ -227,7 +236,7 @@ func ownPackage(in *Input, id string) *Package {
 func betweennessCalls() *Descriptor {
 	return betweennessMetric(&Descriptor{
 		Name: "betweenness_calls", Title: "Betweenness centrality in the static call graph", Kind: Measured, Scope: ScopeFunc,
-		Method: Method{ID: "brandes-csr", Version: 4}, Source: brandes2001,
+		Method: Method{ID: "brandes-csr", Version: 5}, Source: brandes2001,
 		Doc: "For each declared function or method of a base package variant: the sum over ordered pairs (s, t) of " +
 			"other functions of the fraction of shortest static call paths from s to t that pass through it; not normalized. " +
 			"Validated against gonum's network.Betweenness on graphs up to 2,000 nodes (relative error <= 1e-9).",
@@ -236,7 +245,7 @@ func betweennessCalls() *Descriptor {
 			"cgo-synthesized functions are excluded by default (Options.IncludeSynthetic), since every cgo call would pass through them.",
 			"Dependencies' functions are not nodes: paths through the standard library never return to the snapshot's code.",
 			"Exact unless Options.BetweennessSources samples sources, in which case the values are proxies and say so.",
-			"A function of a package with load or type errors is unavailable (its calls are incomplete); the others are computed on the edges known, with the snapshot's coverage.",
+			"A function of a package with load or type errors, or ill-typed through an import that did not load cleanly, is unavailable (its calls may be incomplete); the others are computed on the edges known, with the snapshot's coverage.",
 		},
 		Limits: []string{"Calls through interfaces and func values are not edges, so a function reached only dynamically is less central than it is."},
 	}, "graph=static call graph of base-variant declared functions, synthesized excluded", func(in *Input) []string {

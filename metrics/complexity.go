@@ -420,7 +420,7 @@ func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id
 				v.Reason, v.Coverage = reason, 0
 			} else if n := in.Nodes[id]; n != nil {
 				if p := in.Packages[n.PackageID]; p != nil && !p.OK {
-					v.Reason = "the package has load errors; the syntax was measured as written"
+					v.Reason = in.loadProblem(p) + "; the syntax was measured as written"
 				}
 			}
 			out = append(out, v)
@@ -433,7 +433,7 @@ func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id
 func cyclomatic() *Descriptor {
 	return complexityMetric(&Descriptor{
 		Name: "cyclomatic", Title: "Cyclomatic complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "mccabe-ast", Version: 2}, Source: mccabe1976,
+		Method: Method{ID: "mccabe-ast", Version: 3}, Source: mccabe1976,
 		Doc: "1 + the number of decision points of the function's own body: if, for, range, each non-default case " +
 			"of a switch or type switch, each non-default clause of a select, each && and ||. A closure is measured " +
 			"on its own and is not part of its enclosing function's value (see cyclomatic_folded).",
@@ -446,7 +446,7 @@ func cyclomatic() *Descriptor {
 func cyclomaticFolded() *Descriptor {
 	return complexityMetric(&Descriptor{
 		Name: "cyclomatic_folded", Title: "Cyclomatic complexity, closures folded", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "mccabe-ast-folded", Version: 2}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
+		Method: Method{ID: "mccabe-ast-folded", Version: 3}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
 		Doc: "Cyclomatic complexity of a declared function or method with the decision points of every closure " +
 			"inside it added, which is what gocyclo reports. Cross-checked against gocyclo (docs/metrics-crosscheck.md).",
 		Choices: []string{"Only declared functions and methods have a folded value; closures at package level (var f = func() {...}) are not measured."},
@@ -457,7 +457,7 @@ func cyclomaticFolded() *Descriptor {
 func cognitive() *Descriptor {
 	d := &Descriptor{
 		Name: "cognitive", Title: "Cognitive complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "campbell-ast-callgraph", Version: 2}, Source: campbell2017,
+		Method: Method{ID: "campbell-ast-callgraph", Version: 3}, Source: campbell2017,
 		Doc: "Campbell's cognitive complexity: +1 for each if, else if, else, switch, select, for and range, plus " +
 			"the nesting level for if, switch, select and loops; nesting grows inside those and inside closures; " +
 			"+1 per run of like boolean operators (a && b && c || d scores 2); +1 for goto and labeled break or " +

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/assay-audit/assay/indexer"
 )
@@ -80,6 +81,10 @@ type Input struct {
 	calls   *callFacts
 	// modules maps a package node id to its module's path (relPath).
 	modules map[string]string
+	// notClean says why each package that is not OK did not load cleanly
+	// (see loadProblem), built once.
+	notClean     map[string]string
+	notCleanOnce sync.Once
 }
 
 // Package is one indexed package (one variant).
@@ -87,6 +92,10 @@ type Package struct {
 	ID, ImportPath, Variant string
 	// OK is false when the package had load errors or is ill-typed.
 	OK bool
+	// Errors counts the package's own load errors (packages.error_count);
+	// a package with none that is not OK is ill-typed through a
+	// dependency that did not load cleanly.
+	Errors int
 }
 
 // Node is one node's kind, origin and where it is.
@@ -186,6 +195,40 @@ func (in *Input) relPath(f *File) string {
 	return rel
 }
 
+// loadProblem says, for a reason, why p did not load cleanly: its own
+// load or type errors, or, for a package with none that go/packages marks
+// ill-typed, the imports that did not load cleanly (a type error there
+// leaves some of p's expressions untyped). Safe for concurrent use.
+func (in *Input) loadProblem(p *Package) string {
+	in.notCleanOnce.Do(func() {
+		in.notClean = map[string]string{}
+		failed := map[string][]string{}
+		for _, e := range in.Edges["imports"] {
+			src, dst := in.Packages[e.Src], in.Packages[e.Dst]
+			if src != nil && dst != nil && !src.OK && src.Errors == 0 && !dst.OK && e.Src != e.Dst {
+				failed[e.Src] = append(failed[e.Src], dst.ImportPath)
+			}
+		}
+		for _, id := range in.PackageIDs {
+			q := in.Packages[id]
+			switch {
+			case q.OK:
+			case q.Errors > 0:
+				in.notClean[id] = "package " + q.ImportPath + " has load or type errors"
+			case len(failed[id]) == 1:
+				in.notClean[id] = "package " + q.ImportPath + " has no errors of its own but is ill-typed through its import " +
+					failed[id][0] + ", which did not load cleanly"
+			case len(failed[id]) > 1:
+				in.notClean[id] = "package " + q.ImportPath + " has no errors of its own but is ill-typed through its imports " +
+					strings.Join(failed[id], ", ") + ", which did not load cleanly"
+			default:
+				in.notClean[id] = "package " + q.ImportPath + " has no errors of its own but is ill-typed through a dependency that did not load cleanly"
+			}
+		}
+	})
+	return in.notClean[p.ID]
+}
+
 // Load reads the graph database through q. Errors are wrapped SQLite
 // errors; a database without a snapshot row is an error.
 func Load(ctx context.Context, q Queryer, opts Options) (*Input, error) {
@@ -208,10 +251,10 @@ func Load(ctx context.Context, q Queryer, opts Options) (*Input, error) {
 	}
 	in.BuildContext = fmt.Sprintf("GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s", goos, goarch, cgo, strings.Join(tagList, ","))
 
-	if err := scanRows(ctx, q, `SELECT id, import_path, variant, error_count = 0 AND ill_typed = 0 FROM packages ORDER BY id`,
+	if err := scanRows(ctx, q, `SELECT id, import_path, variant, error_count = 0 AND ill_typed = 0, error_count FROM packages ORDER BY id`,
 		func(rows *sql.Rows) error {
 			p := &Package{}
-			if err := rows.Scan(&p.ID, &p.ImportPath, &p.Variant, &p.OK); err != nil {
+			if err := rows.Scan(&p.ID, &p.ImportPath, &p.Variant, &p.OK, &p.Errors); err != nil {
 				return err
 			}
 			in.Packages[p.ID] = p
@@ -355,7 +398,8 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 	}
 	for _, i := range order(len(g.Packages), byID(len(g.Packages), func(i int) string { return g.Packages[i].ID })) {
 		gp := g.Packages[i]
-		in.Packages[gp.ID] = &Package{ID: gp.ID, ImportPath: gp.ImportPath, Variant: gp.Variant, OK: gp.ErrorCount == 0 && !gp.IllTyped}
+		in.Packages[gp.ID] = &Package{ID: gp.ID, ImportPath: gp.ImportPath, Variant: gp.Variant, OK: gp.ErrorCount == 0 && !gp.IllTyped,
+			Errors: gp.ErrorCount}
 		in.PackageIDs = append(in.PackageIDs, gp.ID)
 	}
 	for _, i := range order(len(g.Nodes), byID(len(g.Nodes), func(i int) string { return g.Nodes[i].ID })) {
