@@ -16,6 +16,10 @@ type callFacts struct {
 	fanIn, fanOut map[string]int
 	sccSize       map[string]int
 	recursive     map[string]bool
+	// buildCoverage is, per build (see buildOf), the fraction of the
+	// snapshot's packages of that build that loaded without errors: the
+	// packages whose calls fan-in counts.
+	buildCoverage map[string]float64
 }
 
 // isDeclared reports whether id is a declared function or method of an
@@ -34,7 +38,19 @@ func (in *Input) callFacts() *callFacts {
 		return in.calls
 	}
 	declared := in.declaredFuncs()
-	f := &callFacts{fanIn: map[string]int{}, fanOut: map[string]int{}, sccSize: map[string]int{}, recursive: map[string]bool{}}
+	f := &callFacts{fanIn: map[string]int{}, fanOut: map[string]int{}, sccSize: map[string]int{}, recursive: map[string]bool{},
+		buildCoverage: map[string]float64{}}
+	packages, clean := map[string]int{}, map[string]int{}
+	for _, id := range in.PackageIDs {
+		b := buildOf(id)
+		packages[b]++
+		if in.Packages[id].OK {
+			clean[b]++
+		}
+	}
+	for b, n := range packages {
+		f.buildCoverage[b] = float64(clean[b]) / float64(n)
+	}
 	g := simple.NewDirectedGraph()
 	ids := make([]string, 0, len(in.Funcs))
 	index := map[string]int64{}
@@ -97,7 +113,10 @@ func buildOf(packageID string) string {
 // recursive reports the functions that take part in a recursion cycle.
 func (in *Input) recursive() map[string]bool { return in.callFacts().recursive }
 
-func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descriptor {
+// funcCountMetric sets d.Compute to one value per declared function: count
+// gives it, coverage (nil: 1, the function's own package, which loaded
+// cleanly) the fraction of its inputs that loaded.
+func funcCountMetric(d *Descriptor, count func(in *Input, id string) int, coverage func(in *Input, fn *Func) float64) *Descriptor {
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		var out []Value
 		for _, fn := range in.Funcs {
@@ -107,7 +126,11 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descr
 				out = append(out, d.unavailable(in, fn.ID, incompleteCalls(in, p)))
 				continue
 			}
-			out = append(out, d.measured(in, fn.ID, float64(count(in, fn.ID))))
+			v := d.measured(in, fn.ID, float64(count(in, fn.ID)))
+			if coverage != nil {
+				v.Coverage = coverage(in, fn)
+			}
+			out = append(out, v)
 		}
 		return out, nil
 	}
@@ -117,15 +140,19 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int) *Descr
 func fanIn() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "fan_in", Title: "Fan-in", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "static-callers", Version: 3},
+		Method: Method{ID: "static-callers", Version: 4},
 		Source: "S. Henry and D. Kafura, \"Software Structure Metrics Based on Information Flow\", IEEE TSE SE-7(5), 1981 (fan-in as callers)",
 		Doc:    "The number of distinct declared functions and methods of the snapshot, in the same build, with a static call to this one.",
 		Choices: []string{"Callers through interfaces or func values are not counted: they are not known statically (see dynamic_calls).",
 			"A call made inside a closure counts as a call by the enclosing function.",
 			"Same build: a production function's callers are production code; a test variant's (p [p.test]) are the packages of p's test build. " +
 				"The copy of a production caller that go/packages recompiles for another package's test is not counted again for a production function."},
-		Limits: []string{"Callers outside the snapshot are unknown, so fan-in of a library's API is a lower bound."},
-	}, func(in *Input, id string) int { return in.callFacts().fanIn[id] })
+		Limits: []string{"Callers outside the snapshot are unknown, so fan-in of a library's API is a lower bound.",
+			"Coverage is the fraction of the snapshot's packages of the function's build (for a production function the base packages, " +
+				"as for Ca; for a test variant's, the packages of that test build) that loaded without errors: " +
+				"a caller in a package with load or type errors may have its call unresolved, so below 1 the value is a lower bound."},
+	}, func(in *Input, id string) int { return in.callFacts().fanIn[id] },
+		func(in *Input, fn *Func) float64 { return in.callFacts().buildCoverage[buildOf(fn.PackageID)] })
 }
 
 func fanOut() *Descriptor {
@@ -137,7 +164,7 @@ func fanOut() *Descriptor {
 		Choices: []string{"Dynamic calls are counted apart (dynamic_calls), never added here.",
 			"Calls inside closures count for the enclosing function."},
 		Limits: []string{"A call through an interface that has a single implementation is still dynamic."},
-	}, func(in *Input, id string) int { return in.callFacts().fanOut[id] })
+	}, func(in *Input, id string) int { return in.callFacts().fanOut[id] }, nil)
 }
 
 func dynamicCalls() *Descriptor {
@@ -147,7 +174,7 @@ func dynamicCalls() *Descriptor {
 		Source: "assay: the indexer's dynamic_calls table",
 		Doc:    "The number of call sites in the function (closures included) whose callee is not known statically: calls through an interface method or a func value.",
 		Limits: []string{"Counts sites, not targets: one site may reach many functions at run time."},
-	}, func(in *Input, id string) int { return in.dynamic[id] })
+	}, func(in *Input, id string) int { return in.dynamic[id] }, nil)
 }
 
 func callSCC() *Descriptor {
@@ -157,7 +184,7 @@ func callSCC() *Descriptor {
 		Source:  "R. Tarjan, \"Depth-First Search and Linear Graph Algorithms\", SIAM J. Computing 1(2), 1972; gonum graph/topo.TarjanSCC",
 		Doc:     "The number of declared functions in the strongly connected component of the static call graph that contains this one: 1 unless it is mutually recursive with others.",
 		Choices: []string{"Direct recursion (a self-call) leaves the size at 1; cognitive complexity's recursion increment covers it."},
-	}, func(in *Input, id string) int { return in.callFacts().sccSize[id] })
+	}, func(in *Input, id string) int { return in.callFacts().sccSize[id] }, nil)
 }
 
 // betweennessMetric computes betweenness over a graph whose nodes are

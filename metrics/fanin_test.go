@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,5 +60,54 @@ func TestFanInCountsCallersOfTheSameBuild(t *testing.T) {
 	}
 	if len(got) < 4 {
 		t.Fatalf("only %d fan_in values: %v", len(got), got)
+	}
+}
+
+// TestFanInCoverageCountsCallersThatDidNotLoad: good.Add is called by
+// clean.Twice and by two functions of bad, a package with a type error
+// whose own call counts are unavailable ("its static calls are
+// incomplete"). Fan-in counts the calls it sees, 3, but its coverage is the
+// fraction of the build's packages that loaded cleanly (good and clean of
+// good, bad and clean: 2/3, as Ca's is of the base packages), not 1; the
+// test variant's Add, whose test build loaded cleanly, has coverage 1.
+func TestFanInCoverageCountsCallersThatDidNotLoad(t *testing.T) {
+	t.Parallel()
+	for _, graph := range []bool{false, true} {
+		db := filepath.Join(t.TempDir(), "graph.db")
+		opts := indexer.Options{Dir: "testdata/brokencallers", Tests: true, DBPath: db,
+			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
+		if graph {
+			opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
+		}
+		if _, err := indexer.Index(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		vals, err := metrics.Read(context.Background(), db, metrics.Filter{Metrics: []string{"fan_in", "fan_out", "ca"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]metrics.Value{}
+		for _, v := range vals {
+			got[v.Metric+" "+v.Subject] = v
+		}
+		const m = "example.com/brokencallers"
+		for _, w := range []struct {
+			key      string
+			value    float64
+			coverage float64
+		}{
+			{"fan_in func:" + m + "/good.Add", 3, 2.0 / 3},
+			{"fan_in func:" + m + "/clean.Twice", 0, 2.0 / 3},
+			{"fan_in func:" + m + "/good [" + m + "/good.test].Add", 1, 1},
+			{"ca pkg:" + m + "/good", 2, 2.0 / 3},
+		} {
+			v, ok := got[w.key]
+			if !ok || v.Value == nil || *v.Value != w.value || math.Abs(v.Coverage-w.coverage) > 1e-12 {
+				t.Errorf("graph %v: %s = %s coverage %v (present %v), want %v coverage %v", graph, w.key, fmtVal(v), v.Coverage, ok, w.value, w.coverage)
+			}
+		}
+		if v := got["fan_out func:"+m+"/bad.Sum"]; v.Kind != metrics.Unavailable {
+			t.Errorf("graph %v: fan_out of bad.Sum is %s, want unavailable", graph, v.Kind)
+		}
 	}
 }

@@ -361,6 +361,7 @@ func TestEnrichGraphEqualsEnrich(t *testing.T) {
 		{"fixture", "testdata/fixture", nil, false},
 		{"cgo and relations", "../indexer/testdata/relations", nil, false},
 		{"syntax errors", "testdata/syntaxerrors", nil, true},
+		{"callers with type errors", "testdata/brokencallers", nil, false},
 		{"indexer and metrics", "..", []string{"./indexer", "./metrics"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -334,3 +334,21 @@ func TestMetricsTableFormatsByMetric(t *testing.T) {
 		t.Errorf("instability of app under --top 1 = %q, want 1.0000:\n%s", got, top.stdout)
 	}
 }
+
+// TestMetricsTableMarksFanInOfBrokenCallers: fan_in of a function called
+// from a package with type errors is marked "*" (it showed a bare 3, JSON
+// coverage 1, while Ca of its package was marked).
+func TestMetricsTableMarksFanInOfBrokenCallers(t *testing.T) {
+	out := t.TempDir()
+	if r := runCLI(t, "index", "--out", out, "../../metrics/testdata/brokencallers"); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	f := runCLI(t, "metrics", "--out", out, "--scope", "func")
+	p := runCLI(t, "metrics", "--out", out, "--scope", "package")
+	if got := tableCells(t, f.stdout)["func:example.com/brokencallers/good.Add"]["FAN_IN"]; got != "3*" {
+		t.Errorf("fan_in of good.Add = %q, want 3*:\n%s", got, f.stdout)
+	}
+	if got := tableCells(t, p.stdout)["pkg:example.com/brokencallers/good"]["CA"]; got != "2*" {
+		t.Errorf("ca of good = %q, want 2*:\n%s", got, p.stdout)
+	}
+}

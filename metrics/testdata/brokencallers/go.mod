@@ -1,0 +1,3 @@
+module example.com/brokencallers
+
+go 1.22
