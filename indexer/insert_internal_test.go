@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"context"
+	"errors"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -110,4 +111,45 @@ func openTestTx(t *testing.T, viaDriver bool) *sql.Tx {
 	}
 	t.Cleanup(func() { _ = tx.Rollback() })
 	return tx
+}
+
+// TestInsertBatchedRefusesShortRows: go-sqlite3 leaves parameters it is
+// not given NULL, so a row with a value missing would shift every later
+// value into the wrong column and still succeed. The driver path counts.
+func TestInsertBatchedRefusesShortRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := openTestTx(t, true)
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE r (a INTEGER, b INTEGER, c TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	err := InsertBatched(ctx, tx, "r", `INSERT INTO r (a, b, c) VALUES (?, ?, ?)`, 300, func(i int) []any {
+		if i == 100 {
+			return []any{i}
+		}
+		return []any{i, i + 1, "row"}
+	})
+	if err == nil || !strings.Contains(err.Error(), "insert into r (row 100): 1 values for 3 columns") {
+		t.Fatalf("err = %v, want a refusal of row 100", err)
+	}
+}
+
+// TestInsertBatchedStopsWhenCancelled: a cancelled context ends the
+// inserts with its error before the next batch.
+func TestInsertBatchedStopsWhenCancelled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	tx := openTestTx(t, true)
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE r (a INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	err := InsertBatched(ctx, tx, "r", `INSERT INTO r (a) VALUES (?)`, 3*insertBatch, func(i int) []any {
+		if i == insertBatch+1 {
+			cancel()
+		}
+		return []any{i}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
 }

@@ -163,7 +163,11 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
+	// Not bound to ctx: database/sql would roll the transaction back from
+	// another goroutine when ctx ends while the driver-level inserts go on
+	// outside it. The inserts check ctx between batches instead, and every
+	// error path below rolls back.
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		return Counts{}, fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
 	}
@@ -518,8 +522,11 @@ func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, 
 		return b.String()
 	}
 	if c, ok := indexConns.Load(tx); ok {
+		// go-sqlite3 binds what it is given and leaves the rest NULL: a
+		// short row would shift every later value silently. Count them.
+		cols := strings.Count(group, "?")
 		return c.(*sql.Conn).Raw(func(dc any) error {
-			return insertDriver(ctx, dc, table, multiRow, n, args)
+			return insertDriver(ctx, dc, table, multiRow, n, cols, args)
 		})
 	}
 	prepare := func(k int) (*sql.Stmt, error) {
@@ -574,7 +581,7 @@ var indexConns sync.Map
 // insertDriver is InsertBatched on the driver connection dc (go-sqlite3's):
 // one argument slice serves every batch, and no per-call conversion runs.
 // multiRow(k) is the INSERT statement for k rows.
-func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int) string, n int, args func(i int) []any) error {
+func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int) string, n, cols int, args func(i int) []any) error {
 	conn, ok := dc.(driver.ConnPrepareContext)
 	if !ok {
 		return fmt.Errorf("insert into %s: driver connection %T cannot prepare statements", table, dc)
@@ -594,10 +601,19 @@ func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int
 	var full driver.StmtExecContext
 	var vals []driver.NamedValue
 	for start := 0; start < n; start += insertBatch {
+		// The index's transaction is not rolled back by database/sql when ctx
+		// ends (see fillDatabase): stop here, with ctx's error.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("insert into %s: %w", table, err)
+		}
 		end := min(start+insertBatch, n)
 		vals = vals[:0]
 		for i := start; i < end; i++ {
-			for _, v := range args(i) {
+			row := args(i)
+			if len(row) != cols {
+				return fmt.Errorf("insert into %s (row %d): %d values for %d columns", table, i, len(row), cols)
+			}
+			for _, v := range row {
 				dv, err := driverValue(v)
 				if err != nil {
 					return fmt.Errorf("insert into %s (row %d): %w", table, i, err)
