@@ -2,8 +2,8 @@ package indexer
 
 import (
 	"context"
-	"errors"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
