@@ -308,7 +308,7 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	vcs := readVCS(ctx, dir)
+	vcs := readVCS(ctx, dir, dbPath)
 	spec := loadSpec{dir: dir, env: env, buildFlags: buildFlags, patterns: patterns, tests: opts.Tests}
 
 	// The reuse key needs only the go command's listing. When there is a

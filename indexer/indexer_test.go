@@ -656,6 +656,28 @@ func TestIndexVCS(t *testing.T) {
 		t.Errorf("VCS columns in a clean checkout (-want +got):\n%s", diff)
 	}
 
+	// The database, its lock and its temporary file inside the checkout
+	// are the index's own files, not changes: the first run creates the
+	// directory and lock, the second finds the database there too.
+	inRepo := filepath.Join(dir, "assay-out", "graph.db")
+	for i := range 2 {
+		s := index(t, indexer.Options{Dir: filepath.Join(dir, "a"), Patterns: []string{"."}, DBPath: inRepo})
+		if s.VCSDirty || s.VCSRevision != head {
+			t.Errorf("run %d with the database inside the checkout: revision %q dirty %v, want %q false", i+1, s.VCSRevision, s.VCSDirty, head)
+		}
+	}
+	writeFiles(t, dir, map[string]string{"assay-out/graph.db-journal": "", "assay-out/.graph.db.tmp-123": ""})
+	if s := index(t, indexer.Options{Dir: filepath.Join(dir, "a"), Patterns: []string{"."}, DBPath: inRepo}); s.VCSDirty {
+		t.Errorf("the database's journal and temporary file count as changes")
+	}
+	writeFiles(t, dir, map[string]string{"assay-out/notes.txt": "untracked beside the database\n"})
+	if s := index(t, indexer.Options{Dir: filepath.Join(dir, "a"), Patterns: []string{"."}, DBPath: inRepo}); !s.VCSDirty {
+		t.Errorf("an untracked file beside the database does not count as a change")
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "assay-out")); err != nil {
+		t.Fatal(err)
+	}
+
 	writeFiles(t, dir, map[string]string{"notes.txt": "untracked\n"})
 	dirty := index(t, indexer.Options{Dir: filepath.Join(dir, "a"), Patterns: []string{"."}})
 	if dirty.VCSRevision != head || !dirty.VCSDirty {

@@ -94,7 +94,7 @@ func TestKeyFromLoadEqualsListing(t *testing.T) {
 			}
 			spec := loadSpec{dir: dir, env: env, patterns: patterns, tests: true}
 			opts := Options{ToolVersion: "test", EnrichID: "e"}
-			vcs := readVCS(ctx, dir)
+			vcs := readVCS(ctx, dir, "")
 			dbPath := filepath.Join(t.TempDir(), "g.db")
 			listed, err := reuseKey(ctx, spec, ge, vcs, opts, nil, dbPath)
 			if err != nil {

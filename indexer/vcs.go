@@ -1,8 +1,10 @@
 package indexer
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -18,8 +20,10 @@ type vcsState struct {
 // unknown state rather than a partial one: a revision is reported only when
 // its dirty flag is known too. Dirty covers the whole work tree, tracked and
 // untracked files, because a module can use sources outside its directory
-// (replace directives).
-func readVCS(ctx context.Context, dir string) vcsState {
+// (replace directives), except the files of the graph database at dbPath
+// (see ownFile): the index's own output and lock are not changes to what
+// it indexes. dbPath "" excludes nothing.
+func readVCS(ctx context.Context, dir, dbPath string) vcsState {
 	git, err := exec.LookPath("git")
 	if err != nil {
 		return vcsState{}
@@ -28,12 +32,59 @@ func readVCS(ctx context.Context, dir string) vcsState {
 	if err != nil {
 		return vcsState{}
 	}
-	status, err := exec.CommandContext(ctx, git, "-C", dir, "status", "--porcelain", "--untracked-files=normal").Output()
+	top, err := exec.CommandContext(ctx, git, "-C", dir, "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		return vcsState{}
 	}
-	return vcsState{
-		revision: strings.TrimSpace(string(rev)),
-		dirty:    len(strings.TrimSpace(string(status))) > 0,
+	// Every untracked file by name (not collapsed into its directory), so
+	// that a directory holding only the database does not count.
+	status, err := exec.CommandContext(ctx, git, "-C", dir, "status", "--porcelain=v1", "-z", "--untracked-files=all").Output()
+	if err != nil {
+		return vcsState{}
 	}
+	root := strings.TrimSpace(string(top))
+	dirty := false
+	entries := bytes.Split(status, []byte{0})
+	for i := 0; i < len(entries); i++ {
+		e := string(entries[i])
+		if len(e) < 4 {
+			continue
+		}
+		if e[0] == 'R' || e[0] == 'C' {
+			i++ // a rename or copy is followed by its source path
+		}
+		if !ownFile(filepath.Join(root, filepath.FromSlash(e[3:])), dbPath) {
+			dirty = true
+			break
+		}
+	}
+	return vcsState{revision: strings.TrimSpace(string(rev)), dirty: dirty}
+}
+
+// ownFile reports whether path is one of the graph database's own files:
+// the database at dbPath, its SQLite and lock companions (dbPath-*), and
+// the temporary files it is written to (.NAME.tmp-*, beside it). Both
+// paths are compared as given and with symbolic links resolved.
+func ownFile(path, dbPath string) bool {
+	if dbPath == "" {
+		return false
+	}
+	own := func(p, db string) bool {
+		if p == db || strings.HasPrefix(p, db+"-") {
+			return true
+		}
+		return filepath.Dir(p) == filepath.Dir(db) && strings.HasPrefix(filepath.Base(p), "."+filepath.Base(db)+".tmp-")
+	}
+	if own(path, dbPath) {
+		return true
+	}
+	realDir, err := filepath.EvalSymlinks(filepath.Dir(dbPath))
+	if err != nil {
+		return false
+	}
+	realPathDir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return false
+	}
+	return own(filepath.Join(realPathDir, filepath.Base(path)), filepath.Join(realDir, filepath.Base(dbPath)))
 }
