@@ -114,22 +114,29 @@ func buildOf(packageID string) string {
 func (in *Input) recursive() map[string]bool { return in.callFacts().recursive }
 
 // funcCountMetric sets d.Compute to one value per declared function: count
-// gives it, coverage (nil: 1, the function's own package, which loaded
-// cleanly) the fraction of its inputs that loaded.
+// gives it, coverage the fraction of its inputs that loaded (nil: the
+// function's own package, 1 when it loaded cleanly, else 0), for an
+// unavailable value too.
 func funcCountMetric(d *Descriptor, count func(in *Input, id string) int, coverage func(in *Input, fn *Func) float64) *Descriptor {
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		var out []Value
 		for _, fn := range in.Funcs {
-			if p := in.Packages[fn.PackageID]; p != nil && !p.OK {
+			p := in.Packages[fn.PackageID]
+			cov := 1.0
+			switch {
+			case coverage != nil:
+				cov = coverage(in, fn)
+			case p != nil:
+				cov = okCoverage(p)
+			}
+			if p != nil && !p.OK {
 				// The package did not load or type-check cleanly: its calls are not all resolved,
 				// so a count would be a lower bound shown as a measurement.
-				out = append(out, d.unavailable(in, fn.ID, incompleteCalls(in, p)))
+				out = append(out, d.unavailable(in, fn.ID, incompleteCalls(in, p), cov))
 				continue
 			}
 			v := d.measured(in, fn.ID, float64(count(in, fn.ID)))
-			if coverage != nil {
-				v.Coverage = coverage(in, fn)
-			}
+			v.Coverage = cov
 			out = append(out, v)
 		}
 		return out, nil
@@ -140,17 +147,17 @@ func funcCountMetric(d *Descriptor, count func(in *Input, id string) int, covera
 func fanIn() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "fan_in", Title: "Fan-in", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "static-callers", Version: 4},
+		Method: Method{ID: "static-callers", Version: 5},
 		Source: "S. Henry and D. Kafura, \"Software Structure Metrics Based on Information Flow\", IEEE TSE SE-7(5), 1981 (fan-in as callers)",
 		Doc:    "The number of distinct declared functions and methods of the snapshot, in the same build, with a static call to this one.",
 		Choices: []string{"Callers through interfaces or func values are not counted: they are not known statically (see dynamic_calls).",
 			"A call made inside a closure counts as a call by the enclosing function.",
 			"Same build: a production function's callers are production code; a test variant's (p [p.test]) are the packages of p's test build. " +
 				"The copy of a production caller that go/packages recompiles for another package's test is not counted again for a production function."},
-		Limits: []string{"Callers outside the snapshot are unknown, so fan-in of a library's API is a lower bound.",
-			"Coverage is the fraction of the snapshot's packages of the function's build (for a production function the base packages, " +
-				"as for Ca; for a test variant's, the packages of that test build) that loaded without errors: " +
-				"a caller in a package with load or type errors may have its call unresolved, so below 1 the value is a lower bound."},
+		Limits: []string{"Callers outside the snapshot are unknown, so fan-in of a library's API is a lower bound."},
+		Coverage: "the snapshot's packages of the function's build (for a production function the base packages, " +
+			"as for Ca; for a test variant's, the packages of that test build): the fraction that loaded without errors. " +
+			"A caller in a package with load or type errors may have its call unresolved, so below 1 the value is a lower bound.",
 	}, func(in *Input, id string) int { return in.callFacts().fanIn[id] },
 		func(in *Input, fn *Func) float64 { return in.callFacts().buildCoverage[buildOf(fn.PackageID)] })
 }
@@ -163,27 +170,30 @@ func fanOut() *Descriptor {
 		Doc:    "The number of distinct functions and methods (the snapshot's, dependencies', cgo's) this one calls statically.",
 		Choices: []string{"Dynamic calls are counted apart (dynamic_calls), never added here.",
 			"Calls inside closures count for the enclosing function."},
-		Limits: []string{"A call through an interface that has a single implementation is still dynamic."},
+		Limits:   []string{"A call through an interface that has a single implementation is still dynamic."},
+		Coverage: ownPackageCoverage,
 	}, func(in *Input, id string) int { return in.callFacts().fanOut[id] }, nil)
 }
 
 func dynamicCalls() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "dynamic_calls", Title: "Dynamic call sites", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "dynamic-call-sites", Version: 2},
-		Source: "assay: the indexer's dynamic_calls table",
-		Doc:    "The number of call sites in the function (closures included) whose callee is not known statically: calls through an interface method or a func value.",
-		Limits: []string{"Counts sites, not targets: one site may reach many functions at run time."},
+		Method:   Method{ID: "dynamic-call-sites", Version: 2},
+		Source:   "assay: the indexer's dynamic_calls table",
+		Doc:      "The number of call sites in the function (closures included) whose callee is not known statically: calls through an interface method or a func value.",
+		Limits:   []string{"Counts sites, not targets: one site may reach many functions at run time."},
+		Coverage: ownPackageCoverage,
 	}, func(in *Input, id string) int { return in.dynamic[id] }, nil)
 }
 
 func callSCC() *Descriptor {
 	return funcCountMetric(&Descriptor{
 		Name: "call_scc_size", Title: "Call-graph strongly connected component size", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method:  Method{ID: "tarjan-gonum-topo", Version: 2},
-		Source:  "R. Tarjan, \"Depth-First Search and Linear Graph Algorithms\", SIAM J. Computing 1(2), 1972; gonum graph/topo.TarjanSCC",
-		Doc:     "The number of declared functions in the strongly connected component of the static call graph that contains this one: 1 unless it is mutually recursive with others.",
-		Choices: []string{"Direct recursion (a self-call) leaves the size at 1; cognitive complexity's recursion increment covers it."},
+		Method:   Method{ID: "tarjan-gonum-topo", Version: 2},
+		Source:   "R. Tarjan, \"Depth-First Search and Linear Graph Algorithms\", SIAM J. Computing 1(2), 1972; gonum graph/topo.TarjanSCC",
+		Doc:      "The number of declared functions in the strongly connected component of the static call graph that contains this one: 1 unless it is mutually recursive with others.",
+		Choices:  []string{"Direct recursion (a self-call) leaves the size at 1; cognitive complexity's recursion increment covers it."},
+		Coverage: ownPackageCoverage + " A cycle cannot leave the package: Go forbids import cycles.",
 	}, func(in *Input, id string) int { return in.callFacts().sccSize[id] }, nil)
 }
 
@@ -227,7 +237,7 @@ func betweennessMetric(d *Descriptor, graphName string, subjects func(in *Input)
 				// parsed body would show 0): a value here would be a guess
 				// shown as a measurement. The graph keeps its known edges
 				// for the others, whose coverage says the graph is partial.
-				out = append(out, d.unavailable(in, id, incompleteCalls(in, p)))
+				out = append(out, d.unavailable(in, id, incompleteCalls(in, p), in.Snapshot.Coverage))
 				continue
 			}
 			v := d.measured(in, id, cb[i])
@@ -238,6 +248,15 @@ func betweennessMetric(d *Descriptor, graphName string, subjects func(in *Input)
 	}
 	return d
 }
+
+// ownPackageCoverage is the Coverage of a call-graph metric whose value
+// rests on the function's own calls.
+const ownPackageCoverage = "the function's package: 1 when it loaded without errors; otherwise the value is unavailable, with coverage 0."
+
+// snapshotCoverage is the Coverage of the betweenness metrics: every
+// shortest path may pass anywhere.
+const snapshotCoverage = "the whole snapshot (any shortest path may run through any package): the snapshot's coverage, " +
+	"packages loaded without errors / packages matched; the same for an unavailable value."
 
 // incompleteCalls is the reason a call-graph value of a function of p, a
 // package that did not load cleanly, is unavailable.
@@ -263,7 +282,7 @@ func ownPackage(in *Input, id string) *Package {
 func betweennessCalls() *Descriptor {
 	return betweennessMetric(&Descriptor{
 		Name: "betweenness_calls", Title: "Betweenness centrality in the static call graph", Kind: Measured, Scope: ScopeFunc,
-		Method: Method{ID: "brandes-csr", Version: 5}, Source: brandes2001,
+		Method: Method{ID: "brandes-csr", Version: 6}, Source: brandes2001,
 		Doc: "For each declared function or method of a base package variant: the sum over ordered pairs (s, t) of " +
 			"other functions of the fraction of shortest static call paths from s to t that pass through it; not normalized. " +
 			"Validated against gonum's network.Betweenness on graphs up to 2,000 nodes (relative error <= 1e-9).",
@@ -274,7 +293,8 @@ func betweennessCalls() *Descriptor {
 			"Exact unless Options.BetweennessSources samples sources, in which case the values are proxies and say so.",
 			"A function of a package with load or type errors, or ill-typed through an import that did not load cleanly, is unavailable (its calls may be incomplete); the others are computed on the edges known, with the snapshot's coverage.",
 		},
-		Limits: []string{"Calls through interfaces and func values are not edges, so a function reached only dynamically is less central than it is."},
+		Limits:   []string{"Calls through interfaces and func values are not edges, so a function reached only dynamically is less central than it is."},
+		Coverage: snapshotCoverage,
 	}, "graph=static call graph of base-variant declared functions, synthesized excluded", func(in *Input) []string {
 		var ids []string
 		for _, f := range in.Funcs {
@@ -296,7 +316,8 @@ func betweennessImports() *Descriptor {
 		Method: Method{ID: "brandes-csr", Version: 3}, Source: brandes2001,
 		Doc: "For each base package of the snapshot: the sum over ordered pairs of other packages of the fraction of " +
 			"shortest import paths between them that pass through it, on the directed import graph; not normalized.",
-		Choices: []string{"Nodes are the snapshot's base packages; dependencies are left out (no path between two of the snapshot's packages runs through a dependency)."},
+		Choices:  []string{"Nodes are the snapshot's base packages; dependencies are left out (no path between two of the snapshot's packages runs through a dependency)."},
+		Coverage: snapshotCoverage,
 	}, "graph=directed import graph of the snapshot's base packages", func(in *Input) []string {
 		var ids []string
 		for _, id := range in.PackageIDs {

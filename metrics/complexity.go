@@ -35,7 +35,7 @@ type sourceSet struct {
 	// byNode is the complexity of each func, method and closure node.
 	byNode map[string]funcComplexity
 	// missing says why a node has no complexity.
-	missing map[string]string
+	missing map[string]gap
 	// recovered says, for a node of byNode measured on the tree go/parser
 	// recovered from a file with syntax errors, which file and error: its
 	// inputs did not load cleanly.
@@ -105,10 +105,12 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("metrics: parse sources: %w", err)
 	}
-	s := &sourceSet{byNode: map[string]funcComplexity{}, missing: map[string]string{}, recovered: map[string]string{}}
+	s := &sourceSet{byNode: map[string]funcComplexity{}, missing: map[string]gap{}, recovered: map[string]string{}}
 	for i, r := range results {
 		maps.Copy(s.byNode, r.byNode)
-		maps.Copy(s.missing, r.missing)
+		for id, reason := range r.missing {
+			s.missing[id] = gap{reason, 0} // the file could not be read, or changed
+		}
 		if len(r.noBody) == 0 && r.syntaxErr == nil {
 			continue
 		}
@@ -116,10 +118,11 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 		name := in.relPath(files[paths[i]])
 		for id, k := range r.noBody {
 			if r.syntaxErr != nil {
-				s.missing[id] = fmt.Sprintf("the file %s has syntax errors (the first at %s): the parser recovered no body for this function at %d:%d",
-					name, firstSyntaxError(r.syntaxErr), k.line, k.col)
+				s.missing[id] = gap{fmt.Sprintf("the file %s has syntax errors (the first at %s): the parser recovered no body for this function at %d:%d",
+					name, firstSyntaxError(r.syntaxErr), k.line, k.col), 0}
 			} else {
-				s.missing[id] = fmt.Sprintf("no function body at %s:%d:%d (a declaration without body, or positions from //line directives)", name, k.line, k.col)
+				// The file loaded whole: nothing is missing, there is no body.
+				s.missing[id] = gap{fmt.Sprintf("no function body at %s:%d:%d (a declaration without body, or positions from //line directives)", name, k.line, k.col), 1}
 			}
 		}
 		if r.syntaxErr != nil {
@@ -132,6 +135,14 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 	in.sources = s
 	in.syntax = nil
 	return s, nil
+}
+
+// gap is why a node has no complexity, and the coverage of that
+// unavailable value: 0 when its source did not load, 1 when it did and has
+// no body to measure.
+type gap struct {
+	reason   string
+	coverage float64
 }
 
 // srcPos is a physical 1-based line and byte column.
@@ -397,7 +408,21 @@ const syntaxErrorChoice = "A function in a file with syntax errors is measured o
 	"with coverage 0 and a reason naming the file and its first error (the recovery may not be the function as written: " +
 	"an unclosed brace can fold the next function into this one); a function the parser recovered no body for is unavailable, saying so."
 
-func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id string, c funcComplexity) float64) *Descriptor {
+// syntaxCoverage is the Coverage of a complexity metric measured on syntax
+// alone; unavailableSourceCoverage ends every complexity metric's.
+const (
+	syntaxCoverage = "the function's source file: 1 when it parsed without syntax errors, else 0; load or type errors do not lower it " +
+		"(the syntax alone is measured). " + unavailableSourceCoverage
+	unavailableSourceCoverage = "An unavailable value has 1 when the file loaded whole and there is no body to measure " +
+		"(a declaration without body), 0 when the file could not be read, changed since the snapshot or did not parse."
+)
+
+// complexityMetric sets d.Compute to the complexity of every declared
+// function (and closure, withClosures) given by value. usesCallGraph says
+// that value also rests on the static call graph of a declared function's
+// package (cognitive's recursion increment): its coverage is then 0 when
+// that package did not load cleanly.
+func complexityMetric(d *Descriptor, withClosures, usesCallGraph bool, value func(in *Input, id string, c funcComplexity) float64) *Descriptor {
 	d.Choices = append(d.Choices, syntaxErrorChoice)
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		src, err := in.sourcesOnce(ctx)
@@ -406,21 +431,33 @@ func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id
 		}
 		var out []Value
 		for _, id := range in.complexitySubjects(withClosures) {
+			var p *Package
+			n := in.Nodes[id]
+			if n != nil {
+				p = in.Packages[n.PackageID]
+			}
 			c, ok := src.byNode[id]
 			if !ok {
-				reason := src.missing[id]
-				if reason == "" {
-					reason = "no source position recorded for this function"
+				g, ok := src.missing[id]
+				if !ok {
+					// No source of its own (cgo-synthesized): nothing failed to
+					// load unless its package did.
+					g = gap{"no source position recorded for this function", 1}
+					if p != nil {
+						g.coverage = okCoverage(p)
+					}
 				}
-				out = append(out, d.unavailable(in, id, reason))
+				out = append(out, d.unavailable(in, id, g.reason, g.coverage))
 				continue
 			}
 			v := d.measured(in, id, value(in, id, c))
 			if reason, ok := src.recovered[id]; ok {
 				v.Reason, v.Coverage = reason, 0
-			} else if n := in.Nodes[id]; n != nil {
-				if p := in.Packages[n.PackageID]; p != nil && !p.OK {
-					v.Reason = in.loadProblem(p) + "; the syntax was measured as written"
+			} else if p != nil && !p.OK {
+				v.Reason = in.loadProblem(p) + "; the syntax was measured as written"
+				if usesCallGraph && n.Kind != "closure" {
+					v.Reason += ", the recursion increment on a static call graph that may be incomplete"
+					v.Coverage = 0
 				}
 			}
 			out = append(out, v)
@@ -433,31 +470,33 @@ func complexityMetric(d *Descriptor, withClosures bool, value func(in *Input, id
 func cyclomatic() *Descriptor {
 	return complexityMetric(&Descriptor{
 		Name: "cyclomatic", Title: "Cyclomatic complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "mccabe-ast", Version: 3}, Source: mccabe1976,
+		Method: Method{ID: "mccabe-ast", Version: 4}, Source: mccabe1976,
 		Doc: "1 + the number of decision points of the function's own body: if, for, range, each non-default case " +
 			"of a switch or type switch, each non-default clause of a select, each && and ||. A closure is measured " +
 			"on its own and is not part of its enclosing function's value (see cyclomatic_folded).",
 		Choices: []string{"Decision points are counted as gocyclo counts them, so the folded value is comparable.",
 			"Functions declared without a body (assembly) have no value."},
-		Limits: []string{"Measured on syntax: a decision hidden in a called function or a table does not count."},
-	}, true, func(_ *Input, _ string, c funcComplexity) float64 { return float64(c.cyclomatic) })
+		Limits:   []string{"Measured on syntax: a decision hidden in a called function or a table does not count."},
+		Coverage: syntaxCoverage,
+	}, true, false, func(_ *Input, _ string, c funcComplexity) float64 { return float64(c.cyclomatic) })
 }
 
 func cyclomaticFolded() *Descriptor {
 	return complexityMetric(&Descriptor{
 		Name: "cyclomatic_folded", Title: "Cyclomatic complexity, closures folded", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "mccabe-ast-folded", Version: 3}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
+		Method: Method{ID: "mccabe-ast-folded", Version: 4}, Source: mccabe1976 + "; as reported by github.com/fzipp/gocyclo",
 		Doc: "Cyclomatic complexity of a declared function or method with the decision points of every closure " +
 			"inside it added, which is what gocyclo reports. Cross-checked against gocyclo (docs/metrics-crosscheck.md).",
-		Choices: []string{"Only declared functions and methods have a folded value; closures at package level (var f = func() {...}) are not measured."},
-		Limits:  []string{"gocyclo reads every file of a directory, including files excluded by build tags, and honours //gocyclo:ignore; assay measures the files of the build context and ignores no function."},
-	}, false, func(_ *Input, _ string, c funcComplexity) float64 { return float64(c.cyclomaticFolded) })
+		Choices:  []string{"Only declared functions and methods have a folded value; closures at package level (var f = func() {...}) are not measured."},
+		Limits:   []string{"gocyclo reads every file of a directory, including files excluded by build tags, and honours //gocyclo:ignore; assay measures the files of the build context and ignores no function."},
+		Coverage: syntaxCoverage,
+	}, false, false, func(_ *Input, _ string, c funcComplexity) float64 { return float64(c.cyclomaticFolded) })
 }
 
 func cognitive() *Descriptor {
 	d := &Descriptor{
 		Name: "cognitive", Title: "Cognitive complexity", Kind: Measured, Scope: ScopeFunc, Integer: true,
-		Method: Method{ID: "campbell-ast-callgraph", Version: 3}, Source: campbell2017,
+		Method: Method{ID: "campbell-ast-callgraph", Version: 4}, Source: campbell2017,
 		Doc: "Campbell's cognitive complexity: +1 for each if, else if, else, switch, select, for and range, plus " +
 			"the nesting level for if, switch, select and loops; nesting grows inside those and inside closures; " +
 			"+1 per run of like boolean operators (a && b && c || d scores 2); +1 for goto and labeled break or " +
@@ -470,8 +509,11 @@ func cognitive() *Descriptor {
 			"Closures inside a function add to its value with one more level of nesting, as gocognit does.",
 		},
 		Limits: []string{"gocognit -exact-recursion counts recursion within one package from its own resolution; assay's cycles are the same in every case compared so far (docs/metrics-crosscheck.md)."},
+		Coverage: "the function's source file (1 when it parsed without syntax errors, else 0) and, for a declared function, " +
+			"its package's static call graph, on which the recursion increment rests (0 when the package has load or type errors, " +
+			"its own or through an import: a call left unresolved may hide a cycle). " + unavailableSourceCoverage,
 	}
-	return complexityMetric(d, true, func(in *Input, id string, c funcComplexity) float64 {
+	return complexityMetric(d, true, true, func(in *Input, id string, c funcComplexity) float64 {
 		v := c.cognitive
 		if in.recursive()[id] {
 			v++

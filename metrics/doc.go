@@ -13,8 +13,13 @@
 // CGO_ENABLED, tags: they decide which files exist), the subject's origin
 // (production, test, generated, example) and package variant, and a
 // coverage: the fraction (0..1) of the value's inputs that loaded without
-// errors (the package itself for package-local values, every base package
-// for afferent coupling, the whole snapshot for betweenness).
+// errors, 1 when they all did (the package itself for package-local
+// values, every base package for afferent coupling and fan-in, the source
+// file for complexity, the whole snapshot for betweenness; each
+// Descriptor's Coverage says which). Coverage means that for every value,
+// whatever its kind: an unavailable value whose inputs are complete (the
+// abstractness of a package that declares no named types) has coverage 1,
+// so coverage < 1 always means that something did not load.
 //
 // # Metrics
 //

@@ -21,7 +21,7 @@ func (v Value) NoState() bool {
 func lcom4() *Descriptor {
 	d := &Descriptor{
 		Name: "lcom4", Title: "Lack of cohesion of methods (LCOM4)", Kind: Measured, Scope: ScopeType, Integer: true,
-		Method: Method{ID: "lcom4-receiver-graph", Version: 1},
+		Method: Method{ID: "lcom4-receiver-graph", Version: 2},
 		Source: "M. Hitz and B. Montazeri, \"Measuring Coupling and Cohesion in Object-Oriented Systems\", " +
 			"Proc. Int. Symposium on Applied Corporate Computing, 1995",
 		Doc: "The number of connected components of the undirected graph whose vertices are the struct type's " +
@@ -45,6 +45,7 @@ func lcom4() *Descriptor {
 			"A field reached only through a method of another type (type T2 T1; T2's methods access T1's fields) links nothing, since those fields are T1's.",
 			"Non-struct named types (type Count int) have no fields and are not measured.",
 		},
+		Coverage: "the type's package: 1 when it loaded without errors, else 0 (its methods and field accesses may be incomplete); the same for a type without methods.",
 	}
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		access := map[string][]string{}
@@ -60,15 +61,17 @@ func lcom4() *Descriptor {
 			if !t.Resolved || t.TypeKind != "struct" {
 				continue
 			}
+			coverage := 1.0
+			if p := in.Packages[t.PackageID]; p != nil {
+				coverage = okCoverage(p)
+			}
 			if len(t.Methods) == 0 {
-				out = append(out, d.unavailable(in, t.ID, "the type has no methods"))
+				out = append(out, d.unavailable(in, t.ID, "the type has no methods", coverage))
 				continue
 			}
 			n, touches := lcom4Components(t, access, calls)
 			v := d.measured(in, t.ID, float64(n))
-			if p := in.Packages[t.PackageID]; p != nil {
-				v.Coverage = okCoverage(p)
-			}
+			v.Coverage = coverage
 			if !touches {
 				v.Reason = ReasonNoState + ": the methods touch no receiver state; strict LCOM4 counts one component per method not linked by calls"
 			}

@@ -74,6 +74,9 @@ type Descriptor struct {
 	Choices []string
 	// Limits are the known limits of the values.
 	Limits []string
+	// Coverage says what a value's coverage is the fraction of: which of
+	// its inputs must load without errors for it to be 1.
+	Coverage string
 	// Compute returns the metric's values for every subject of its scope
 	// that it applies to, Unavailable ones included. It must not keep in.
 	Compute func(ctx context.Context, in *Input) ([]Value, error)
@@ -101,7 +104,11 @@ type Value struct {
 	// choice: which graph, whether sources were sampled.
 	Detail string `json:"detail,omitempty"`
 	// Coverage is the fraction (0..1) of the value's inputs that were
-	// loaded without errors (see the package doc).
+	// loaded without errors, 1 when they all were, whatever the value's
+	// kind: an unavailable value whose inputs are complete (abstractness
+	// of a package without named types) has coverage 1, one whose inputs
+	// did not load has less (see the package doc and
+	// Descriptor.Coverage).
 	Coverage float64 `json:"coverage"`
 	// SnapshotID is the graph snapshot the value was computed from.
 	SnapshotID string `json:"snapshot_id"`
@@ -170,11 +177,13 @@ func (d *Descriptor) measured(in *Input, subject string, v float64) Value {
 	}
 }
 
-// unavailable builds a value of d that could not be computed.
-func (d *Descriptor) unavailable(in *Input, subject, reason string) Value {
+// unavailable builds a value of d that could not be computed; coverage is
+// the fraction of its inputs that loaded, as for a computed value (1 when
+// nothing was missing and the metric has no value for the subject).
+func (d *Descriptor) unavailable(in *Input, subject, reason string, coverage float64) Value {
 	return Value{
 		Metric: d.Name, Subject: subject, Scope: d.Scope, Kind: Unavailable, Method: d.Method.String(),
-		Reason: reason, Coverage: 0, SnapshotID: in.Snapshot.ID, BuildContext: in.BuildContext,
+		Reason: reason, Coverage: coverage, SnapshotID: in.Snapshot.ID, BuildContext: in.BuildContext,
 		Origin: in.origin(subject), Variant: in.variant(subject),
 	}
 }

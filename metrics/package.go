@@ -64,9 +64,9 @@ func afferentCoupling() *Descriptor {
 		Method: Method{ID: "imports-afferent", Version: 1}, Source: martin1994,
 		Doc: "The number of indexed packages (base variants) of the snapshot that import the package. " +
 			"Importers outside the snapshot are unknown to it, so Ca is a lower bound for a library imported elsewhere.",
-		Choices: packageChoices,
-		Limits: []string{"Counts importers within the snapshot only: index every module that uses a package to see its full Ca.",
-			"Coverage is the fraction of the snapshot's base packages that loaded without errors."},
+		Choices:  packageChoices,
+		Limits:   []string{"Counts importers within the snapshot only: index every module that uses a package to see its full Ca."},
+		Coverage: "the snapshot's base packages (any of them may import the package): the fraction that loaded without errors.",
 	}
 	return perBasePackage(d, func(in *Input, f *packageFacts, id string) (float64, float64) {
 		return float64(f.ca[id]), f.importersOK
@@ -96,8 +96,9 @@ func efferentCoupling() *Descriptor {
 		Method: Method{ID: "imports-efferent", Version: 1}, Source: martin1994,
 		Doc: "The number of distinct packages the package imports (standard library and other modules included), " +
 			"as the go command reports them for the base variant; cross-checked against `go list -json` Imports.",
-		Choices: packageChoices,
-		Limits:  []string{"Packages a cgo file's preamble pulls in (runtime/cgo, syscall, unsafe) are imports the go command reports, so they count."},
+		Choices:  packageChoices,
+		Limits:   []string{"Packages a cgo file's preamble pulls in (runtime/cgo, syscall, unsafe) are imports the go command reports, so they count."},
+		Coverage: "the package: 1 when it loaded without errors, else 0.",
 	}
 	return perBasePackage(d, func(in *Input, f *packageFacts, id string) (float64, float64) {
 		return float64(f.ce[id]), okCoverage(in.Packages[id])
@@ -107,23 +108,25 @@ func efferentCoupling() *Descriptor {
 func instability() *Descriptor {
 	d := &Descriptor{
 		Name: "instability", Title: "Instability (I)", Kind: Measured, Scope: ScopePackage,
-		Method: Method{ID: "martin-instability", Version: 1}, Source: martin1994,
+		Method: Method{ID: "martin-instability", Version: 2}, Source: martin1994,
 		Doc: "I = Ce / (Ca + Ce): 0 for a package only depended upon, 1 for a package that only depends on others. " +
 			"Unavailable when Ca + Ce = 0 (an isolated package has no instability; reporting 0 or 1 would invent one).",
-		Choices: packageChoices,
-		Limits:  []string{"Inherits Ca's limit: importers outside the snapshot are unknown, which biases I towards 1 for libraries."},
+		Choices:  packageChoices,
+		Limits:   []string{"Inherits Ca's limit: importers outside the snapshot are unknown, which biases I towards 1 for libraries."},
+		Coverage: "the lower of Ca's and Ce's, also when I is unavailable (Ca + Ce = 0 may hide an importer that did not load).",
 	}
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		f := in.packageFacts()
 		var out []Value
 		for _, id := range f.bases {
 			ca, ce := f.ca[id], f.ce[id]
+			coverage := math.Min(f.importersOK, okCoverage(in.Packages[id]))
 			if ca+ce == 0 {
-				out = append(out, d.unavailable(in, id, "Ca + Ce = 0: the package neither imports nor is imported within the snapshot"))
+				out = append(out, d.unavailable(in, id, "Ca + Ce = 0: the package neither imports nor is imported within the snapshot", coverage))
 				continue
 			}
 			v := d.measured(in, id, float64(ce)/float64(ca+ce))
-			v.Coverage = math.Min(f.importersOK, okCoverage(in.Packages[id]))
+			v.Coverage = coverage
 			out = append(out, v)
 		}
 		return out, nil
@@ -131,8 +134,10 @@ func instability() *Descriptor {
 	return d
 }
 
-// abstractnessOf returns A for one package, or a reason it is unavailable.
-func (in *Input) abstractnessOf(pkgID string) (float64, string) {
+// abstractnessOf returns A for one package, or a reason it is unavailable,
+// and its coverage: 1 when the package loaded without errors and every
+// named type of it has type information.
+func (in *Input) abstractnessOf(pkgID string) (a, coverage float64, reason string) {
 	named, ifaces, missing := 0, 0, 0
 	for _, t := range in.Types {
 		if t.PackageID != pkgID || t.TypeKind == "alias" {
@@ -147,19 +152,23 @@ func (in *Input) abstractnessOf(pkgID string) (float64, string) {
 			ifaces++
 		}
 	}
+	coverage = 1
+	if p := in.Packages[pkgID]; p != nil {
+		coverage = okCoverage(p)
+	}
 	if missing > 0 {
-		return 0, fmt.Sprintf("type information missing for %d of %d named types", missing, named+missing)
+		return 0, math.Min(coverage, float64(named)/float64(named+missing)), fmt.Sprintf("type information missing for %d of %d named types", missing, named+missing)
 	}
 	if named == 0 {
-		return 0, "the package declares no named types"
+		return 0, coverage, "the package declares no named types"
 	}
-	return float64(ifaces) / float64(named), ""
+	return float64(ifaces) / float64(named), coverage, ""
 }
 
 func abstractness() *Descriptor {
 	d := &Descriptor{
 		Name: "abstractness", Title: "Abstractness (A)", Kind: Measured, Scope: ScopePackage,
-		Method: Method{ID: "martin-abstractness-gotypes", Version: 1}, Source: martin1994,
+		Method: Method{ID: "martin-abstractness-gotypes", Version: 2}, Source: martin1994,
 		Doc: "A = named interface types / named types declared at package level, classified by the type checker " +
 			"(go/types: a type is an interface when its underlying type is *types.Interface), never by names or syntax. " +
 			"Unavailable when the package declares no named types or when type information is missing for any of them.",
@@ -168,17 +177,19 @@ func abstractness() *Descriptor {
 			"Constraint interfaces (type sets) count as interfaces: they are interface types.",
 			"Types declared inside functions are not counted: they are not part of the package's API or design surface."),
 		Limits: []string{"Go interfaces are often declared by consumers, so A of a provider package understates the abstraction it offers."},
+		Coverage: "the package: 1 when it loaded without errors, else 0; at most the fraction of its named types with type information. " +
+			"A package without named types has no A but nothing missing: coverage 1.",
 	}
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		var out []Value
 		for _, id := range in.packageFacts().bases {
-			a, reason := in.abstractnessOf(id)
+			a, coverage, reason := in.abstractnessOf(id)
 			if reason != "" {
-				out = append(out, d.unavailable(in, id, reason))
+				out = append(out, d.unavailable(in, id, reason, coverage))
 				continue
 			}
 			v := d.measured(in, id, a)
-			v.Coverage = okCoverage(in.Packages[id])
+			v.Coverage = coverage
 			out = append(out, v)
 		}
 		return out, nil
@@ -189,28 +200,30 @@ func abstractness() *Descriptor {
 func distance() *Descriptor {
 	d := &Descriptor{
 		Name: "distance", Title: "Distance from the main sequence (D)", Kind: Measured, Scope: ScopePackage,
-		Method: Method{ID: "martin-distance", Version: 1}, Source: martin1994,
-		Doc:     "D = |A + I - 1|, between 0 (on the main sequence) and 1. Unavailable when A or I is.",
-		Choices: packageChoices,
-		Limits:  []string{"Inherits the limits of A and I."},
+		Method: Method{ID: "martin-distance", Version: 2}, Source: martin1994,
+		Doc:      "D = |A + I - 1|, between 0 (on the main sequence) and 1. Unavailable when A or I is.",
+		Choices:  packageChoices,
+		Limits:   []string{"Inherits the limits of A and I."},
+		Coverage: "the lower of A's and I's, also when D is unavailable.",
 	}
 	d.Compute = func(ctx context.Context, in *Input) ([]Value, error) {
 		f := in.packageFacts()
 		var out []Value
 		for _, id := range f.bases {
-			a, reason := in.abstractnessOf(id)
+			a, aCoverage, reason := in.abstractnessOf(id)
+			coverage := math.Min(aCoverage, math.Min(f.importersOK, okCoverage(in.Packages[id])))
 			if reason != "" {
-				out = append(out, d.unavailable(in, id, "A is unavailable: "+reason))
+				out = append(out, d.unavailable(in, id, "A is unavailable: "+reason, coverage))
 				continue
 			}
 			ca, ce := f.ca[id], f.ce[id]
 			if ca+ce == 0 {
-				out = append(out, d.unavailable(in, id, "I is unavailable: Ca + Ce = 0"))
+				out = append(out, d.unavailable(in, id, "I is unavailable: Ca + Ce = 0", coverage))
 				continue
 			}
 			i := float64(ce) / float64(ca+ce)
 			v := d.measured(in, id, math.Abs(a+i-1))
-			v.Coverage = math.Min(f.importersOK, okCoverage(in.Packages[id]))
+			v.Coverage = coverage
 			out = append(out, v)
 		}
 		return out, nil

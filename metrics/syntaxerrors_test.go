@@ -17,7 +17,8 @@ import (
 // syntax errors, not "no function body ... a declaration without body" (a
 // user read that for a function that has a body). Before, measured on the
 // recovered tree, carries the file's reason and coverage 0. Max, in a file
-// that parses, is measured with coverage 1. Both the full index (EnrichGraph)
+// that parses, is measured with coverage 1 (cognitive: 0, see
+// TestCoverageOfEveryKind). Both the full index (EnrichGraph)
 // and Enrich from the database say the same.
 func TestComplexityOfAFileWithSyntaxErrors(t *testing.T) {
 	t.Parallel()
@@ -60,8 +61,11 @@ func TestComplexityOfAFileWithSyntaxErrors(t *testing.T) {
 				t.Errorf("graph %v: %s of Before = %s, coverage %v, reason %q; want measured on the recovered tree, coverage 0, the file's reason",
 					graph, metric, fmtVal(before), before.Coverage, before.Reason)
 			}
+			// Max's file parses; cognitive's recursion increment also rests
+			// on the package's call graph, which did not load cleanly.
+			maxCoverage := map[bool]float64{true: 0, false: 1}[metric == "cognitive"]
 			max := got[metric+" Max"]
-			if max.Value == nil || max.Coverage != 1 || strings.Contains(max.Reason, "syntax errors") {
+			if max.Value == nil || max.Coverage != maxCoverage || strings.Contains(max.Reason, "syntax errors") {
 				t.Errorf("graph %v: %s of Max (a file that parses) = %s, coverage %v, reason %q", graph, metric, fmtVal(max), max.Coverage, max.Reason)
 			}
 		}

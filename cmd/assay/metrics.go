@@ -58,16 +58,23 @@ chosen scope (package, type or func) and one column per metric of that scope.
 Every value has a kind: measured, proxy (an approximation, marked "~", e.g. sampled betweenness) or
 unavailable (printed "unavailable", never 0; --format json or csv gives the reason). Values also
 carry the method and its version, the snapshot, the build context and a coverage (--format json or
-csv); the table marks with "*" a value whose coverage is below 1, i.e. computed from inputs some of
-which did not load (packages with load or type errors). The table marks with "?" an LCOM4 value of a
-type whose methods touch no receiver state (reason no_state): it counts the methods not linked by
-calls, which says nothing about cohesion, so --sort lcom4 ranks such values after the others (and
-before unavailable ones). Only base package variants are shown unless --variant all: a test variant's values (a type with
-methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's. Package
-metrics exist for base variants only (coupling is defined on the import graph without test variants). Rows
-are grouped by origin (production first, then test, example, generated, synthesized) so
-that generated code is reported apart. 'assay metrics explain METRIC' prints a metric's definition,
-method, source, choices and known limits.
+csv): the fraction (0..1) of the value's inputs that loaded without errors, 1 when they all did. It
+means that for every value, whatever its kind: an unavailable value has coverage 1 when nothing is
+missing and the metric has no value there (abstractness of a package that declares no named
+types), below 1 when its inputs did not load; 'assay metrics explain METRIC' says which inputs
+count. The table marks with "*" a computed value whose coverage is below 1, i.e. computed from
+inputs some of which did not load (packages with load or type errors, files with syntax errors).
+
+The table marks with "?" an LCOM4 value of a type whose methods touch no receiver state (reason
+no_state): it counts the methods not linked by calls, which says nothing about cohesion, so --sort
+lcom4 ranks such values after the others (and before unavailable ones).
+
+Only base package variants are shown unless --variant all: a test variant's values (a type with
+methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's.
+Package metrics exist for base variants only (coupling is defined on the import graph without test
+variants). Rows are grouped by origin (production first, then test, example, generated,
+synthesized) so that generated code is reported apart. 'assay metrics explain METRIC' prints a
+metric's definition, method, source, what its coverage is the fraction of, choices and known limits.
 
 Metrics by scope:
   package  ` + strings.Join(metrics.Names(metrics.ScopePackage), ", ") + `
@@ -102,7 +109,7 @@ Metrics by scope:
 func newCmdMetricsExplain(io IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "explain METRIC",
-		Short: "Print a metric's definition, method, source, choices and known limits",
+		Short: "Print a metric's definition, method, source, coverage, choices and known limits",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return badInput(fmt.Errorf("assay metrics explain takes exactly one METRIC, got %d (metrics: %s)", len(args), strings.Join(metrics.Names(""), ", ")))
@@ -124,6 +131,8 @@ func writeExplain(w io.Writer, d *metrics.Descriptor) error {
 	fmt.Fprintf(&b, "%s (%s)\n\n", d.Title, d.Name)
 	fmt.Fprintf(&b, "scope:   %s\nkind:    %s\nmethod:  %s\nsource:  %s\n\n", d.Scope, d.Kind, d.Method, d.Source)
 	fmt.Fprintf(&b, "Definition\n  %s\n", d.Doc)
+	fmt.Fprintf(&b, "\nCoverage\n  The fraction (0..1) of a value's inputs that loaded without errors, 1 when they all did; "+
+		"unavailable values have one too.\n  Inputs: %s\n", d.Coverage)
 	for _, sec := range []struct {
 		title string
 		items []string

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -105,6 +106,17 @@ func TestMetricsExplain(t *testing.T) {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("explain lcom4 lacks %q", s)
 		}
+	}
+	// Every metric says what its coverage is the fraction of.
+	for _, d := range metrics.Registry() {
+		e := runCLI(t, "metrics", "explain", d.Name)
+		if !strings.Contains(e.stdout, "\nCoverage\n  The fraction (0..1) of a value's inputs that loaded without errors, 1 when they all did; unavailable values have one too.\n  Inputs: "+d.Coverage) {
+			t.Errorf("explain %s lacks its coverage:\n%s", d.Name, e.stdout)
+		}
+	}
+	help := runCLI(t, "metrics", "--help")
+	if !strings.Contains(help.stdout, "an unavailable value has coverage 1 when nothing is\nmissing") {
+		t.Errorf("--help does not say what coverage means for an unavailable value:\n%s", help.stdout)
 	}
 	bad := runCLI(t, "metrics", "explain", "cohesion")
 	if bad.code != 2 {
@@ -350,5 +362,51 @@ func TestMetricsTableMarksFanInOfBrokenCallers(t *testing.T) {
 	}
 	if got := tableCells(t, p.stdout)["pkg:example.com/brokencallers/good"]["CA"]; got != "2*" {
 		t.Errorf("ca of good = %q, want 2*:\n%s", got, p.stdout)
+	}
+}
+
+// TestMetricsTableMarksExactlyThePartialValues: "*" marks a computed value
+// whose coverage is below 1 and nothing else: not a value whose inputs all
+// loaded, not an unavailable value (which now has a coverage too: 1 when
+// nothing is missing), and the footer counts exactly the marked values.
+func TestMetricsTableMarksExactlyThePartialValues(t *testing.T) {
+	out := t.TempDir()
+	if r := runCLI(t, "index", "--out", out, "../../metrics/testdata/brokencallers"); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	unavailableByCoverage := map[bool]int{}
+	for _, scope := range []string{"package", "type", "func"} {
+		tr := runCLI(t, "metrics", "--out", out, "--scope", scope)
+		j := runCLI(t, "metrics", "--out", out, "--scope", scope, "--format", "json")
+		var rows []struct {
+			Subject string
+			Values  map[string]metrics.Value
+		}
+		if err := json.Unmarshal([]byte(j.stdout), &rows); err != nil || tr.code != 0 {
+			t.Fatalf("%s: exit %d, %v", scope, tr.code, err)
+		}
+		cells := tableCells(t, tr.stdout)
+		partial := 0
+		for _, row := range rows {
+			for name, v := range row.Values {
+				c := cells[row.Subject][strings.ToUpper(name)]
+				want := v.Value != nil && v.Coverage < 1
+				if want {
+					partial++
+				}
+				if v.Value == nil {
+					unavailableByCoverage[v.Coverage == 1]++
+				}
+				if strings.Contains(c, "*") != want {
+					t.Errorf("%s of %s: cell %q, value %v coverage %v: want a mark %v", name, row.Subject, c, v.Value, v.Coverage, want)
+				}
+			}
+		}
+		if footer := fmt.Sprintf("* marks %d values computed from incomplete inputs", partial); (partial > 0) != strings.Contains(tr.stdout, footer) {
+			t.Errorf("%s: %d partial values, footer %q expected %v:\n%s", scope, partial, footer, partial > 0, tr.stdout)
+		}
+	}
+	if unavailableByCoverage[true] == 0 || unavailableByCoverage[false] == 0 {
+		t.Errorf("unavailable values by coverage 1: %v; the module should have both", unavailableByCoverage)
 	}
 }
