@@ -16,7 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofrs/flock"
 )
@@ -274,6 +276,12 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	} else if !fi.IsDir() {
 		return Snapshot{}, fmt.Errorf("%w: dir %q is not a directory", ErrInvalidOptions, dir)
 	}
+	if !utf8.ValidString(dir) {
+		return Snapshot{}, fmt.Errorf("%w: dir %q is not valid UTF-8: the go command's JSON cannot name its files", ErrInvalidOptions, dir)
+	}
+	if strings.HasSuffix(opts.DBPath, string(filepath.Separator)) {
+		return Snapshot{}, fmt.Errorf("%w: database path %q ends in a separator: name a file", ErrInvalidOptions, opts.DBPath)
+	}
 	dbPath, err := filepath.Abs(opts.DBPath)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("indexer: resolve db path %q: %w", opts.DBPath, err)
@@ -288,6 +296,12 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		return Snapshot{}, err
 	}
 	defer func() { lock.release(err != nil) }()
+	// Checked again: what is at the path may have changed while this run
+	// waited for the lock.
+	if err := checkReplaceable(ctx, dbPath); err != nil {
+		return Snapshot{}, err
+	}
+	removeStaleTemporaries(dbPath)
 	env := append(os.Environ(), opts.Env...)
 	if opts.GOOS != "" {
 		env = append(env, "GOOS="+opts.GOOS)
@@ -495,6 +509,33 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	return snap, nil
 }
 
+// removeStaleTemporaries removes the temporary files of the database at
+// dbPath (.NAME.tmp-* and their journals) that a killed run left: only the
+// lock's holder writes them, so under the lock none is in use.
+func removeStaleTemporaries(dbPath string) {
+	matches, err := filepath.Glob(filepath.Join(filepath.Dir(dbPath), "."+globEscape(filepath.Base(dbPath))+".tmp-*"))
+	if err != nil {
+		return
+	}
+	for _, m := range matches {
+		if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
+			_ = os.Remove(m)
+		}
+	}
+}
+
+// globEscape escapes filepath.Match's metacharacters in s.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // lockRetry is how often an index waiting for another index of the same
 // database tries its lock again.
 const lockRetry = 50 * time.Millisecond
@@ -536,6 +577,9 @@ func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*d
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
 		}
+		if err := checkLockFile(path); err != nil {
+			return nil, err
+		}
 		// Opened read-only (flock(2) does not need write access), so that a
 		// lock file left by another user can still be locked.
 		fl := flock.New(path, flock.SetPermissions(0o644))
@@ -561,7 +605,7 @@ func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*d
 			return nil, fmt.Errorf("indexer: lock %s: not acquired", path)
 		}
 		held, herr := fl.Stat()
-		cur, cerr := os.Stat(path)
+		cur, cerr := os.Lstat(path)
 		if herr == nil && cerr == nil && os.SameFile(held, cur) {
 			l := &dbLock{fl: fl, path: path, created: created}
 			l.recordHolder()
@@ -597,14 +641,60 @@ func missingDirs(dir string) []string {
 // message of an index that waits for it. Failing to is not an error: the
 // lock is the flock, not the file's content.
 func (l *dbLock) recordHolder() {
-	f, err := os.OpenFile(l.path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(l.path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return
 	}
 	defer f.Close()
+	if !l.isLockedFile(f) {
+		return // not the file this run locked: leave it alone
+	}
 	if f.Truncate(0) == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
+}
+
+// isLockedFile reports whether f is the file this run holds the lock on.
+func (l *dbLock) isLockedFile(f *os.File) bool {
+	held, err := l.fl.Stat()
+	if err != nil {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && os.SameFile(held, fi)
+}
+
+// checkLockFile refuses a lock path that holds something other than an
+// assay lock file: a symbolic link (the lock would write through it), a
+// FIFO or device (opening it would block), a directory, or a regular file
+// with content that is not a process id. A missing file is fine (the lock
+// creates it); so is an empty one or one holding a pid, which a run killed
+// before it removed its lock leaves. Errors wrap ErrInvalidOptions.
+func checkLockFile(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("indexer: lock %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s exists and is not a regular file (%s); it is where the database's lock goes: remove it", ErrInvalidOptions, path, fi.Mode().Type())
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	if fi.Size() > 32 {
+		return fmt.Errorf("%w: %s exists and is not an assay lock file (%d bytes); it is where the database's lock goes: move it away", ErrInvalidOptions, path, fi.Size())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("indexer: lock %s: %w", path, err)
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid <= 0 {
+		return fmt.Errorf("%w: %s exists and is not an assay lock file (it holds %q); it is where the database's lock goes: move it away", ErrInvalidOptions, path, strings.TrimSpace(string(b)))
+	}
+	return nil
 }
 
 // lockHolder describes who holds the lock file at path: "pid N holds
@@ -624,7 +714,13 @@ func lockHolder(path string) string {
 // run created, when nothing else is in them, so that a refused index
 // leaves nothing behind.
 func (l *dbLock) release(failed bool) {
-	_ = os.Remove(l.path)
+	// Only the file this run locked is removed: never what another
+	// program put at the path meanwhile.
+	if held, err := l.fl.Stat(); err == nil {
+		if cur, err := os.Lstat(l.path); err == nil && os.SameFile(held, cur) {
+			_ = os.Remove(l.path)
+		}
+	}
 	_ = l.fl.Unlock()
 	if failed {
 		for _, d := range l.created {

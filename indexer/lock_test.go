@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,5 +259,143 @@ func TestConcurrentWritersOfOneDatabase(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Errorf("beside the database after every index returned: %q, want only graph.db", names)
+	}
+}
+
+// TestLockPathHoldingSomethingElseIsRefused: the lock goes to <db>-lock;
+// whatever else is there is left as it is and the index is refused: a
+// symbolic link (the lock would write through it into its target), a FIFO
+// (opening it would block, beyond Ctrl-C), a directory, a file with other
+// content. An empty file or one holding a pid (left by a killed run) is
+// taken over.
+func TestLockPathHoldingSomethingElseIsRefused(t *testing.T) {
+	t.Parallel()
+	mod := lockModule(t)
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, lock string)
+		ok    bool
+	}{
+		{"symlink to a precious file", func(t *testing.T, lock string) {
+			target := filepath.Join(filepath.Dir(lock), "precious.txt")
+			writeFiles(t, filepath.Dir(lock), map[string]string{"precious.txt": "precious\n"})
+			if err := os.Symlink(target, lock); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"dangling symlink", func(t *testing.T, lock string) {
+			if err := os.Symlink(filepath.Join(filepath.Dir(lock), "created-by-assay"), lock); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"fifo", func(t *testing.T, lock string) {
+			if err := syscall.Mkfifo(lock, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"directory", func(t *testing.T, lock string) {
+			if err := os.Mkdir(lock, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"notes", func(t *testing.T, lock string) {
+			writeFiles(t, filepath.Dir(lock), map[string]string{filepath.Base(lock): "my notes\n"})
+		}, false},
+		{"empty file", func(t *testing.T, lock string) {
+			writeFiles(t, filepath.Dir(lock), map[string]string{filepath.Base(lock): ""})
+		}, true},
+		{"pid of a killed run", func(t *testing.T, lock string) {
+			writeFiles(t, filepath.Dir(lock), map[string]string{filepath.Base(lock): "4242\n"})
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := t.TempDir()
+			db := filepath.Join(out, "graph.db")
+			lock := db + "-lock"
+			tc.setup(t, lock)
+			before := listing(t, out)
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			_, err := indexer.Index(ctx, indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Index: %v", err)
+				}
+				if _, err := os.Lstat(lock); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the lock file is still there after the run: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, indexer.ErrInvalidOptions) || !strings.Contains(err.Error(), lock) {
+				t.Fatalf("Index = %v, want a refusal naming %s", err, lock)
+			}
+			if after := listing(t, out); !slices.Equal(before, after) {
+				t.Errorf("the directory changed: before %q, after %q", before, after)
+			}
+			if b, err := os.ReadFile(filepath.Join(out, "precious.txt")); err == nil && string(b) != "precious\n" {
+				t.Errorf("the symlink's target was written: %q", b)
+			}
+		})
+	}
+}
+
+// listing names the entries of dir with their type and, for regular files,
+// content.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		s := e.Name() + " " + e.Type().String()
+		if e.Type().IsRegular() {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s += " " + string(b)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestStaleTemporariesAreRemoved: a run killed while writing leaves its
+// temporary database; the next run holding the lock removes it.
+func TestStaleTemporariesAreRemoved(t *testing.T) {
+	t.Parallel()
+	mod := lockModule(t)
+	out := t.TempDir()
+	db := filepath.Join(out, "graph.db")
+	writeFiles(t, out, map[string]string{".graph.db.tmp-123": "half written", ".graph.db.tmp-123-journal": "j", "keep.txt": "mine"})
+	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db}); err != nil {
+		t.Fatal(err)
+	}
+	got := listing(t, out)
+	if want := []string{"graph.db ---------- ", "keep.txt ---------- mine"}; len(got) != 2 || !strings.HasPrefix(got[0], "graph.db ") || got[1] != want[1] {
+		t.Errorf("directory after the run: %q, want graph.db and keep.txt only", got)
+	}
+}
+
+// TestBadDirAndDatabasePathsAreRefused: a directory whose name is not UTF-8
+// (the go command's JSON cannot name its files) and a database path ending
+// in a separator are refused before anything is written.
+func TestBadDirAndDatabasePathsAreRefused(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	bad := filepath.Join(base, "weird \xff\xfe")
+	writeFiles(t, bad, map[string]string{"go.mod": "module example.com/w\n\ngo 1.22\n", "p/p.go": "package p\n"})
+	out := filepath.Join(base, "out")
+	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: bad, DBPath: filepath.Join(out, "graph.db")}); !errors.Is(err, indexer.ErrInvalidOptions) || !strings.Contains(err.Error(), "UTF-8") {
+		t.Errorf("non-UTF-8 dir: %v", err)
+	}
+	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: lockModule(t), DBPath: out + string(filepath.Separator)}); !errors.Is(err, indexer.ErrInvalidOptions) {
+		t.Errorf("database path ending in a separator: %v", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused run left %s: %v", out, err)
 	}
 }
