@@ -276,4 +276,16 @@
 // the one at the path, so the file usually does not outlive a run; it may
 // stay on disk (after a crash), which is harmless. Its name puts it among
 // the database's own files, which the file-system reuse check leaves out.
+// Anything else at that path (a symbolic link, a FIFO, a directory, a file
+// that does not hold a process id) is refused, never written through or
+// removed.
+//
+// # Reuse needs the database as written
+//
+// After writing a database Index records its SHA-256 in DBPath+"-sha256".
+// A later run reuses the database, or keeps rows from it in an incremental
+// index, only when the file still has that SHA-256: a database damaged or
+// edited since (even with SQLite, into another valid database) is indexed
+// again in full, and Snapshot.FullReason says why. Without the record (a
+// database written before it existed, or a record lost) the same applies.
 package indexer

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -343,7 +344,16 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	// Files are read (hashed, listed, loaded) from here on.
 	readStart := time.Now()
 	_, statErr := os.Stat(dbPath)
+	trusted := false
 	if opts.Reuse && statErr == nil {
+		// A previous database is reused, or its rows kept, only when it is
+		// byte for byte what an index wrote: not damaged, not edited.
+		var why string
+		if trusted, why = verifyRecordedSHA256(dbPath); !trusted {
+			fullReason = why
+		}
+	}
+	if trusted {
 		// The file-system check first: when nothing the go command reads
 		// changed, neither did the listing, and it is not needed.
 		prev, ok, err := fsReuse(ctx, dbPath, dir, fsBase(goEnv, vcs, opts, tags, spec))
@@ -534,6 +544,32 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// sha256Path is where Index records the SHA-256 of the database at dbPath
+// once it is written: beside it, among its own files (dbPath-*).
+func sha256Path(dbPath string) string { return dbPath + "-sha256" }
+
+// verifyRecordedSHA256 reports whether the database at dbPath has the
+// SHA-256 its index recorded, and otherwise why not (for Snapshot.FullReason).
+func verifyRecordedSHA256(dbPath string) (bool, string) {
+	rec, err := os.ReadFile(sha256Path(dbPath))
+	if err != nil {
+		return false, fmt.Sprintf("the database has no SHA-256 record (%s) to check it against: it is not reused", filepath.Base(sha256Path(dbPath)))
+	}
+	f, err := os.Open(dbPath)
+	if err != nil {
+		return false, fmt.Sprintf("the database cannot be read: %v", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false, fmt.Sprintf("the database cannot be read: %v", err)
+	}
+	if got, want := hex.EncodeToString(h.Sum(nil)), strings.TrimSpace(string(rec)); got != want {
+		return false, fmt.Sprintf("the database's SHA-256 %s is not the %s its index wrote (damaged or edited since): it is not reused", got, want)
+	}
+	return true, ""
 }
 
 // lockRetry is how often an index waiting for another index of the same

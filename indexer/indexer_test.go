@@ -137,7 +137,14 @@ func checkDatabaseFile(t *testing.T, snap indexer.Snapshot) *sql.DB {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() != filepath.Base(snap.DBPath) {
+		switch e.Name() {
+		case filepath.Base(snap.DBPath):
+		case filepath.Base(snap.DBPath) + "-sha256":
+			// The record the next index checks the file against.
+			if b, err := os.ReadFile(snap.DBPath + "-sha256"); err != nil || string(b) != snap.DBSHA256+"\n" {
+				t.Errorf("SHA-256 record %q (%v), want %s", b, err, snap.DBSHA256)
+			}
+		default:
 			t.Errorf("leftover file %s next to the database", e.Name())
 		}
 	}

@@ -2,6 +2,7 @@ package indexer_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -213,8 +214,8 @@ func TestIndexWaitingForTheLockHonoursCancel(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{"graph.db", "graph.db-lock"}; !slices.Equal(names, want) {
-		t.Errorf("output directory holds %q, want %q (the database and the holder's lock file)", names, want)
+	if want := []string{"graph.db", "graph.db-lock", "graph.db-sha256"}; !slices.Equal(names, want) {
+		t.Errorf("output directory holds %q, want %q (the database, the holder's lock file and the SHA-256 record)", names, want)
 	}
 }
 
@@ -253,12 +254,12 @@ func TestConcurrentWritersOfOneDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 1 {
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		t.Errorf("beside the database after every index returned: %q, want only graph.db", names)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"graph.db", "graph.db-sha256"}; !slices.Equal(names, want) {
+		t.Errorf("beside the database after every index returned: %q, want %q", names, want)
 	}
 }
 
@@ -374,9 +375,16 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db}); err != nil {
 		t.Fatal(err)
 	}
-	got := listing(t, out)
-	if want := []string{"graph.db ---------- ", "keep.txt ---------- mine"}; len(got) != 2 || !strings.HasPrefix(got[0], "graph.db ") || got[1] != want[1] {
-		t.Errorf("directory after the run: %q, want graph.db and keep.txt only", got)
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"graph.db", "graph.db-sha256", "keep.txt"}; !slices.Equal(names, want) {
+		t.Errorf("directory after the run: %q, want %q", names, want)
 	}
 }
 
@@ -397,5 +405,66 @@ func TestBadDirAndDatabasePathsAreRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused run left %s: %v", out, err)
+	}
+}
+
+// TestEditedOrDamagedDatabaseIsNotReused: a database is reused (or its
+// rows kept by an incremental index) only while it is byte for byte what
+// its index wrote. An edit made with SQLite, bytes overwritten, or a
+// missing SHA-256 record make the next index a full one that says why.
+func TestEditedOrDamagedDatabaseIsNotReused(t *testing.T) {
+	t.Parallel()
+	mod := lockModule(t)
+	db := filepath.Join(t.TempDir(), "graph.db")
+	first, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err != nil || !again.Reused {
+		t.Fatalf("an untouched database is not reused: %+v, %v", again, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T)
+		reason string
+	}{
+		{"edited with SQLite", func(t *testing.T) {
+			h, err := sql.Open("sqlite3", "file:"+db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			if _, err := h.Exec("UPDATE snapshots SET coverage = 0.5"); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not the"},
+		{"bytes overwritten", func(t *testing.T) {
+			f, err := os.OpenFile(db, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte{0xAA, 0xAA, 0xAA, 0xAA}, 4096+100); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not the"},
+		{"record removed", func(t *testing.T) {
+			if err := os.Remove(db + "-sha256"); err != nil {
+				t.Fatal(err)
+			}
+		}, "no SHA-256 record"},
+	} {
+		tc.damage(t)
+		s, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if s.Reused || s.Incremental || !strings.Contains(s.FullReason, tc.reason) {
+			t.Errorf("%s: reused %v incremental %v, full reason %q; want a full index saying %q", tc.name, s.Reused, s.Incremental, s.FullReason, tc.reason)
+		}
+		if s.ID != first.ID || s.Coverage != first.Coverage || fileSHA256(t, db) != s.DBSHA256 {
+			t.Errorf("%s: the new index differs: id %s coverage %v (first %s %v)", tc.name, s.ID, s.Coverage, first.ID, first.Coverage)
+		}
 	}
 }

@@ -83,6 +83,10 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 	if err := os.Rename(tmpPath, dbPath); err != nil {
 		return "", Counts{}, fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
 	}
+	// The next index reuses the database only if it still has this
+	// SHA-256 (verifyRecordedSHA256). Without the record it indexes in
+	// full: a failure here loses time, never correctness.
+	recordSHA256(dbPath, sum)
 	// The rename is durable once the directory entry is; a directory that
 	// cannot be synced (some file systems) does not make the file wrong.
 	if d, err := os.Open(dir); err == nil {
@@ -744,4 +748,27 @@ func sortedByID[T any](rows []T, id func(T) string) []T {
 	out := slices.Clone(rows)
 	slices.SortFunc(out, func(a, b T) int { return strings.Compare(id(a), id(b)) })
 	return out
+}
+
+// recordSHA256 writes sum, the database's SHA-256 hex, to sha256Path(dbPath)
+// through a temporary file and a rename; on failure it removes any older
+// record.
+func recordSHA256(dbPath, sum string) {
+	path := sha256Path(dbPath)
+	tmp, err := os.CreateTemp(filepath.Dir(dbPath), "."+filepath.Base(dbPath)+".tmp-sha256-*")
+	if err == nil {
+		_, err = tmp.WriteString(sum + "\n")
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), path)
+		}
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		_ = os.Remove(path)
+	}
 }

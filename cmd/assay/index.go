@@ -68,7 +68,11 @@ terminal or not; Ctrl-C stops the wait and leaves the database as it is), then s
 the first wrote and reuses it when nothing changed. The sha256 a run prints is that of the file when
 it finished. The kernel releases the lock when its process exits, however it exits; the lock file is
 removed at the end of a run but may be left behind (after a crash), and whether it exists means
-nothing: only a live lock on it makes a run wait.`,
+nothing: only a live lock on it makes a run wait.
+
+Beside the database, <db>-sha256 records the SHA-256 the run printed. A later run reuses the
+database only while the file still has it: a database damaged or edited since is indexed again in
+full, saying why.`,
 		Example: `  assay index
   assay index --tags integration --goos windows ./...
   assay index --format json $(go env GOMODCACHE)/github.com/spf13/cobra@v1.10.2`,
