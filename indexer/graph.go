@@ -201,6 +201,31 @@ func (g *graph) coverage() float64 {
 	return float64(g.ok()) / float64(g.matched())
 }
 
+// moduleFileDigests returns the SHA-256 of go.mod and go.sum of every main
+// module of the indexed packages, by module-qualified path, sorted ("" for
+// a file that cannot be read: go.sum may not exist).
+func (g *graph) moduleFileDigests() []fileDigest {
+	dirs := map[string]string{} // module path -> dir
+	for _, p := range g.packages {
+		if p.moduleMain.Valid && p.moduleMain.V && p.moduleDir.Valid && p.modulePath.Valid {
+			dirs[p.modulePath.V] = p.moduleDir.V
+		}
+	}
+	var out []fileDigest
+	for mod, dir := range dirs {
+		for _, name := range []string{"go.mod", "go.sum"} {
+			d := fileDigest{Path: mod + "/" + name}
+			if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+				s := sha256.Sum256(b)
+				d.SHA256 = hex.EncodeToString(s[:])
+			}
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b fileDigest) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
 func (g *graph) sourceDigests() []fileDigest {
 	out := make([]fileDigest, 0, len(g.digests))
 	for p, s := range g.digests {

@@ -801,6 +801,16 @@ type snapshotInputs struct {
 	VCSDirty      bool         `json:"vcs_dirty"`
 	Packages      []string     `json:"packages"`
 	Files         []fileDigest `json:"files"`
+	// CToolchain is CC, CXX, the CGO_*FLAGS and PKG_CONFIG: they decide
+	// what cgo generates, and whether a cgo package loads at all.
+	CToolchain []string `json:"c_toolchain"`
+	// ModuleFiles are the main modules' go.mod and go.sum (module-qualified
+	// paths): they decide the dependencies the packages were checked against.
+	ModuleFiles []fileDigest `json:"module_files"`
+	// LoadErrors are the recorded load errors (go id, kind, message with
+	// the indexed directory written "."), in recorded order: two loads of
+	// the same files that failed differently are two snapshots.
+	LoadErrors []string `json:"load_errors"`
 }
 
 // fileDigest names one source file by its module-qualified path and content.
@@ -829,6 +839,15 @@ func snapshotID(s Snapshot, env goEnv, g *graph) (string, error) {
 	}
 	for _, p := range g.packages {
 		in.Packages = append(in.Packages, p.goID)
+	}
+	in.CToolchain = []string{env.CC, env.CXX, env.CGOCFLAGS, env.CGOCPPFLAGS, env.CGOCXXFLAGS, env.CGOFFLAGS, env.CGOLDFLAGS, env.PKGCONFIG}
+	in.ModuleFiles = g.moduleFileDigests()
+	for _, e := range g.loadErrors {
+		msg := e.message
+		if s.Dir != "" {
+			msg = strings.ReplaceAll(msg, s.Dir, ".")
+		}
+		in.LoadErrors = append(in.LoadErrors, e.goID+"\x00"+e.kind+"\x00"+msg)
 	}
 	b, err := json.Marshal(in)
 	if err != nil {

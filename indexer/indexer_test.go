@@ -769,3 +769,32 @@ func TestIndexAssayRepository(t *testing.T) {
 		t.Errorf("%d files under testdata indexed; the go command ignores testdata", n)
 	}
 }
+
+// TestSnapshotIDCoversTheCToolchainGoModAndLoadOutcome: the snapshot id
+// names what the graph was built from. A cgo package indexed without a C
+// compiler fails to load and is another snapshot than the same files
+// indexed with one; so is the same tree after its go.mod changed.
+func TestSnapshotIDCoversTheCToolchainGoModAndLoadOutcome(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc is not installed")
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"go.mod": "module example.com/cid\n\ngo 1.22\n",
+		"c/c.go": "package c\n\n// int two(void) { return 2; }\nimport \"C\"\n\nfunc Two() int { return int(C.two()) }\n",
+	})
+	env := []string{"CGO_ENABLED=1", "GOPROXY=off"}
+	withCC := index(t, indexer.Options{Dir: dir, Env: append(env, "CC=gcc")})
+	without := index(t, indexer.Options{Dir: dir, Env: append(env, "CC="+filepath.Join(dir, "no-such-cc"))})
+	if without.Counts.LoadErrors == 0 {
+		t.Fatalf("indexing without a C compiler recorded no load error")
+	}
+	if withCC.ID == without.ID {
+		t.Errorf("the same files indexed with and without a C compiler have one snapshot id %s (coverage %v and %v)", withCC.ID, withCC.Coverage, without.Coverage)
+	}
+	writeFiles(t, dir, map[string]string{"go.mod": "module example.com/cid\n\ngo 1.23\n"})
+	if s := index(t, indexer.Options{Dir: dir, Env: append(env, "CC=gcc")}); s.ID == withCC.ID {
+		t.Errorf("go.mod changed and the snapshot id did not")
+	}
+}
