@@ -150,9 +150,13 @@ type Snapshot struct {
 	// ID is the stable id of this snapshot: SHA-256 hex (64 chars) of the
 	// JSON encoding of its inputs (schema version, tool and Go versions,
 	// GOOS/GOARCH/CGO_ENABLED/GOFLAGS, tests flag, patterns, module paths,
-	// VCS revision and dirty flag, the indexed package IDs, and each source
-	// file's module-relative path and SHA-256). Indexing the same sources
-	// with the same toolchain gives the same ID on any machine.
+	// VCS revision and dirty flag, the indexed package IDs, each source
+	// file's module-relative path and SHA-256, the C toolchain settings,
+	// the main modules' go.mod and go.sum, and the recorded load errors).
+	// Indexing the same sources with the same toolchain gives the same ID on
+	// any machine (a load error's message has the indexed directory written
+	// "."). Not covered: the content of a local (directory-replaced)
+	// dependency when it changes without changing the load errors.
 	ID string `json:"id"`
 	// Dir is the absolute directory the packages were loaded from.
 	Dir string `json:"dir"`
