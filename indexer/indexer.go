@@ -467,6 +467,15 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
+	if len(g.files) == 0 {
+		// Packages matched, but nothing of them is left to index: a graph
+		// of empty packages would read as a complete one (coverage 1).
+		hint := ""
+		if !opts.Tests {
+			hint = " (test files are excluded: --tests=false)"
+		}
+		return Snapshot{}, fmt.Errorf("%w with files to index in %s: %d matched, none has a Go file to index%s", ErrNoPackages, dir, len(res.roots), hint)
+	}
 	// Every file is read by now: the keys must not describe content the
 	// graph may not have been built from (markModified).
 	modified, err := kr.keys.markModified(res.parsed, readStart)

@@ -798,3 +798,26 @@ func TestSnapshotIDCoversTheCToolchainGoModAndLoadOutcome(t *testing.T) {
 		t.Errorf("go.mod changed and the snapshot id did not")
 	}
 }
+
+// TestOnlyTestFilesWithoutTestsIsRefused: packages that match but have
+// nothing to index (only _test.go files, tests excluded) are refused like
+// no package at all, rather than written as an empty graph of coverage 1.
+func TestOnlyTestFilesWithoutTestsIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"go.mod":      "module example.com/onlytest\n\ngo 1.22\n",
+		"p/p_test.go": "package p\n\nimport \"testing\"\n\nfunc TestX(t *testing.T) {}\n",
+	})
+	db := filepath.Join(t.TempDir(), "out", "graph.db")
+	_, err := indexer.Index(context.Background(), indexer.Options{Dir: dir, DBPath: db, Tests: false})
+	if !errors.Is(err, indexer.ErrNoPackages) || !strings.Contains(err.Error(), "--tests=false") {
+		t.Fatalf("Index = %v, want ErrNoPackages naming --tests=false", err)
+	}
+	if _, err := os.Stat(filepath.Dir(db)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused index left %s: %v", filepath.Dir(db), err)
+	}
+	if s := index(t, indexer.Options{Dir: dir, Tests: true}); s.Counts.Files != 1 {
+		t.Errorf("with tests: %d files, want 1", s.Counts.Files)
+	}
+}
