@@ -296,17 +296,24 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	}
 	// Everything from here on, the reuse check first, sees the database
 	// as no other index changes it.
-	lock, err := lockDatabase(ctx, dbPath, opts.Progress)
-	if err != nil {
-		return Snapshot{}, err
+	lock, lockErr := lockDatabase(ctx, dbPath, opts.Progress)
+	if lockErr != nil {
+		// A directory this run may not write in still lets it reuse the
+		// database there (nobody can replace it either); anything that
+		// would write fails below with this error.
+		if !opts.Reuse || !readOnly(lockErr) || !fileExists(dbPath) {
+			return Snapshot{}, lockErr
+		}
+		lock = nil
+	} else {
+		defer func() { lock.release(err != nil) }()
+		// Checked again: what is at the path may have changed while this
+		// run waited for the lock.
+		if err := checkReplaceable(ctx, dbPath); err != nil {
+			return Snapshot{}, err
+		}
+		removeStaleTemporaries(dbPath)
 	}
-	defer func() { lock.release(err != nil) }()
-	// Checked again: what is at the path may have changed while this run
-	// waited for the lock.
-	if err := checkReplaceable(ctx, dbPath); err != nil {
-		return Snapshot{}, err
-	}
-	removeStaleTemporaries(dbPath)
 	env := append(os.Environ(), opts.Env...)
 	if opts.GOOS != "" {
 		env = append(env, "GOOS="+opts.GOOS)
@@ -391,6 +398,13 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		// Taken from the load's own listing once it is done (below), so
 		// that no second go command competes with the load.
 		fromLoad = true
+	}
+	if lock == nil {
+		reason := "it cannot be reused"
+		if fullReason != "" {
+			reason = fullReason
+		}
+		return Snapshot{}, fmt.Errorf("%w (the database there could only have been reused, and %s)", lockErr, reason)
 	}
 	if plan != nil {
 		spec.strip = plan.strip
@@ -530,6 +544,17 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	snap.DBSHA256 = sum
 	snap.Counts = counts
 	return snap, nil
+}
+
+// readOnly reports whether err says the file system or the directory's
+// permissions refuse a new file.
+func readOnly(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // removeStaleTemporaries removes the temporary files of the database at

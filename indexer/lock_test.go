@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -466,5 +467,43 @@ func TestEditedOrDamagedDatabaseIsNotReused(t *testing.T) {
 		if s.ID != first.ID || s.Coverage != first.Coverage || fileSHA256(t, db) != s.DBSHA256 {
 			t.Errorf("%s: the new index differs: id %s coverage %v (first %s %v)", tc.name, s.ID, s.Coverage, first.ID, first.Coverage)
 		}
+	}
+}
+
+// TestReadOnlyDirectoryStillReuses: where no lock file can be made (a
+// read-only directory), an unchanged tree still reuses the database there;
+// a changed one fails, saying why it could not just reuse.
+func TestReadOnlyDirectoryStillReuses(t *testing.T) {
+	t.Parallel()
+	mod := lockModule(t)
+	out := filepath.Join(t.TempDir(), "out")
+	db := filepath.Join(out, "graph.db")
+	first, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		// Permissions do not stop root; an immutable directory does.
+		if b, err := exec.Command("chattr", "+i", out).CombinedOutput(); err != nil {
+			t.Skipf("cannot make %s read-only as root (chattr +i: %v %s)", out, err, b)
+		}
+		t.Cleanup(func() { _ = exec.Command("chattr", "-i", out).Run() })
+	} else {
+		if err := os.Chmod(out, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(out, 0o755) })
+	}
+	s, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err != nil || !s.Reused || s.DBSHA256 != first.DBSHA256 {
+		t.Fatalf("unchanged tree, read-only directory: %+v, %v; want the database reused", s, err)
+	}
+	writeFiles(t, mod, map[string]string{"a/a.go": "package a\n\nfunc A() int { return 2 }\n"})
+	_, err = indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err == nil || !strings.Contains(err.Error(), "could only have been reused") {
+		t.Fatalf("changed tree, read-only directory: %v; want an error saying the database could only be reused", err)
+	}
+	if got := fileSHA256(t, db); got != first.DBSHA256 {
+		t.Errorf("the database changed: %s, was %s", got, first.DBSHA256)
 	}
 }
