@@ -387,12 +387,7 @@ func (b *builder) addPackage(p *packages.Package) []nodeRow {
 	g.packages = append(g.packages, row)
 
 	var deps []nodeRow
-	paths := make([]string, 0, len(p.Imports))
-	for path := range p.Imports {
-		paths = append(paths, path)
-	}
-	slices.Sort(paths)
-	for _, path := range paths {
+	for _, path := range slices.Sorted(maps.Keys(p.Imports)) {
 		imp := p.Imports[path]
 		dst := packageNodeID(imp.ID)
 		indexed := b.indexed[imp.ID]
@@ -415,12 +410,7 @@ func (b *builder) addPackage(p *packages.Package) []nodeRow {
 func (b *builder) addDependencyErrors(roots []*packages.Package) {
 	seen := map[string]bool{}
 	for _, p := range roots {
-		paths := make([]string, 0, len(p.Imports))
-		for path := range p.Imports {
-			paths = append(paths, path)
-		}
-		slices.Sort(paths)
-		for _, path := range paths {
+		for _, path := range slices.Sorted(maps.Keys(p.Imports)) {
 			imp := p.Imports[path]
 			if b.indexed[imp.ID] || seen[imp.ID] {
 				continue
