@@ -108,6 +108,7 @@ Start with:  assay matrix run      (on the embedded reference provider)`,
 	// cobra adds its `completion` group when the command runs; added now, it
 	// is a group like the others below.
 	root.InitDefaultCompletionCmd()
+	root.SetHelpCommand(newHelpCommand())
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -170,4 +171,23 @@ func noArgs(c *cobra.Command, args []string) error {
 		return badInput(fmt.Errorf("%s takes no arguments, got %q", c.CommandPath(), strings.Join(args, " ")))
 	}
 	return nil
+}
+
+// newHelpCommand is `assay help [command]`: the help of a command, and exit
+// 2 for a topic that names no command (cobra's own printed the root's help
+// and exited 0, as if the topic existed).
+func newHelpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help provides help for any command in the application: assay help [path to command].",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return badInput(fmt.Errorf("unknown help topic %q (see 'assay --help' for the commands)", strings.Join(args, " ")))
+			}
+			cmd.InitDefaultHelpFlag()
+			return cmd.Help()
+		},
+	}
 }

@@ -629,3 +629,21 @@ func TestMatrixRunDryRunSaysNonCertifiableEverywhere(t *testing.T) {
 		t.Fatalf("report.md does not say non_certifiable and dry_run:\n%s", report)
 	}
 }
+
+// TestHelpOfAnUnknownTopicIsBadInput: `assay help X` for an X that names no
+// command exits 2 with one line; a real topic prints its help and exits 0.
+func TestHelpOfAnUnknownTopicIsBadInput(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"help", "bogus"}, {"help", "graph", "bogus"}} {
+		r := runCLI(t, args...)
+		if r.code != 2 || r.stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q; want 2 and nothing", args, r.code, r.stdout)
+		}
+		oneLine(t, r, "unknown help topic")
+	}
+	for _, args := range [][]string{{"help"}, {"help", "graph", "errors"}, {"help", "index"}} {
+		if r := runCLI(t, args...); r.code != 0 || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("%v: exit %d, stdout %q", args, r.code, r.stdout)
+		}
+	}
+}
