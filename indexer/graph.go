@@ -423,13 +423,39 @@ func (b *builder) addDependencyErrors(roots []*packages.Package) {
 	}
 }
 
+// messagePosition returns the position a go command message starts with
+// when its error has none of its own ("# pkg" header lines skipped):
+// "p/bad.go:3:23" of "# example.com/m/p\np/bad.go:3:23: syntax error: ...",
+// and "" when the first line does not start with FILE:LINE[:COL]: .
+func messagePosition(msg string) string {
+	for line := range strings.Lines(msg) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "# ") {
+			continue
+		}
+		head, _, found := strings.Cut(line, ": ")
+		if !found || strings.ContainsAny(head, " \t") {
+			return ""
+		}
+		if _, l, _, ok := splitPosition(head); ok && l > 0 {
+			return head
+		}
+		return ""
+	}
+	return ""
+}
+
 // addErrors records p's errors, and its module's error if any.
 func (b *builder) addErrors(p *packages.Package, pkgID sql.Null[string]) {
 	for _, e := range p.Errors {
 		r := loadErrorRow{packageID: pkgID, goID: p.ID, kind: errorKind(e.Kind), message: e.Msg}
-		if e.Pos != "" && e.Pos != "-" {
-			r.position = valid(e.Pos)
-			if file, line, col, ok := splitPosition(e.Pos); ok {
+		pos := e.Pos
+		if pos == "" || pos == "-" {
+			pos = messagePosition(e.Msg)
+		}
+		if pos != "" && pos != "-" {
+			r.position = valid(pos)
+			if file, line, col, ok := splitPosition(pos); ok {
 				r.file = valid(file)
 				r.line = valid(int64(line))
 				if col > 0 {

@@ -173,3 +173,24 @@ func TestRelationPassPanicIsAnError(t *testing.T) {
 		t.Fatalf("addRelations = %v, want an internal error naming the file", err)
 	}
 }
+
+// TestMessagePosition: the position a go command message starts with, for
+// errors that come without one.
+func TestMessagePosition(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{
+		"# example.com/se/syntax\nsyntax/bad.go:3:23: syntax error: unexpected literal 2":                   "syntax/bad.go:3:23",
+		"go.mod:3: unknown directive: foo":                                                                  "go.mod:3",
+		"p/p.go:7:2: no required module provides package example.com/x; to add it:\n\tgo get example.com/x": "p/p.go:7:2",
+		"no required module provides package example.com/x":                                                 "",
+		"example.com/x: malformed module path":                                                              "",
+		"module example.com/m: reading https://proxy: 404":                                                  "",
+		"":                      "",
+		"# only a header\n":     "",
+		"a b.go:3:1: something": "",
+	} {
+		if got := messagePosition(msg); got != want {
+			t.Errorf("messagePosition(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
