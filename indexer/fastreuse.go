@@ -262,15 +262,14 @@ func hashFile(h interface {
 func treeDigest(ctx context.Context, check fsCheck, dbPath string) (string, error) {
 	h := sha256.New()
 	dbDir, dbBase := filepath.Dir(dbPath), filepath.Base(dbPath)
-	isDBFile := func(dir, name string) bool {
-		return dir == dbDir && (name == dbBase || strings.HasPrefix(name, dbBase+"-") || strings.HasPrefix(name, "."+dbBase+".tmp-"))
-	}
 	read := func(dir string) ([]os.DirEntry, error) {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, err
 		}
-		return slices.DeleteFunc(entries, func(e os.DirEntry) bool { return isDBFile(dir, e.Name()) }), nil
+		return slices.DeleteFunc(entries, func(e os.DirEntry) bool {
+			return dir == dbDir && isDatabaseFile(e.Name(), dbBase, e.Type().IsRegular())
+		}), nil
 	}
 	var list func(dir string, recurse bool) error
 	list = func(dir string, recurse bool) error {

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -301,7 +302,7 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		// A directory this run may not write in still lets it reuse the
 		// database there (nobody can replace it either); anything that
 		// would write fails below with this error.
-		if !opts.Reuse || !readOnly(lockErr) || !fileExists(dbPath) {
+		if !opts.Reuse || !readOnly(lockErr) || writable(filepath.Dir(dbPath)) || !fileExists(dbPath) {
 			return Snapshot{}, lockErr
 		}
 		lock = nil
@@ -356,11 +357,12 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	readStart := time.Now()
 	_, statErr := os.Stat(dbPath)
 	trusted := false
+	var recorded string
 	if opts.Reuse && statErr == nil {
 		// A previous database is reused, or its rows kept, only when it is
 		// byte for byte what an index wrote: not damaged, not edited.
 		var why string
-		if trusted, why = verifyRecordedSHA256(dbPath); !trusted {
+		if recorded, trusted, why = verifyRecordedSHA256(dbPath); !trusted {
 			fullReason = why
 		}
 	}
@@ -371,7 +373,9 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		if err != nil {
 			return Snapshot{}, err
 		}
-		if ok {
+		// The file read must still be the one checked (prev.DBSHA256 is
+		// the hash of the bytes ReadSnapshot read).
+		if ok && prev.DBSHA256 == recorded {
 			prev.Reused, prev.ReusedBy = true, "files"
 			return prev, nil
 		}
@@ -381,7 +385,7 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 			return Snapshot{}, kr.err
 		}
 		if prev, err := ReadSnapshot(ctx, dbPath); err == nil {
-			if prev.InputKey == kr.keys.input {
+			if prev.InputKey == kr.keys.input && prev.DBSHA256 == recorded {
 				prev.Reused, prev.ReusedBy = true, "listing"
 				return prev, nil
 			}
@@ -552,36 +556,31 @@ func readOnly(err error) bool {
 	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
+// writable reports whether this process may create files in dir.
+func writable(dir string) bool {
+	return syscall.Access(dir, 2 /* W_OK */) == nil
+}
+
 func fileExists(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular()
 }
 
 // removeStaleTemporaries removes the temporary files of the database at
-// dbPath (.NAME.tmp-* and their journals) that a killed run left: only the
-// lock's holder writes them, so under the lock none is in use.
+// dbPath (.NAME.tmp-DIGITS, .NAME.tmp-sha256-DIGITS and their journals:
+// isDatabaseFile) that a killed run left: only the lock's holder writes
+// them, so under the lock none is in use.
 func removeStaleTemporaries(dbPath string) {
-	matches, err := filepath.Glob(filepath.Join(filepath.Dir(dbPath), "."+globEscape(filepath.Base(dbPath))+".tmp-*"))
+	dir, base := filepath.Dir(dbPath), filepath.Base(dbPath)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	for _, m := range matches {
-		if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
-			_ = os.Remove(m)
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, "."+base+".tmp-") && isDatabaseFile(name, base, e.Type().IsRegular()) {
+			_ = os.Remove(filepath.Join(dir, name))
 		}
 	}
-}
-
-// globEscape escapes filepath.Match's metacharacters in s.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // sha256Path is where Index records the SHA-256 of the database at dbPath
@@ -589,25 +588,59 @@ func globEscape(s string) string {
 func sha256Path(dbPath string) string { return dbPath + "-sha256" }
 
 // verifyRecordedSHA256 reports whether the database at dbPath has the
-// SHA-256 its index recorded, and otherwise why not (for Snapshot.FullReason).
-func verifyRecordedSHA256(dbPath string) (bool, string) {
-	rec, err := os.ReadFile(sha256Path(dbPath))
+// SHA-256 its index recorded, and returns that record; otherwise it says
+// why not (for Snapshot.FullReason). The record is read only if it is a
+// small regular file (not through a symbolic link, never blocking on a
+// FIFO) holding 64 lowercase hex digits.
+func verifyRecordedSHA256(dbPath string) (recorded string, ok bool, why string) {
+	rec, err := readSmallRegular(sha256Path(dbPath), 128)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Sprintf("the database has no SHA-256 record (%s) to check it against: it is not reused", filepath.Base(sha256Path(dbPath)))
+	}
 	if err != nil {
-		return false, fmt.Sprintf("the database has no SHA-256 record (%s) to check it against: it is not reused", filepath.Base(sha256Path(dbPath)))
+		return "", false, fmt.Sprintf("the database's SHA-256 record %s cannot be used (%v): it is not reused", filepath.Base(sha256Path(dbPath)), err)
+	}
+	recorded = strings.TrimSpace(string(rec))
+	if !sha256Hex.MatchString(recorded) {
+		return "", false, fmt.Sprintf("the database's SHA-256 record %s does not hold a SHA-256: it is not reused", filepath.Base(sha256Path(dbPath)))
 	}
 	f, err := os.Open(dbPath)
 	if err != nil {
-		return false, fmt.Sprintf("the database cannot be read: %v", err)
+		return "", false, fmt.Sprintf("the database cannot be read: %v", err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return false, fmt.Sprintf("the database cannot be read: %v", err)
+		return "", false, fmt.Sprintf("the database cannot be read: %v", err)
 	}
-	if got, want := hex.EncodeToString(h.Sum(nil)), strings.TrimSpace(string(rec)); got != want {
-		return false, fmt.Sprintf("the database's SHA-256 %s is not the %s its index wrote (damaged or edited since): it is not reused", got, want)
+	if got := hex.EncodeToString(h.Sum(nil)); got != recorded {
+		return "", false, fmt.Sprintf("the database's SHA-256 %s is not the %s its index wrote (damaged or edited since): it is not reused", got, recorded)
 	}
-	return true, ""
+	return recorded, true, ""
+}
+
+// sha256Hex is a SHA-256 as Index writes it: 64 lowercase hex digits.
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// readSmallRegular reads path if it is a regular file of at most max bytes,
+// opened without following a symbolic link and without blocking.
+func readSmallRegular(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // lockRetry is how often an index waiting for another index of the same
@@ -754,6 +787,10 @@ func checkLockFile(path string) error {
 	}
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s exists and is not a regular file (%s); it is where the database's lock goes: remove it", ErrInvalidOptions, path, fi.Mode().Type())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
+		// Writing the pid into it would write into every other name of it.
+		return fmt.Errorf("%w: %s is a hard link (%d names); it is where the database's lock goes: remove it", ErrInvalidOptions, path, st.Nlink)
 	}
 	if fi.Size() == 0 {
 		return nil

@@ -372,7 +372,8 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 	mod := lockModule(t)
 	out := t.TempDir()
 	db := filepath.Join(out, "graph.db")
-	writeFiles(t, out, map[string]string{".graph.db.tmp-123": "half written", ".graph.db.tmp-123-journal": "j", "keep.txt": "mine"})
+	writeFiles(t, out, map[string]string{".graph.db.tmp-123": "half written", ".graph.db.tmp-123-journal": "j", ".graph.db.tmp-sha256-7": "x",
+		".graph.db.tmp-x.tmp-999": "another database's", "keep.txt": "mine"})
 	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db}); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +385,7 @@ func TestStaleTemporariesAreRemoved(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{"graph.db", "graph.db-sha256", "keep.txt"}; !slices.Equal(names, want) {
+	if want := []string{".graph.db.tmp-x.tmp-999", "graph.db", "graph.db-sha256", "keep.txt"}; !slices.Equal(names, want) {
 		t.Errorf("directory after the run: %q, want %q", names, want)
 	}
 }
@@ -505,5 +506,109 @@ func TestReadOnlyDirectoryStillReuses(t *testing.T) {
 	}
 	if got := fileSHA256(t, db); got != first.DBSHA256 {
 		t.Errorf("the database changed: %s, was %s", got, first.DBSHA256)
+	}
+}
+
+// TestFilesNamedLikeTheDatabaseAreSources: only the database's exact
+// companions are its own; a Go file or package directory whose name starts
+// with the database's is a source like any other, and reuse sees it.
+func TestFilesNamedLikeTheDatabaseAreSources(t *testing.T) {
+	t.Parallel()
+	mod := lockModule(t)
+	db := filepath.Join(mod, "a", "graph.db")
+	first, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, mod, map[string]string{"a/graph.db-x.go": "package a\n\nfunc Hidden() int { return A() }\n"})
+	s, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Reused || s.Counts.Funcs != first.Counts.Funcs+1 {
+		t.Errorf("a new source file named graph.db-x.go: reused %v (by %s), funcs %d (were %d)", s.Reused, s.ReusedBy, s.Counts.Funcs, first.Counts.Funcs)
+	}
+	writeFiles(t, mod, map[string]string{"a/graph.db-pkg/p.go": "package pkg\n\nfunc P() {}\n"})
+	s2, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Reused || s2.Counts.Packages <= s.Counts.Packages {
+		t.Errorf("a new package directory graph.db-pkg: reused %v, packages %d (were %d)", s2.Reused, s2.Counts.Packages, s.Counts.Packages)
+	}
+}
+
+// TestOddSHA256RecordsAreNotTrusted: a FIFO, a symbolic link to an endless
+// file, a huge file or one with control characters at <db>-sha256 neither
+// hangs nor exhausts memory: the database is indexed again in full, and the
+// record written anew.
+func TestOddSHA256RecordsAreNotTrusted(t *testing.T) {
+	t.Parallel()
+	mod := lockModule(t)
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, rec string)
+	}{
+		{"fifo", func(t *testing.T, rec string) {
+			if err := syscall.Mkfifo(rec, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink to /dev/zero", func(t *testing.T, rec string) {
+			if err := os.Symlink("/dev/zero", rec); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"huge", func(t *testing.T, rec string) {
+			writeFiles(t, filepath.Dir(rec), map[string]string{filepath.Base(rec): strings.Repeat("a", 1<<20)})
+		}},
+		{"control characters", func(t *testing.T, rec string) {
+			writeFiles(t, filepath.Dir(rec), map[string]string{filepath.Base(rec): "\x1b[2J\rassay: nothing changed"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "graph.db")
+			if _, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true}); err != nil {
+				t.Fatal(err)
+			}
+			rec := db + "-sha256"
+			if err := os.Remove(rec); err != nil {
+				t.Fatal(err)
+			}
+			tc.setup(t, rec)
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			s, err := indexer.Index(ctx, indexer.Options{Dir: mod, DBPath: db, Reuse: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Reused || !strings.Contains(s.FullReason, "SHA-256 record") || strings.ContainsAny(s.FullReason, "\x1b\r") {
+				t.Errorf("reused %v, full reason %q", s.Reused, s.FullReason)
+			}
+			if b, err := os.ReadFile(rec); err != nil || string(b) != s.DBSHA256+"\n" {
+				t.Errorf("record after the run: %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// TestHardLinkAtTheLockPathIsRefused: writing the pid into a hard link
+// would write into the other file it names.
+func TestHardLinkAtTheLockPathIsRefused(t *testing.T) {
+	t.Parallel()
+	mod := lockModule(t)
+	out := t.TempDir()
+	victim := filepath.Join(out, "victim.pid")
+	writeFiles(t, out, map[string]string{"victim.pid": "1\n"})
+	db := filepath.Join(out, "graph.db")
+	if err := os.Link(victim, db+"-lock"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db}); !errors.Is(err, indexer.ErrInvalidOptions) || !strings.Contains(err.Error(), "hard link") {
+		t.Fatalf("Index = %v, want a refusal of the hard link", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "1\n" {
+		t.Errorf("the linked file was written: %q", b)
 	}
 }

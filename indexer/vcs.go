@@ -3,6 +3,7 @@ package indexer
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -50,32 +51,42 @@ func readVCS(ctx context.Context, dir, dbPath string) vcsState {
 		if len(e) < 4 {
 			continue
 		}
-		if e[0] == 'R' || e[0] == 'C' {
+		paths := []string{e[3:]}
+		if (e[0] == 'R' || e[0] == 'C') && i+1 < len(entries) {
 			i++ // a rename or copy is followed by its source path
+			paths = append(paths, string(entries[i]))
 		}
-		if !ownFile(filepath.Join(root, filepath.FromSlash(e[3:])), dbPath) {
-			dirty = true
+		for _, p := range paths {
+			if !ownFile(filepath.Join(root, filepath.FromSlash(p)), dbPath) {
+				dirty = true
+			}
+		}
+		if dirty {
 			break
 		}
 	}
 	return vcsState{revision: strings.TrimSpace(string(rev)), dirty: dirty}
 }
 
-// ownFile reports whether path is one of the graph database's own files:
-// the database at dbPath, its SQLite and lock companions (dbPath-*), and
-// the temporary files it is written to (.NAME.tmp-*, beside it). Both
-// paths are compared as given and with symbolic links resolved.
+// ownFile reports whether path is one of the graph database's own files
+// (isDatabaseFile: the database at dbPath, its companions and temporary
+// files, compared by exact name). The directories are compared as given
+// and with symbolic links resolved.
 func ownFile(path, dbPath string) bool {
 	if dbPath == "" {
 		return false
 	}
-	own := func(p, db string) bool {
-		if p == db || strings.HasPrefix(p, db+"-") {
-			return true
-		}
-		return filepath.Dir(p) == filepath.Dir(db) && strings.HasPrefix(filepath.Base(p), "."+filepath.Base(db)+".tmp-")
+	fi, err := os.Lstat(path)
+	regular := err == nil && fi.Mode().IsRegular()
+	if err != nil {
+		// A deleted file (git reports it): judge by its name alone.
+		regular = true
 	}
-	if own(path, dbPath) {
+	name, dbBase := filepath.Base(path), filepath.Base(dbPath)
+	if !isDatabaseFile(name, dbBase, regular) {
+		return false
+	}
+	if filepath.Dir(path) == filepath.Dir(dbPath) {
 		return true
 	}
 	realDir, err := filepath.EvalSymlinks(filepath.Dir(dbPath))
@@ -83,8 +94,5 @@ func ownFile(path, dbPath string) bool {
 		return false
 	}
 	realPathDir, err := filepath.EvalSymlinks(filepath.Dir(path))
-	if err != nil {
-		return false
-	}
-	return own(filepath.Join(realPathDir, filepath.Base(path)), filepath.Join(realDir, filepath.Base(dbPath)))
+	return err == nil && realPathDir == realDir
 }

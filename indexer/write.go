@@ -758,6 +758,9 @@ func recordSHA256(dbPath, sum string) {
 	tmp, err := os.CreateTemp(filepath.Dir(dbPath), "."+filepath.Base(dbPath)+".tmp-sha256-*")
 	if err == nil {
 		_, err = tmp.WriteString(sum + "\n")
+		if err == nil {
+			err = tmp.Chmod(0o644) // as readable as the database
+		}
 		if cerr := tmp.Close(); err == nil {
 			err = cerr
 		}
@@ -769,6 +772,10 @@ func recordSHA256(dbPath, sum string) {
 		}
 	}
 	if err != nil {
-		_ = os.Remove(path)
+		// An older record must not outlive the database it describes (it
+		// would not match it anyway); what is not a file is left alone.
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode().IsRegular() {
+			_ = os.Remove(path)
+		}
 	}
 }
