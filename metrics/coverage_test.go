@@ -19,24 +19,7 @@ import (
 func TestCoverageOfEveryKind(t *testing.T) {
 	t.Parallel()
 	for _, graph := range []bool{false, true} {
-		db := filepath.Join(t.TempDir(), "graph.db")
-		opts := indexer.Options{Dir: "testdata/brokencallers", Tests: true, DBPath: db,
-			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
-		if graph {
-			opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
-		}
-		snap, err := indexer.Index(context.Background(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals, err := metrics.Read(context.Background(), db, metrics.Filter{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]metrics.Value{}
-		for _, v := range vals {
-			got[v.Metric+" "+v.Subject] = v
-		}
+		snap, got := indexBrokenCallers(t, graph, metrics.Filter{})
 		const m = "example.com/brokencallers"
 		for _, w := range []struct {
 			key       string
@@ -72,4 +55,30 @@ func TestCoverageOfEveryKind(t *testing.T) {
 			t.Fatalf("graph %v: snapshot coverage %v: the fixture should not load cleanly", graph, snap.Coverage)
 		}
 	}
+}
+
+// indexBrokenCallers indexes metrics/testdata/brokencallers with the
+// metrics (from memory when graph, from the database otherwise) and returns
+// the snapshot and the values filter selects, by "metric subject".
+func indexBrokenCallers(t *testing.T, graph bool, filter metrics.Filter) (indexer.Snapshot, map[string]metrics.Value) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "graph.db")
+	opts := indexer.Options{Dir: "testdata/brokencallers", Tests: true, DBPath: db,
+		Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
+	if graph {
+		opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
+	}
+	snap, err := indexer.Index(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := metrics.Read(context.Background(), db, filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]metrics.Value{}
+	for _, v := range vals {
+		got[v.Metric+" "+v.Subject] = v
+	}
+	return snap, got
 }

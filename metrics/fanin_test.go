@@ -73,23 +73,7 @@ func TestFanInCountsCallersOfTheSameBuild(t *testing.T) {
 func TestFanInCoverageCountsCallersThatDidNotLoad(t *testing.T) {
 	t.Parallel()
 	for _, graph := range []bool{false, true} {
-		db := filepath.Join(t.TempDir(), "graph.db")
-		opts := indexer.Options{Dir: "testdata/brokencallers", Tests: true, DBPath: db,
-			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
-		if graph {
-			opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
-		}
-		if _, err := indexer.Index(context.Background(), opts); err != nil {
-			t.Fatal(err)
-		}
-		vals, err := metrics.Read(context.Background(), db, metrics.Filter{Metrics: []string{"fan_in", "fan_out", "ca"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]metrics.Value{}
-		for _, v := range vals {
-			got[v.Metric+" "+v.Subject] = v
-		}
+		_, got := indexBrokenCallers(t, graph, metrics.Filter{Metrics: []string{"fan_in", "fan_out", "ca"}})
 		const m = "example.com/brokencallers"
 		for _, w := range []struct {
 			key      string
