@@ -153,3 +153,39 @@ func TestInsertBatchedStopsWhenCancelled(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
+
+// TestInsertBatchedReportsConstraintViolations: the driver path runs each
+// batch as a query whose first step does the insert; a row that breaks a
+// constraint in a later batch must still fail the call, naming the batch,
+// and leave no row of that batch behind.
+func TestInsertBatchedReportsConstraintViolations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, viaDriver := range []bool{true, false} {
+		t.Run(fmt.Sprintf("driver=%v", viaDriver), func(t *testing.T) {
+			t.Parallel()
+			tx := openTestTx(t, viaDriver)
+			if _, err := tx.ExecContext(ctx, `CREATE TABLE r (a INTEGER PRIMARY KEY, b TEXT NOT NULL CHECK (b != 'bad'))`); err != nil {
+				t.Fatal(err)
+			}
+			bad := insertBatch + 7
+			err := InsertBatched(ctx, tx, "r", `INSERT INTO r (a, b) VALUES (?, ?)`, 2*insertBatch, func(i int) []any {
+				if i == bad {
+					return []any{i, "bad"}
+				}
+				return []any{i, "ok"}
+			})
+			want := fmt.Sprintf("insert into r (rows %d..%d)", insertBatch, 2*insertBatch-1)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CHECK constraint failed") {
+				t.Fatalf("err = %v, want %q with the CHECK failure", err, want)
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM r`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != insertBatch {
+				t.Fatalf("%d rows after the failed batch, want the first batch's %d", n, insertBatch)
+			}
+		})
+	}
+}

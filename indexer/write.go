@@ -584,25 +584,28 @@ var indexConns sync.Map
 
 // insertDriver is InsertBatched on the driver connection dc (go-sqlite3's):
 // one argument slice serves every batch, and no per-call conversion runs.
-// multiRow(k) is the INSERT statement for k rows.
+// multiRow(k) is the INSERT statement for k rows. Statements run through
+// the driver's Query, not Exec: go-sqlite3 (v1.14.53) binds a query's
+// arguments and takes its first step in one cgo call, where Exec crosses
+// into C once per bound value; an INSERT is done at that first step.
 func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int) string, n, cols int, args func(i int) []any) error {
 	conn, ok := dc.(driver.ConnPrepareContext)
 	if !ok {
 		return fmt.Errorf("insert into %s: driver connection %T cannot prepare statements", table, dc)
 	}
-	prepare := func(k int) (driver.StmtExecContext, func(), error) {
+	prepare := func(k int) (driver.StmtQueryContext, func(), error) {
 		stmt, err := conn.PrepareContext(ctx, multiRow(k))
 		if err != nil {
 			return nil, nil, fmt.Errorf("prepare insert into %s: %w", table, err)
 		}
-		exec, ok := stmt.(driver.StmtExecContext)
+		query, ok := stmt.(driver.StmtQueryContext)
 		if !ok {
 			stmt.Close()
-			return nil, nil, fmt.Errorf("insert into %s: driver statement %T cannot execute with a context", table, stmt)
+			return nil, nil, fmt.Errorf("insert into %s: driver statement %T cannot run with a context", table, stmt)
 		}
-		return exec, func() { stmt.Close() }, nil
+		return query, func() { stmt.Close() }, nil
 	}
-	var full driver.StmtExecContext
+	var full driver.StmtQueryContext
 	var vals []driver.NamedValue
 	for start := 0; start < n; start += insertBatch {
 		// The index's transaction is not rolled back by database/sql when ctx
@@ -639,7 +642,11 @@ func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int
 				full = s
 			}
 		}
-		if _, err := stmt.ExecContext(ctx, vals); err != nil {
+		rows, err := stmt.QueryContext(ctx, vals)
+		if err == nil {
+			err = rows.Close()
+		}
+		if err != nil {
 			return fmt.Errorf("insert into %s (rows %d..%d): %w", table, start, end-1, err)
 		}
 	}
