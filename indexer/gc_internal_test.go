@@ -1,6 +1,8 @@
 package indexer
 
 import (
+	"math"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -57,5 +59,81 @@ func TestRaiseGCPercent(t *testing.T) {
 	wg.Wait()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("after concurrent calls: GC percent %d, want 100", got)
+	}
+}
+
+// TestHoldCollector: a hold turns the pacing off under a limit of
+// holdHeadroom times the runtime's memory, never above a limit set before;
+// overlapping holds share it and both settings come back only when the
+// last one ends, also after a raise and holds interleaved from many
+// goroutines; a release called twice releases once; GOGC in the
+// environment is left alone.
+func TestHoldCollector(t *testing.T) {
+	origPercent := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(origPercent)
+	origLimit := debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(origLimit)
+	t.Setenv("GOGC", "")
+
+	limit := func() int64 { return debug.SetMemoryLimit(-1) }
+	percent := func() int {
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		return p
+	}
+	a := holdCollector()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if p := percent(); p != -1 {
+		t.Fatalf("held: GC percent %d, want -1 (off)", p)
+	}
+	if l := limit(); l < int64(float64(ms.Sys)*holdHeadroom)/2 || l > int64(float64(ms.Sys)*holdHeadroom)*2 {
+		t.Fatalf("held: memory limit %d, want about %.1f times Sys %d", l, holdHeadroom, ms.Sys)
+	}
+	b := holdCollector()
+	a()
+	a() // a second call must not end b's hold
+	if p := percent(); p != -1 {
+		t.Fatalf("one of two holds released (once twice): GC percent %d, want -1 still", p)
+	}
+	b()
+	if p, l := percent(), limit(); p != 100 || l != math.MaxInt64 {
+		t.Fatalf("after both holds: GC percent %d limit %d, want 100 and no limit restored", p, l)
+	}
+
+	// A limit set before is an upper bound.
+	debug.SetMemoryLimit(1 << 20)
+	c := holdCollector()
+	if l := limit(); l != 1<<20 {
+		t.Fatalf("held under a 1 MiB limit: limit %d, want 1 MiB kept", l)
+	}
+	c()
+	if l := limit(); l != 1<<20 {
+		t.Fatalf("after the hold: limit %d, want 1 MiB restored", l)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+
+	// Raises and holds nested as Index nests them, from many goroutines.
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := raiseGCPercent()
+			h := holdCollector()
+			h()
+			r()
+		}()
+	}
+	wg.Wait()
+	if p, l := percent(), limit(); p != 100 || l != math.MaxInt64 {
+		t.Fatalf("after concurrent raises and holds: GC percent %d limit %d, want 100 and no limit", p, l)
+	}
+
+	t.Setenv("GOGC", "50")
+	debug.SetGCPercent(50)
+	holdCollector()()
+	if p := percent(); p != 50 {
+		t.Fatalf("with GOGC=50 in the environment: GC percent %d, want 50", p)
 	}
 }

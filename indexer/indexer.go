@@ -251,11 +251,14 @@ type Snapshot struct {
 // nothing (it may stay on disk after a crash). A failed run removes the
 // database's directory when it created it and nothing else is in it.
 //
-// While it loads and writes, Index raises the process's garbage collection
-// target (runtime/debug SetGCPercent) to 200 unless the environment sets
-// GOGC, and restores it when the last concurrent call returns: about a
-// tenth less CPU time for a peak heap of up to three times the live data
-// instead of two.
+// While it loads, Index raises the process's garbage collection target
+// (runtime/debug SetGCPercent) to 200; from the end of the load to the
+// written database it turns the pacing off under a memory limit of 1.8
+// times what the Go runtime held at the end of the load (SetMemoryLimit),
+// collecting once explicitly when the graph is built. Both are left alone
+// when the environment sets GOGC, and restored when the last concurrent
+// call returns. They save CPU time for a peak memory well under twice the
+// load's (docs/performance.md).
 func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if opts.DBPath == "" {
 		return Snapshot{}, fmt.Errorf("%w: DBPath is empty", ErrInvalidOptions)
@@ -481,6 +484,9 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		progress(fmt.Sprintf("%d file(s) changed while being indexed (first %s): the snapshot records the content that was indexed", len(changed), changed[0]))
 	}
 	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
+	// Until the database is written the collector runs only when told to
+	// (below) or at a memory limit (holdCollector).
+	defer holdCollector()()
 	g, err := buildGraph(ctx, res, plan)
 	if err != nil {
 		return Snapshot{}, err
@@ -504,8 +510,8 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		progress(fmt.Sprintf("%d file(s) modified while being indexed (first %s): the next run indexes in full", len(modified), modified[0]))
 	}
 	// The loaded packages (type information, most of the heap) are garbage
-	// from here on. Collecting them now, rather than when the heap next
-	// doubles, keeps the peak memory of writing near the load's.
+	// from here on. Collecting them now keeps the peak memory of writing
+	// near the load's; the collector is held otherwise.
 	res = nil
 	if opts.EnrichGraph == nil || plan != nil {
 		g.syntax = nil // only the in-memory enrichment of a full index reads the trees
