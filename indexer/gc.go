@@ -65,8 +65,15 @@ var gcHold struct {
 	held    int64 // the memory limit while held, bytes
 }
 
-// holdCollector turns the collector's pacing off (GOGC=off) for the work
-// that follows a load, under a memory limit (runtime/debug SetMemoryLimit)
+// holdGCPercent is the GC target while held: a heap goal ten thousand
+// times the live heap, which the memory limit always comes before. It is
+// not -1 (off) because turning the collector off waits for a running
+// cycle's marking to end (runtime.setGCPercent), where this lets that
+// cycle finish alongside the graph build.
+const holdGCPercent = 1_000_000
+
+// holdCollector turns the collector's pacing off (holdGCPercent) for the
+// work that follows a load, under a memory limit (runtime/debug SetMemoryLimit)
 // of holdHeadroom times the memory the Go runtime holds now
 // (runtime.MemStats.Sys, bytes), never above a limit already set
 // (GOMEMLIMIT). It returns the function that restores both settings, safe
@@ -94,7 +101,7 @@ func holdCollector() (release func()) {
 	defer gcHold.Unlock()
 	if gcHold.holds == 0 {
 		gcHold.limit = debug.SetMemoryLimit(-1) // a negative limit only reads it
-		gcHold.percent = debug.SetGCPercent(-1)
+		gcHold.percent = debug.SetGCPercent(holdGCPercent)
 		gcHold.held = 0
 	}
 	gcHold.holds++

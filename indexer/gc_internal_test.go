@@ -77,15 +77,15 @@ func TestHoldCollector(t *testing.T) {
 
 	limit := func() int64 { return debug.SetMemoryLimit(-1) }
 	percent := func() int {
-		p := debug.SetGCPercent(-1)
+		p := debug.SetGCPercent(100)
 		debug.SetGCPercent(p)
 		return p
 	}
 	a := holdCollector()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	if p := percent(); p != -1 {
-		t.Fatalf("held: GC percent %d, want -1 (off)", p)
+	if p := percent(); p != holdGCPercent {
+		t.Fatalf("held: GC percent %d, want %d", p, holdGCPercent)
 	}
 	if l := limit(); l < int64(float64(ms.Sys)*holdHeadroom)/2 || l > int64(float64(ms.Sys)*holdHeadroom)*2 {
 		t.Fatalf("held: memory limit %d, want about %.1f times Sys %d", l, holdHeadroom, ms.Sys)
@@ -93,8 +93,8 @@ func TestHoldCollector(t *testing.T) {
 	b := holdCollector()
 	a()
 	a() // a second call must not end b's hold
-	if p := percent(); p != -1 {
-		t.Fatalf("one of two holds released (once twice): GC percent %d, want -1 still", p)
+	if p := percent(); p != holdGCPercent {
+		t.Fatalf("one of two holds released (once twice): GC percent %d, want %d still", p, holdGCPercent)
 	}
 	b()
 	if p, l := percent(), limit(); p != 100 || l != math.MaxInt64 {
