@@ -14,9 +14,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/tools/go/packages"
 	"golang.org/x/tools/go/types/objectpath"
@@ -285,6 +288,9 @@ type builder struct {
 	plan *incrementalPlan
 	// bodyEnds are the original ends of stripped function bodies.
 	bodyEnds map[*ast.FuncDecl]token.Pos
+	// contentMu guards content, which the declaration pass's fragments
+	// (builder.fragment) share.
+	contentMu *sync.Mutex
 }
 
 // buildGraph turns the load result into database rows. The content and
@@ -292,17 +298,18 @@ type builder struct {
 // source file is read once for its hash.
 func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*graph, error) {
 	b := &builder{
-		g:        &graph{digests: map[string]string{}, syntax: map[string]SourceSyntax{}, unmatched: len(res.unmatched)},
-		indexed:  map[string]bool{},
-		depNodes: map[string]bool{},
-		content:  maps.Clone(res.parsed),
-		plan:     plan,
-		bodyEnds: res.bodyEnds,
-		objIDs:   map[types.Object]string{},
-		declIDs:  map[declKey]string{},
-		rootOf:   map[*types.Package]*packages.Package{},
-		extIDs:   map[string]bool{},
-		declared: map[string]bool{},
+		g:         &graph{digests: map[string]string{}, syntax: map[string]SourceSyntax{}, unmatched: len(res.unmatched)},
+		indexed:   map[string]bool{},
+		depNodes:  map[string]bool{},
+		content:   maps.Clone(res.parsed),
+		plan:      plan,
+		bodyEnds:  res.bodyEnds,
+		objIDs:    map[types.Object]string{},
+		declIDs:   map[declKey]string{},
+		rootOf:    map[*types.Package]*packages.Package{},
+		extIDs:    map[string]bool{},
+		declared:  map[string]bool{},
+		contentMu: &sync.Mutex{},
 	}
 	for _, p := range res.roots {
 		b.indexed[p.ID] = true
@@ -312,11 +319,14 @@ func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*g
 	}
 	modules := map[string]bool{}
 	var deps []nodeRow
-	for _, p := range res.roots {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("indexer: build graph: %w", err)
-		}
-		deps = append(deps, b.addPackage(p)...)
+	frags, err := b.declareAll(ctx, res.roots)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range res.roots {
+		b.merge(frags[i])
+		frags[i] = nil
+		deps = append(deps, b.addImports(p)...)
 		if p.Module != nil && p.Module.Path != "" {
 			modules[p.Module.Path] = true
 		}
@@ -347,9 +357,9 @@ func nonEmpty(s string) sql.Null[string] { return sql.Null[string]{V: s, Valid: 
 
 func packageNodeID(goID string) string { return "pkg:" + goID }
 
-// addPackage adds one root package with its files, declarations, imports
-// and errors, and returns the dependency nodes its imports introduced.
-func (b *builder) addPackage(p *packages.Package) []nodeRow {
+// addPackage adds one root package with its files, declarations and
+// errors; addImports adds its imports.
+func (b *builder) addPackage(p *packages.Package) {
 	g := b.g
 	id := packageNodeID(p.ID)
 	variant := packageVariant(p)
@@ -385,7 +395,14 @@ func (b *builder) addPackage(p *packages.Package) []nodeRow {
 		g.packagesFailed++
 	}
 	g.packages = append(g.packages, row)
+}
 
+// addImports adds the imports of root package p (after its declarations,
+// addPackage) and returns the dependency nodes they introduced.
+func (b *builder) addImports(p *packages.Package) []nodeRow {
+	g := b.g
+	id := packageNodeID(p.ID)
+	variant := packageVariant(p)
 	var deps []nodeRow
 	for _, path := range slices.Sorted(maps.Keys(p.Imports)) {
 		imp := p.Imports[path]
@@ -399,6 +416,94 @@ func (b *builder) addPackage(p *packages.Package) []nodeRow {
 		g.edges = append(g.edges, edgeRow{src: id, dst: dst, kind: "imports", variant: variant})
 	}
 	return deps
+}
+
+// declareAll runs addPackage for every root on all cores, each into a
+// fragment of b (builder.fragment), and returns the fragments in roots'
+// order. A panic in one package is returned as an error, like the
+// relation pass's.
+func (b *builder) declareAll(ctx context.Context, roots []*packages.Package) ([]*builder, error) {
+	frags := make([]*builder, len(roots))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var panicked atomic.Pointer[string]
+	for range max(1, min(runtime.GOMAXPROCS(0), len(roots))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var id string
+			defer func() {
+				if r := recover(); r != nil {
+					msg := fmt.Sprintf("%v (declarations of %s)", r, id)
+					panicked.CompareAndSwap(nil, &msg)
+				}
+			}()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(roots) || ctx.Err() != nil || panicked.Load() != nil {
+					return
+				}
+				id = roots[i].ID
+				f := b.fragment()
+				f.addPackage(roots[i])
+				frags[i] = f
+			}
+		}()
+	}
+	wg.Wait()
+	if msg := panicked.Load(); msg != nil {
+		return nil, fmt.Errorf("indexer: build graph: internal error: %s", *msg)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("indexer: build graph: %w", err)
+	}
+	return frags, nil
+}
+
+// fragment returns a builder that records one package's declarations into
+// a graph of its own: it shares b's read-only state and the file content
+// cache (under contentMu), and has its own maps of what it declares.
+// merge adds it to b.
+func (b *builder) fragment() *builder {
+	return &builder{
+		g:         &graph{digests: map[string]string{}, syntax: map[string]SourceSyntax{}},
+		indexed:   b.indexed,
+		content:   b.content,
+		contentMu: b.contentMu,
+		objIDs:    map[types.Object]string{},
+		declIDs:   map[declKey]string{},
+		rootOf:    b.rootOf,
+		declared:  map[string]bool{},
+		plan:      b.plan,
+		bodyEnds:  b.bodyEnds,
+	}
+}
+
+// merge appends fragment f's rows to b's graph and its maps to b's: the
+// result is what running f's addPackage on b would have given, since every
+// package's rows are contiguous in each slice and a later package's map
+// entries replace an earlier one's.
+func (b *builder) merge(f *builder) {
+	g, fg := b.g, f.g
+	g.packageNodes = append(g.packageNodes, fg.packageNodes...)
+	g.fileNodes = append(g.fileNodes, fg.fileNodes...)
+	g.declNodes = append(g.declNodes, fg.declNodes...)
+	g.edges = append(g.edges, fg.edges...)
+	g.packages = append(g.packages, fg.packages...)
+	g.files = append(g.files, fg.files...)
+	g.types = append(g.types, fg.types...)
+	g.funcs = append(g.funcs, fg.funcs...)
+	g.loadErrors = append(g.loadErrors, fg.loadErrors...)
+	g.members = append(g.members, fg.members...)
+	g.packagesWithErrors += fg.packagesWithErrors
+	g.packagesIllTyped += fg.packagesIllTyped
+	g.packagesFailed += fg.packagesFailed
+	maps.Copy(g.digests, fg.digests)
+	maps.Copy(g.syntax, fg.syntax)
+	maps.Copy(b.objIDs, f.objIDs)
+	maps.Copy(b.declIDs, f.declIDs)
+	maps.Copy(b.declared, f.declared)
+	b.work = append(b.work, f.work...)
 }
 
 // addDependencyErrors records the errors of the packages the roots import
@@ -518,6 +623,8 @@ func cutLast(s, sep string) (before, after string, found bool) {
 
 // read returns path's content and SHA-256, reading it at most once.
 func (b *builder) read(path string) *fileContent {
+	b.contentMu.Lock()
+	defer b.contentMu.Unlock()
 	if c, ok := b.content[path]; ok {
 		return c
 	}
