@@ -121,7 +121,8 @@ func sortValues(vals []Value, seq func(string) (int64, bool)) {
 	copy(vals, sorted)
 }
 
-// schema creates the metric tables. metric_descriptors has one row per
+// schema creates the metric tables (a CHECK of one of a few values is an
+// OR of equalities, not IN: see indexer's schemaDDL). metric_descriptors has one row per
 // registry entry (name, title, scope, kind, method, source, doc);
 // metric_value_rows one row per value, its subject a nodes.seq (value is
 // NULL exactly when kind is 'unavailable', and then reason says why);
@@ -136,7 +137,7 @@ var schema = []string{
 	`CREATE TABLE metric_descriptors (
 		name   TEXT PRIMARY KEY,
 		title  TEXT NOT NULL,
-		scope  TEXT NOT NULL CHECK (scope IN ('package', 'type', 'func')),
+		scope  TEXT NOT NULL CHECK (scope = 'package' OR scope = 'type' OR scope = 'func'),
 		kind   TEXT NOT NULL,
 		method TEXT NOT NULL,
 		source TEXT NOT NULL,
@@ -150,7 +151,7 @@ var schema = []string{
 		metric   TEXT NOT NULL REFERENCES metric_descriptors(name),
 		subject  INTEGER NOT NULL REFERENCES nodes(seq),
 		value    REAL,
-		kind     TEXT NOT NULL CHECK (kind IN ('measured', 'proxy', 'unavailable')),
+		kind     TEXT NOT NULL CHECK (kind = 'measured' OR kind = 'proxy' OR kind = 'unavailable'),
 		reason   TEXT,
 		detail   TEXT,
 		coverage REAL NOT NULL CHECK (coverage >= 0 AND coverage <= 1),
