@@ -138,6 +138,10 @@ type graph struct {
 	// digests maps a source file's module-qualified path to its SHA-256 hex
 	// ("" when unreadable); it feeds Snapshot.ID.
 	digests map[string]string
+	// sortedNodes holds every node row in id order and seqOf each node's
+	// seq, its position there from 1 (nodeSeqs); buildGraph sets both.
+	sortedNodes []nodeRow
+	seqOf       map[string]int64
 	// syntax holds, in a full index, the syntax tree of every indexed file
 	// that parses without errors, by path: parsed from the bytes whose
 	// SHA-256 the file's row records.
@@ -337,6 +341,13 @@ func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*g
 		return nil, err
 	}
 	b.addModules(res)
+	// Every node is known from here on: they are numbered (nodeSeqs) while
+	// the edges are deduplicated.
+	numbered := make(chan struct{})
+	go func() {
+		defer close(numbered)
+		b.g.sortedNodes, b.g.seqOf = nodeSeqs(b.g)
+	}()
 	b.g.dedupEdges()
 	for _, p := range res.testMains {
 		b.addErrors(p, sql.Null[string]{})
@@ -348,6 +359,7 @@ func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*g
 		b.g.modulePaths = append(b.g.modulePaths, m)
 	}
 	slices.Sort(b.g.modulePaths)
+	<-numbered
 	return b.g, nil
 }
 

@@ -136,7 +136,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 
 	// Rows in primary-key order make every B-tree insert an append. A
 	// node's seq is its position in id order; edges refer to nodes by seq.
-	nodes, seqOf := nodeSeqs(g)
+	nodes, seqOf := g.sortedNodes, g.seqOf
 
 	// A full index's enrichment is computed from a copy of the graph while
 	// the graph is inserted.
