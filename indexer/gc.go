@@ -86,7 +86,7 @@ const holdGCPercent = 1_000_000
 // while the graph is built marks all of it and frees little, and its
 // assists slow the relation pass; on golang.org/x/tools that cost about
 // 0.15 s of CPU time and 0.07 s of wall time in the median of ten runs
-// (docs/performance.md). The collection Index starts once the graph is
+// (docs/performance.md). The collection Index runs once the graph is
 // built (runtime.GC runs whatever the target) frees the type information,
 // and the limit bounds what is allocated after it.
 func holdCollector() (release func()) {
