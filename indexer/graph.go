@@ -436,40 +436,61 @@ func (b *builder) addImports(p *packages.Package) []nodeRow {
 // relation pass's.
 func (b *builder) declareAll(ctx context.Context, roots []*packages.Package) ([]*builder, error) {
 	frags := make([]*builder, len(roots))
+	err := parallelEach(ctx, len(roots), func(i int) string { return "declarations of " + roots[i].ID }, func() func(int) {
+		return func(i int) {
+			f := b.fragment()
+			f.addPackage(roots[i])
+			frags[i] = f
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("indexer: build graph: %w", err)
+	}
+	return frags, nil
+}
+
+// parallelEach calls the function worker returns for every i in 0..n-1, on
+// min(GOMAXPROCS, n) goroutines that each call worker once (for state of
+// their own) and take the next i until none is left. It returns ctx's
+// error when ctx ended before every call ran, and a panic of any call as
+// an error "internal error: VALUE (describe(i))": a defect met in one
+// package or file is an error of the Index call, not a crash of the
+// process that called it. No call starts after a panic.
+func parallelEach(ctx context.Context, n int, describe func(i int) string, worker func() func(i int)) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var panicked atomic.Pointer[string]
-	for range max(1, min(runtime.GOMAXPROCS(0), len(roots))) {
+	for range max(1, min(runtime.GOMAXPROCS(0), n)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var id string
+			current := -1
 			defer func() {
 				if r := recover(); r != nil {
-					msg := fmt.Sprintf("%v (declarations of %s)", r, id)
+					what := "starting a worker"
+					if current >= 0 {
+						what = describe(current)
+					}
+					msg := fmt.Sprintf("%v (%s)", r, what)
 					panicked.CompareAndSwap(nil, &msg)
 				}
 			}()
+			each := worker()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(roots) || ctx.Err() != nil || panicked.Load() != nil {
+				if i >= n || ctx.Err() != nil || panicked.Load() != nil {
 					return
 				}
-				id = roots[i].ID
-				f := b.fragment()
-				f.addPackage(roots[i])
-				frags[i] = f
+				current = i
+				each(i)
 			}
 		}()
 	}
 	wg.Wait()
 	if msg := panicked.Load(); msg != nil {
-		return nil, fmt.Errorf("indexer: build graph: internal error: %s", *msg)
+		return fmt.Errorf("internal error: %s", *msg)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("indexer: build graph: %w", err)
-	}
-	return frags, nil
+	return ctx.Err()
 }
 
 // fragment returns a builder that records one package's declarations into

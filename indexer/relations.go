@@ -8,12 +8,9 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -120,41 +117,16 @@ func (b *builder) addModules(res *loadResult) {
 func (b *builder) addRelations(ctx context.Context) error {
 	b.enc = &objectpath.Encoder{}
 	outs := make([]relOut, len(b.work))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var panicked atomic.Pointer[string]
-	for range max(1, min(runtime.GOMAXPROCS(0), len(b.work))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var file string
-			defer func() {
-				// A defect met in one file is an error of this Index call,
-				// not a crash of the process that called it.
-				if r := recover(); r != nil {
-					msg := fmt.Sprintf("%v (visiting %s)", r, file)
-					panicked.CompareAndSwap(nil, &msg)
-				}
-			}()
-			z := &resolver{b: b, ids: map[types.Object]string{}}
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(b.work) || ctx.Err() != nil || panicked.Load() != nil {
-					return
-				}
-				w := b.work[i]
-				file = w.fileID
-				z.out = &outs[i]
-				r := relPass{b: b, z: z, out: &outs[i], w: w, info: w.pkg.TypesInfo, fset: w.pkg.Fset}
-				r.visitFile()
-			}
-		}()
-	}
-	wg.Wait()
-	if msg := panicked.Load(); msg != nil {
-		return fmt.Errorf("indexer: build relations: internal error: %s", *msg)
-	}
-	if err := ctx.Err(); err != nil {
+	err := parallelEach(ctx, len(b.work), func(i int) string { return "visiting " + b.work[i].fileID }, func() func(int) {
+		z := &resolver{b: b, ids: map[types.Object]string{}}
+		return func(i int) {
+			w := b.work[i]
+			z.out = &outs[i]
+			r := relPass{b: b, z: z, out: &outs[i], w: w, info: w.pkg.TypesInfo, fset: w.pkg.Fset}
+			r.visitFile()
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("indexer: build relations: %w", err)
 	}
 	n := len(b.g.edges)
