@@ -17,53 +17,11 @@ import (
 // the environment is left alone.
 const indexGCPercent = 200
 
-var gcTuning struct {
-	sync.Mutex
-	active int // Index calls running with the raised target
-	saved  int // the target to restore when the last one ends
-}
-
-// raiseGCPercent sets the GC target to indexGCPercent unless the
-// environment sets GOGC or it is already higher, and returns the function
-// that restores it. Concurrent Index calls share the raise: the previous
-// target comes back when the last one ends.
-func raiseGCPercent() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	gcTuning.Lock()
-	defer gcTuning.Unlock()
-	if gcTuning.active == 0 {
-		old := debug.SetGCPercent(indexGCPercent)
-		if old < 0 || old > indexGCPercent {
-			debug.SetGCPercent(old) // off or already higher: keep it
-		}
-		gcTuning.saved = old
-	}
-	gcTuning.active++
-	return func() {
-		gcTuning.Lock()
-		defer gcTuning.Unlock()
-		gcTuning.active--
-		if gcTuning.active == 0 {
-			debug.SetGCPercent(gcTuning.saved)
-		}
-	}
-}
-
 // holdHeadroom bounds the Go runtime's memory while the collector is held
 // (holdCollector): 1.8 times what it had obtained by the end of the load.
 // docs/performance.md's bound on an index's peak RSS is twice the bare
 // load's; the rest is left for SQLite's own memory.
 const holdHeadroom = 1.8
-
-var gcHold struct {
-	sync.Mutex
-	holds   int   // Index calls holding the collector
-	percent int   // the target to restore when the last one ends
-	limit   int64 // the memory limit to restore, bytes
-	held    int64 // the memory limit while held, bytes
-}
 
 // holdGCPercent is the GC target while held: a heap goal ten thousand
 // times the live heap, which the memory limit always comes before. It is
@@ -72,14 +30,85 @@ var gcHold struct {
 // cycle finish alongside the graph build.
 const holdGCPercent = 1_000_000
 
-// holdCollector turns the collector's pacing off (holdGCPercent) for the
-// work that follows a load, under a memory limit (runtime/debug SetMemoryLimit)
-// of holdHeadroom times the memory the Go runtime holds now
-// (runtime.MemStats.Sys, bytes), never above a limit already set
-// (GOMEMLIMIT). It returns the function that restores both settings, safe
-// to call more than once; concurrent Index calls share the hold, and the
-// settings come back when the last one ends. A GOGC set in the
-// environment is left alone, as raiseGCPercent leaves it.
+// gcTuning is the garbage collector's setting shared by the Index calls of
+// one process: while any of them loads, the target is indexGCPercent with
+// the memory limit found; once every running call is past its load
+// (holdCollector), the pacing is off under a memory limit. When the last
+// call ends, the target and limit found before the first come back.
+var gcTuning struct {
+	sync.Mutex
+	active     int   // Index calls running (raiseGCPercent)
+	holds      int   // of those, the ones past their load (holdCollector)
+	saved      int   // the target to restore when the last one ends
+	savedLimit int64 // the memory limit to restore, bytes
+	held       int64 // the memory limit the holds asked for, bytes
+}
+
+// applyGCTuning sets the target and limit gcTuning's counts call for.
+// Holding only once every running call holds keeps a call that is still
+// loading from collecting against a limit sized for another's smaller
+// load. The caller holds gcTuning's lock.
+func applyGCTuning() {
+	t := &gcTuning
+	switch {
+	case t.active == 0 && t.holds == 0:
+		debug.SetGCPercent(t.saved)
+		debug.SetMemoryLimit(t.savedLimit)
+	case t.holds >= t.active:
+		debug.SetGCPercent(holdGCPercent)
+		debug.SetMemoryLimit(min(t.held, t.savedLimit))
+	default:
+		p := indexGCPercent
+		if t.saved < 0 || t.saved > indexGCPercent {
+			p = t.saved // off or already higher: keep it
+		}
+		debug.SetGCPercent(p)
+		debug.SetMemoryLimit(t.savedLimit)
+	}
+}
+
+// startGCTuning records the settings to restore when the first call
+// starts. The caller holds gcTuning's lock.
+func startGCTuning() {
+	t := &gcTuning
+	if t.active == 0 && t.holds == 0 {
+		t.saved = debug.SetGCPercent(indexGCPercent)
+		debug.SetGCPercent(t.saved)
+		t.savedLimit = debug.SetMemoryLimit(-1) // a negative limit only reads it
+		t.held = 0
+	}
+}
+
+// raiseGCPercent sets the GC target to indexGCPercent for an Index call
+// unless the environment sets GOGC or the target is already higher or off,
+// and returns the function that ends the call's part (safe to call more
+// than once). Concurrent Index calls share the setting (gcTuning).
+func raiseGCPercent() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	t := &gcTuning
+	t.Lock()
+	defer t.Unlock()
+	startGCTuning()
+	t.active++
+	applyGCTuning()
+	return sync.OnceFunc(func() {
+		t.Lock()
+		defer t.Unlock()
+		t.active--
+		applyGCTuning()
+	})
+}
+
+// holdCollector marks the calling Index as past its load: once every
+// running call is (gcTuning), the collector's pacing is off
+// (holdGCPercent) under a memory limit of holdHeadroom times the memory
+// the Go runtime holds when the hold starts (runtime.MemStats.Sys, bytes;
+// the largest any current hold asked for), never above a limit already set
+// (GOMEMLIMIT). It returns the function that ends the hold, safe to call
+// more than once. A GOGC set in the environment is left alone, as
+// raiseGCPercent leaves it.
 //
 // Why: after the load the heap is mostly the load's syntax trees and type
 // information, live until the graph is built. A cycle the pacer starts
@@ -97,25 +126,20 @@ func holdCollector() (release func()) {
 	runtime.ReadMemStats(&ms)
 	want := int64(math.Min(float64(ms.Sys)*holdHeadroom, math.MaxInt64))
 
-	gcHold.Lock()
-	defer gcHold.Unlock()
-	if gcHold.holds == 0 {
-		gcHold.limit = debug.SetMemoryLimit(-1) // a negative limit only reads it
-		gcHold.percent = debug.SetGCPercent(holdGCPercent)
-		gcHold.held = 0
-	}
-	gcHold.holds++
-	// Concurrent holds share one limit: the largest any of them asks for,
-	// within the one set before them.
-	gcHold.held = min(max(gcHold.held, want), gcHold.limit)
-	debug.SetMemoryLimit(gcHold.held)
+	t := &gcTuning
+	t.Lock()
+	defer t.Unlock()
+	startGCTuning()
+	t.holds++
+	t.held = max(t.held, want)
+	applyGCTuning()
 	return sync.OnceFunc(func() {
-		gcHold.Lock()
-		defer gcHold.Unlock()
-		gcHold.holds--
-		if gcHold.holds == 0 {
-			debug.SetGCPercent(gcHold.percent)
-			debug.SetMemoryLimit(gcHold.limit)
+		t.Lock()
+		defer t.Unlock()
+		t.holds--
+		if t.holds == 0 {
+			t.held = 0
 		}
+		applyGCTuning()
 	})
 }

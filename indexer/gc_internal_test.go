@@ -137,3 +137,49 @@ func TestHoldCollector(t *testing.T) {
 		t.Fatalf("with GOGC=50 in the environment: GC percent %d, want 50", p)
 	}
 }
+
+// TestHoldWaitsForEveryLoad: while another Index call is still loading,
+// a call past its load does not turn the pacing off or set a memory limit
+// (sized for its own load, it would make the other collect continuously);
+// the hold applies once every running call holds, and each call's end
+// brings back the settings the remaining ones call for.
+func TestHoldWaitsForEveryLoad(t *testing.T) {
+	origPercent := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(origPercent)
+	origLimit := debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(origLimit)
+	t.Setenv("GOGC", "")
+	percent := func() int {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	limit := func() int64 { return debug.SetMemoryLimit(-1) }
+	want := func(step string, p int, limited bool) {
+		t.Helper()
+		if got := percent(); got != p {
+			t.Fatalf("%s: GC percent %d, want %d", step, got, p)
+		}
+		if l := limit(); (l != math.MaxInt64) != limited {
+			t.Fatalf("%s: memory limit %d, want limited=%v", step, l, limited)
+		}
+	}
+
+	a, b := raiseGCPercent(), raiseGCPercent()
+	want("two calls loading", indexGCPercent, false)
+	ha := holdCollector()
+	want("one call past its load, one loading", indexGCPercent, false)
+	hb := holdCollector()
+	want("both past their load", holdGCPercent, true)
+	c := raiseGCPercent()
+	want("a third call starts loading", indexGCPercent, false)
+	c()
+	want("the third call ended", holdGCPercent, true)
+	hb()
+	b()
+	want("one call left, holding", holdGCPercent, true)
+	ha()
+	want("its hold ended", indexGCPercent, false)
+	a()
+	want("all ended", 100, false)
+}
