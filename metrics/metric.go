@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -43,7 +44,7 @@ type Method struct {
 }
 
 // String renders "id@vN", the form stored with every value.
-func (m Method) String() string { return fmt.Sprintf("%s@v%d", m.ID, m.Version) }
+func (m Method) String() string { return m.ID + "@v" + strconv.Itoa(m.Version) }
 
 // Descriptor is one metric: what it is, how it is computed and where its
 // definition comes from. Adding a metric is adding one Descriptor to
