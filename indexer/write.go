@@ -154,11 +154,20 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		gctx, cancel := context.WithCancel(ctx)
 		defer cancel() // on an early return, stop the enrichment
 		go func() {
+			var w func(context.Context, *sql.Tx) error
+			var err error
+			defer func() {
+				// A defect met in the enrichment is an error of this Index
+				// call, not a crash of the process that called it.
+				if r := recover(); r != nil {
+					w, err = nil, fmt.Errorf("internal error: %v", r)
+				}
+				fromGraph <- enriched{w, err}
+			}()
 			view := g.view(snap)
 			view.Syntax = syntax
 			view.seq = seqOf
-			w, err := enrich.graph(gctx, view)
-			fromGraph <- enriched{w, err}
+			w, err = enrich.graph(gctx, view)
 		}()
 	}
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // csr is a directed graph in compressed sparse row form over nodes 0..n-1:
@@ -96,24 +97,33 @@ func Betweenness(ctx context.Context, n int, edges [][2]int32, sources []int32) 
 	var wg sync.WaitGroup
 	var cancelled error
 	var mu sync.Mutex
+	var panicked atomic.Pointer[string]
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			st := newBrandesState(g, n)
 			for c := range work {
-				cb := make([]float64, n)
-				for i, done := c, 0; i < len(sources); i, done = i+chunks, done+1 {
-					if done%64 == 0 && ctx.Err() != nil {
-						mu.Lock()
-						cancelled = ctx.Err()
-						mu.Unlock()
-						break
-					}
-					s := sources[i]
-					st.accumulate(s, fp.weight(s), fp.foldedInto, cb)
+				if panicked.Load() != nil {
+					continue // drain: the sender must not block
 				}
-				partial[c] = cb
+				msg := protect(func() {
+					cb := make([]float64, n)
+					for i, done := c, 0; i < len(sources); i, done = i+chunks, done+1 {
+						if done%64 == 0 && ctx.Err() != nil {
+							mu.Lock()
+							cancelled = ctx.Err()
+							mu.Unlock()
+							break
+						}
+						s := sources[i]
+						st.accumulate(s, fp.weight(s), fp.foldedInto, cb)
+					}
+					partial[c] = cb
+				})
+				if msg != "" {
+					panicked.CompareAndSwap(nil, &msg)
+				}
 			}
 		}()
 	}
@@ -122,6 +132,9 @@ func Betweenness(ctx context.Context, n int, edges [][2]int32, sources []int32) 
 	}
 	close(work)
 	wg.Wait()
+	if msg := panicked.Load(); msg != nil {
+		return nil, fmt.Errorf("metrics: betweenness: internal error: %s", *msg)
+	}
 	if cancelled != nil {
 		return nil, fmt.Errorf("metrics: betweenness: %w", cancelled)
 	}

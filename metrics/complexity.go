@@ -84,24 +84,33 @@ func (in *Input) sourcesOnce(ctx context.Context) (*sourceSet, error) {
 	results := make([]fileComplexity, len(paths))
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var panicked atomic.Pointer[string]
 	for range min(in.parallelism(), len(paths)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(paths) || ctx.Err() != nil {
+				if i >= len(paths) || ctx.Err() != nil || panicked.Load() != nil {
 					return
 				}
-				if src, ok := in.syntax[paths[i]]; ok {
-					results[i] = measureSyntax(src.Fset, src.File, byPath[paths[i]])
-				} else {
-					results[i] = measureFile(paths[i], sums[paths[i]], byPath[paths[i]])
+				if msg := protect(func() {
+					if src, ok := in.syntax[paths[i]]; ok {
+						results[i] = measureSyntax(src.Fset, src.File, byPath[paths[i]])
+					} else {
+						results[i] = measureFile(paths[i], sums[paths[i]], byPath[paths[i]])
+					}
+				}); msg != "" {
+					msg = fmt.Sprintf("%s (measuring %s)", msg, paths[i])
+					panicked.CompareAndSwap(nil, &msg)
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	if msg := panicked.Load(); msg != nil {
+		return nil, fmt.Errorf("metrics: parse sources: internal error: %s", *msg)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("metrics: parse sources: %w", err)
 	}

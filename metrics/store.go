@@ -39,6 +39,19 @@ func Compute(ctx context.Context, q Queryer, opts Options) ([]Value, error) {
 	return computeInput(ctx, in)
 }
 
+// protect runs f and returns what it panicked with, or "" when it
+// returned: the goroutines that compute metrics turn a panic into an error
+// of the index that asked for them, instead of a crash of its process.
+func protect(f func()) (panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return ""
+}
+
 // computeInput runs the registry over in (see Compute).
 func computeInput(ctx context.Context, in *Input) ([]Value, error) {
 	// The sources first: measured from the indexer's syntax trees, which
@@ -65,7 +78,11 @@ func computeInput(ctx context.Context, in *Input) ([]Value, error) {
 					errs[i] = fmt.Errorf("metrics: %w", err)
 					continue
 				}
-				vals, err := reg[i].Compute(ctx, in)
+				var vals []Value
+				var err error
+				if msg := protect(func() { vals, err = reg[i].Compute(ctx, in) }); msg != "" {
+					err = fmt.Errorf("internal error: %s", msg)
+				}
 				if err != nil {
 					errs[i] = fmt.Errorf("metrics: compute %s: %w", reg[i].Name, err)
 					continue
