@@ -69,18 +69,7 @@ func TestRaiseGCPercent(t *testing.T) {
 // goroutines; a release called twice releases once; GOGC in the
 // environment is left alone.
 func TestHoldCollector(t *testing.T) {
-	origPercent := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(origPercent)
-	origLimit := debug.SetMemoryLimit(math.MaxInt64)
-	defer debug.SetMemoryLimit(origLimit)
-	t.Setenv("GOGC", "")
-
-	limit := func() int64 { return debug.SetMemoryLimit(-1) }
-	percent := func() int {
-		p := debug.SetGCPercent(100)
-		debug.SetGCPercent(p)
-		return p
-	}
+	percent, limit := gcSettings(t)
 	a := holdCollector()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -144,17 +133,7 @@ func TestHoldCollector(t *testing.T) {
 // the hold applies once every running call holds, and each call's end
 // brings back the settings the remaining ones call for.
 func TestHoldWaitsForEveryLoad(t *testing.T) {
-	origPercent := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(origPercent)
-	origLimit := debug.SetMemoryLimit(math.MaxInt64)
-	defer debug.SetMemoryLimit(origLimit)
-	t.Setenv("GOGC", "")
-	percent := func() int {
-		p := debug.SetGCPercent(100)
-		debug.SetGCPercent(p)
-		return p
-	}
-	limit := func() int64 { return debug.SetMemoryLimit(-1) }
+	percent, limit := gcSettings(t)
 	want := func(step string, p int, limited bool) {
 		t.Helper()
 		if got := percent(); got != p {
@@ -182,4 +161,24 @@ func TestHoldWaitsForEveryLoad(t *testing.T) {
 	want("its hold ended", indexGCPercent, false)
 	a()
 	want("all ended", 100, false)
+}
+
+// gcSettings starts a test of the process's GC settings from GC percent
+// 100, no memory limit and no GOGC in the environment, restores what was
+// there when the test ends, and returns readers of the current percent and
+// limit (bytes).
+func gcSettings(t *testing.T) (percent func() int, limit func() int64) {
+	t.Helper()
+	origPercent := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(origPercent) })
+	origLimit := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetMemoryLimit(origLimit) })
+	t.Setenv("GOGC", "")
+	percent = func() int {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+	limit = func() int64 { return debug.SetMemoryLimit(-1) }
+	return percent, limit
 }
