@@ -107,7 +107,16 @@ type EnrichGraphFunc func(ctx context.Context, g *GraphView) (write func(context
 
 // view copies g's rows into a GraphView.
 func (g *graph) view(snap Snapshot) *GraphView {
-	v := &GraphView{Snapshot: snap, Syntax: g.syntax}
+	v := &GraphView{Snapshot: snap, Syntax: g.syntax,
+		Packages:           make([]GraphPackage, 0, len(g.packages)),
+		Nodes:              make([]GraphNode, 0, len(g.moduleNodes)+len(g.packageNodes)+len(g.fileNodes)+len(g.declNodes)+len(g.extNodes)),
+		Types:              make([]GraphType, 0, len(g.types)),
+		Members:            make([]GraphMember, 0, len(g.members)),
+		Funcs:              make([]GraphFunc, 0, len(g.funcs)),
+		Edges:              make([]GraphEdge, 0, len(g.edges)),
+		Files:              make([]GraphFile, 0, len(g.files)),
+		DynamicCallSources: make([]string, 0, len(g.dynamicCalls)),
+	}
 	for _, p := range g.packages {
 		v.Packages = append(v.Packages, GraphPackage{ID: p.id, ImportPath: p.importPath, Variant: p.variant,
 			ErrorCount: p.errorCount, IllTyped: p.illTyped})
