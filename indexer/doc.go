@@ -52,7 +52,10 @@
 // database with another schema version is refused by OpenDatabase and
 // ReadSnapshot with a *SchemaVersionError naming both versions; a file that
 // is not a graph database at all (not SQLite, or no snapshots table) with
-// ErrNotGraphDatabase, and Index refuses to replace such a file.
+// ErrNotGraphDatabase, and Index refuses to replace such a file. A database
+// with another program's rollback journal beside it (DBPath+"-journal", not
+// empty) is refused by both with ErrHotJournal: assay neither applies nor
+// deletes the journal.
 //
 //	snapshots    one row describing this index (see Snapshot): id, schema_version,
 //	             root_dir, module_paths (JSON array), vcs_revision and vcs_dirty

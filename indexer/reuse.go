@@ -56,9 +56,10 @@ func (e *SchemaVersionError) Unwrap() error { return ErrSchemaVersion }
 // missing; ErrNotGraphDatabase (wrapped, naming the path) when the file is
 // not SQLite or has no snapshots table (every graph database has one, at
 // every schema version); a *SchemaVersionError (errors.Is
-// ErrSchemaVersion) when its schema is not SchemaVersion; a wrapped SQLite
-// error when it cannot be read. The caller closes the *sql.DB. Safe for
-// concurrent use like any *sql.DB.
+// ErrSchemaVersion) when its schema is not SchemaVersion; ErrHotJournal
+// (wrapped) when another program's rollback journal lies next to it; a
+// wrapped SQLite error when it cannot be read. The caller closes the
+// *sql.DB. Safe for concurrent use like any *sql.DB.
 func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -69,6 +70,9 @@ func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
+	}
+	if err := checkNoHotJournal(abs); err != nil {
+		return nil, err
 	}
 	db, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_query_only=1"))
 	if err != nil {
@@ -654,6 +658,32 @@ func isStd(p *packages.Package) bool {
 // or anyone else's database.
 var ErrNotGraphDatabase = errors.New("indexer: not a graph database")
 
+// ErrHotJournal is returned (wrapped, naming both files) when something lies at DBPath+"-journal"
+// other than an empty file: the rollback journal another program left when it stopped while writing
+// the database (a "hot journal", sqlite.org/atomiccommit.html section 4.2). SQLite applies such a
+// journal to the database at its next read-write open; assay opens graph databases read-only and
+// writes new ones beside them, so it would never apply it, and it does not delete it. A reader
+// (OpenDatabase) refuses the database, whose content may be half of that program's transaction;
+// Index refuses to replace it, since SQLite would later apply the journal to the new file.
+var ErrHotJournal = errors.New("indexer: a rollback journal lies next to the graph database")
+
+// checkNoHotJournal returns ErrHotJournal when path+"-journal" exists and is not an empty regular
+// file (SQLite ignores an empty journal).
+func checkNoHotJournal(path string) error {
+	journal := path + "-journal"
+	fi, err := os.Lstat(journal)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("indexer: graph database %s: %w", path, err)
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		return nil
+	}
+	return fmt.Errorf("%w: %s is next to %s (a program was writing the database and did not finish; SQLite would apply the journal at the next write); assay neither applies nor deletes it: find what wrote it, move it away and run again",
+		ErrHotJournal, journal, path)
+}
+
 // sqliteMagic is the first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html).
 const sqliteMagic = "SQLite format 3\x00"
 
@@ -676,9 +706,13 @@ func notGraphDatabase(ctx context.Context, db *sql.DB) (string, error) {
 }
 
 // checkReplaceable refuses a DBPath that exists and is not a graph database written by this
-// package: not a regular file, not SQLite, or SQLite without a snapshots table. An empty file or a
-// missing path is fine.
+// package: not a regular file, not SQLite, or SQLite without a snapshots table; and any DBPath
+// with another program's rollback journal beside it (ErrHotJournal). An empty file or a missing
+// path is fine.
 func checkReplaceable(ctx context.Context, path string) error {
+	if err := checkNoHotJournal(path); err != nil {
+		return err
+	}
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

@@ -1,0 +1,61 @@
+package indexer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/indexer"
+)
+
+// TestHotJournalIsRefused: a rollback journal another program left next
+// to a graph database (SQLite would apply it at the next write) makes
+// readers and Index refuse the database with ErrHotJournal naming the
+// journal, with or without reuse, leaving the database and the journal as
+// they were; an empty journal (which SQLite ignores) changes nothing.
+func TestHotJournalIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "graph.db")
+	index(t, indexer.Options{Dir: "testdata/fixture", DBPath: db, Reuse: true})
+	before, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := db + "-journal"
+	content := []byte("half of another program's transaction")
+	if err := os.WriteFile(journal, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, reuse := range []bool{true, false} {
+		_, err := indexer.Index(ctx, indexer.Options{Dir: "testdata/fixture", DBPath: db, Reuse: reuse})
+		if !errors.Is(err, indexer.ErrHotJournal) || !strings.Contains(err.Error(), journal) {
+			t.Fatalf("Index (reuse %v) with a journal beside the database: err = %v, want ErrHotJournal naming %s", reuse, err, journal)
+		}
+	}
+	if _, err := indexer.OpenDatabase(ctx, db); !errors.Is(err, indexer.ErrHotJournal) {
+		t.Fatalf("OpenDatabase with a journal beside the database: err = %v, want ErrHotJournal", err)
+	}
+	after, _ := os.ReadFile(db)
+	got, _ := os.ReadFile(journal)
+	if !bytes.Equal(before, after) || !bytes.Equal(got, content) {
+		t.Fatalf("the refused runs changed the database (%v) or the journal (%v)", !bytes.Equal(before, after), !bytes.Equal(got, content))
+	}
+
+	if err := os.WriteFile(journal, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap := index(t, indexer.Options{Dir: "testdata/fixture", DBPath: db, Reuse: true})
+	if !snap.Reused {
+		t.Fatalf("with an empty journal: not reused (%s)", snap.FullReason)
+	}
+	d, err := indexer.OpenDatabase(ctx, db)
+	if err != nil {
+		t.Fatalf("OpenDatabase with an empty journal: %v", err)
+	}
+	d.Close()
+}
