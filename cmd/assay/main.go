@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -123,11 +124,17 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	}
 	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return badInput(fmt.Errorf("unknown command %q for %q (%s; see '%s --help')",
-					args[0], cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath()))
+			if len(args) == 0 {
+				return nil
 			}
-			return nil
+			// A subcommand's name reaches here only after "--", which ends
+			// the flags and the command path alike.
+			if slices.Contains(availableSubcommands(cmd), args[0]) && cmd.ArgsLenAtDash() == 0 {
+				return badInput(fmt.Errorf("%q after '--' is an argument, not a subcommand: put the subcommand before '--' (%s %s ... -- ARG); see '%s --help'",
+					args[0], cmd.CommandPath(), args[0], cmd.CommandPath()))
+			}
+			return badInput(fmt.Errorf("unknown command %q for %q (%s; see '%s --help')",
+				args[0], cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath()))
 		}
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			// run prefixes "assay: "; a group names itself without it.

@@ -420,6 +420,18 @@ func TestCommandGroupsRequireASubcommand(t *testing.T) {
 			t.Errorf("%s no-such-subcommand: exit %d, stdout %q; want 2 and nothing", name, bad.code, bad.stdout)
 		}
 		oneLine(t, bad, "unknown command")
+		for _, sub := range c.Commands() {
+			if !sub.IsAvailableCommand() {
+				continue
+			}
+			// A subcommand after "--" is an argument: say so, not "unknown".
+			dash := runCLI(t, append(slices.Clone(g), "--", sub.Name())...)
+			if dash.code != 2 || dash.stdout != "" {
+				t.Errorf("%s -- %s: exit %d, stdout %q; want 2 and nothing", name, sub.Name(), dash.code, dash.stdout)
+			}
+			oneLine(t, dash, "after '--' is an argument, not a subcommand")
+			break
+		}
 		help := runCLI(t, append(slices.Clone(g), "--help")...)
 		if help.code != 0 || !strings.Contains(help.stdout, "Usage:") || help.stderr != "" {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q; want its help and 0", name, help.code, help.stdout, help.stderr)
