@@ -435,6 +435,12 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
+	if vcs.revision != "" && !vcs.dirty && modFlagWrites(goEnv.GOFLAGS) {
+		// With -mod=mod the go command may have rewritten go.mod or go.sum
+		// while listing (a missing go line, a missing requirement): the
+		// tree indexed is the one after the load.
+		vcs = readVCS(ctx, dir, dbPath)
+	}
 	if fromLoad {
 		k, ok, err := reuseKeyFromLoad(ctx, res, spec, goEnv, vcs, opts, tags, dbPath)
 		if err == nil && !ok {

@@ -96,3 +96,15 @@ func ownFile(path, dbPath string) bool {
 	realPathDir, err := filepath.EvalSymlinks(filepath.Dir(path))
 	return err == nil && realPathDir == realDir
 }
+
+// modFlagWrites reports whether the go flags (GOFLAGS, space-separated)
+// let the go command update go.mod and go.sum while it lists packages
+// (-mod=mod).
+func modFlagWrites(goflags string) bool {
+	for _, f := range strings.Fields(goflags) {
+		if f == "-mod=mod" || f == "--mod=mod" {
+			return true
+		}
+	}
+	return false
+}
