@@ -661,6 +661,11 @@ func readSmallRegular(path string, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, max))
 }
 
+// testHookAfterLockCheck, when set (by a test of this package), runs
+// between checkLockFile and opening the lock file: where another process
+// could put something else at the path.
+var testHookAfterLockCheck atomic.Pointer[func(path string)]
+
 // lockRetry is how often an index waiting for another index of the same
 // database tries its lock again.
 const lockRetry = 50 * time.Millisecond
@@ -705,9 +710,15 @@ func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*d
 		if err := checkLockFile(path); err != nil {
 			return nil, err
 		}
+		if h := testHookAfterLockCheck.Load(); h != nil {
+			(*h)(path)
+		}
 		// Opened read-only (flock(2) does not need write access), so that a
-		// lock file left by another user can still be locked.
-		fl := flock.New(path, flock.SetPermissions(0o644))
+		// lock file left by another user can still be locked; without
+		// following a link or waiting on a FIFO put there since the check
+		// above (such a file is refused below, once locked).
+		fl := flock.New(path, flock.SetPermissions(0o644),
+			flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK))
 		ok, err := fl.TryLock()
 		if err == nil && !ok {
 			holder := lockHolder(path)
@@ -730,6 +741,10 @@ func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*d
 			return nil, fmt.Errorf("indexer: lock %s: not acquired", path)
 		}
 		held, herr := fl.Stat()
+		if herr == nil && !held.Mode().IsRegular() {
+			_ = fl.Unlock()
+			return nil, fmt.Errorf("%w: %s is not a regular file (%s); it is where the database's lock goes: remove it", ErrInvalidOptions, path, held.Mode().Type())
+		}
 		cur, cerr := os.Lstat(path)
 		if herr == nil && cerr == nil && os.SameFile(held, cur) {
 			l := &dbLock{fl: fl, path: path, created: created}
@@ -816,7 +831,7 @@ func checkLockFile(path string) error {
 	if fi.Size() > 32 {
 		return fmt.Errorf("%w: %s exists and is not an assay lock file (%d bytes); it is where the database's lock goes: move it away", ErrInvalidOptions, path, fi.Size())
 	}
-	b, err := os.ReadFile(path)
+	b, err := readSmallRegular(path, 32)
 	if err != nil {
 		return fmt.Errorf("indexer: lock %s: %w", path, err)
 	}
@@ -829,7 +844,7 @@ func checkLockFile(path string) error {
 // lockHolder describes who holds the lock file at path: "pid N holds
 // PATH", or "PATH is locked" when the holder has not recorded its id (yet).
 func lockHolder(path string) string {
-	b, err := os.ReadFile(path)
+	b, err := readSmallRegular(path, 32)
 	if err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
 			return fmt.Sprintf("pid %d holds %s", pid, path)
