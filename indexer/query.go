@@ -210,9 +210,11 @@ func relations(ctx context.Context, db *sql.DB, id, self, other string) ([]Relat
 
 // ImportPath returns a shortest chain of package node ids from the package
 // from to the package to, following imports edges. from and to are import
-// paths or package node ids; an import path names the base variant.
-// Errors: ErrSymbolNotFound (wrapped) for an unknown package;
-// ErrNoImportPath (wrapped) when to is not reachable from from.
+// paths, package node ids, or the last elements of one base package's
+// import path; an import path names the base variant. Errors:
+// ErrSymbolNotFound (wrapped) for an unknown package; *AmbiguousSymbolError
+// for an import path end that several packages share; ErrNoImportPath
+// (wrapped) when to is not reachable from from.
 func ImportPath(ctx context.Context, db *sql.DB, from, to string) ([]string, error) {
 	src, err := packageNode(ctx, db, from)
 	if err != nil {
@@ -262,6 +264,11 @@ func ImportPath(ctx context.Context, db *sql.DB, from, to string) ([]string, err
 	return nil, fmt.Errorf("%w from %s to %s", ErrNoImportPath, src, dst)
 }
 
+// packageNode resolves a package argument of ImportPath: a package node
+// id, an import path (its base variant), or the end of one import path,
+// whole path elements only ("lsp/cache" for golang.org/x/tools/gopls/
+// internal/lsp/cache), when it ends exactly one base package's import path
+// (ErrSymbolNotFound wrapped when none, *AmbiguousSymbolError when several).
 func packageNode(ctx context.Context, db *sql.DB, name string) (string, error) {
 	for _, id := range []string{name, "pkg:" + name} {
 		var n int
@@ -270,6 +277,32 @@ func packageNode(ctx context.Context, db *sql.DB, name string) (string, error) {
 		}
 		if n == 1 {
 			return id, nil
+		}
+	}
+	if name != "" && !strings.HasPrefix(name, "/") && !strings.Contains(name, " ") {
+		var ids []string
+		rows, err := db.QueryContext(ctx, `SELECT id FROM nodes WHERE kind = 'package' AND instr(id, ' [') = 0
+			AND substr(id, -length(?1) - 1) = '/' || ?1 ORDER BY id`, name)
+		if err != nil {
+			return "", fmt.Errorf("indexer: resolve package %q: %w", name, err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return "", fmt.Errorf("indexer: resolve package %q: %w", name, err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Close(); err != nil {
+			return "", fmt.Errorf("indexer: resolve package %q: %w", name, err)
+		}
+		switch len(ids) {
+		case 1:
+			return ids[0], nil
+		case 0:
+		default:
+			return "", &AmbiguousSymbolError{Symbol: name, Candidates: ids}
 		}
 	}
 	return "", fmt.Errorf("%w: package %q", ErrSymbolNotFound, name)

@@ -41,6 +41,10 @@ same without its prefix (example.com/m/p.T.M), or a unique suffix of one (p.T.M,
 names base variants only; give the full id for a test variant (func:p [p.test].F). Names are matched
 exactly and case-sensitively: no character is a wildcard.
 
+A package of 'graph path' (FROM, TO) is an import path (its base variant), a package node id
+(pkg:p [p.test] for a test variant), or the last elements of one import path (cobra/doc, doc) when
+exactly one base package's import path ends with them; when several do, the error lists them.
+
 A FILE is an absolute path, a path relative to its module root (cmd/a/main.go), or a suffix of one
 made of whole path elements (main.go, a/main.go) when exactly one indexed file has it; when several
 do, the error lists them. A file compiled in several builds of its package (the base package and its

@@ -37,6 +37,14 @@ func TestGraphQueries(t *testing.T) {
 	if path.code != 0 || !strings.Contains(path.stdout, `"pkg:fmt"`) {
 		t.Fatalf("path: exit %d %s %s", path.code, path.stdout, path.stderr)
 	}
+	// The end of an import path, whole elements, names the one package it ends.
+	short := runCLI(t, "graph", "path", "--out", out, "--format", "json", "rel/graph", "fmt")
+	if short.code != 0 || !strings.Contains(short.stdout, `"pkg:example.com/rel/graph"`) || !strings.Contains(short.stdout, `"pkg:fmt"`) {
+		t.Fatalf("path by import path ends: exit %d %s %s", short.code, short.stdout, short.stderr)
+	}
+	if r := runCLI(t, "graph", "path", "--out", out, "el/graph", "fmt"); r.code != 2 {
+		t.Fatalf("a partial path element matched a package: exit %d %s", r.code, r.stdout)
+	}
 	none := runCLI(t, "graph", "path", "--out", out, "fmt", "example.com/rel/graph")
 	if none.code != 1 {
 		t.Fatalf("no import path: exit %d, want 1", none.code)
