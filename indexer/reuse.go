@@ -71,7 +71,13 @@ func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
 	}
-	if err := checkNoHotJournal(abs); err != nil {
+	// SQLite resolves a symbolic link to the database and looks for the
+	// journal beside the file it names.
+	resolved := abs
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		resolved = r
+	}
+	if err := checkNoHotJournal(resolved); err != nil {
 		return nil, err
 	}
 	db, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_query_only=1"))
