@@ -97,11 +97,30 @@ func ownFile(path, dbPath string) bool {
 	return err == nil && realPathDir == realDir
 }
 
-// modFlagWrites reports whether the go flags (GOFLAGS, space-separated)
-// let the go command update go.mod and go.sum while it lists packages
-// (-mod=mod).
+// modFlagWrites reports whether the go flags (GOFLAGS) let the go command
+// update go.mod and go.sum while it lists packages (-mod=mod). GOFLAGS is
+// split as the go command splits it (cmd/internal/quoted.Split): on
+// spaces, an element may be wrapped in single or double quotes.
 func modFlagWrites(goflags string) bool {
-	for _, f := range strings.Fields(goflags) {
+	for s := goflags; s != ""; {
+		s = strings.TrimLeft(s, " \t\n\r")
+		if s == "" {
+			break
+		}
+		var f string
+		if q := s[0]; q == '"' || q == '\'' {
+			end := strings.IndexByte(s[1:], q)
+			if end < 0 {
+				return false // the go command refuses such GOFLAGS
+			}
+			f, s = s[1:1+end], s[2+end:]
+		} else {
+			end := strings.IndexAny(s, " \t\n\r")
+			if end < 0 {
+				end = len(s)
+			}
+			f, s = s[:end], s[end:]
+		}
 		if f == "-mod=mod" || f == "--mod=mod" {
 			return true
 		}
