@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -37,7 +38,7 @@ func TestPackageNodeSuffix(t *testing.T) {
 		}
 	}
 	var amb *AmbiguousSymbolError
-	if _, err := packageNode(ctx, db, "cache"); !errors.As(err, &amb) || len(amb.Candidates) != 2 {
+	if _, err := packageNode(ctx, db, "cache"); !errors.As(err, &amb) || len(amb.Candidates) != 2 || !strings.HasPrefix(err.Error(), `package "cache" matches 2`) {
 		t.Errorf("cache: err = %v, want ambiguous between the two base packages", err)
 	}
 	for _, name := range []string{"ource", "sp/source", "cache.test]", "source.F", ""} {

@@ -24,6 +24,9 @@ var ErrNoImportPath = errors.New("indexer: no import path")
 type AmbiguousSymbolError struct {
 	Symbol     string
 	Candidates []string
+	// Package is set when Symbol names a package (the end of an import
+	// path, ImportPath) rather than a declaration.
+	Package bool
 }
 
 func (e *AmbiguousSymbolError) Error() string {
@@ -31,8 +34,12 @@ func (e *AmbiguousSymbolError) Error() string {
 	if len(shown) > 8 {
 		shown = shown[:8]
 	}
-	return fmt.Sprintf("symbol %q matches %d nodes (%s%s); give a full node id", e.Symbol, len(e.Candidates),
-		strings.Join(shown, ", "), map[bool]string{true: ", ...", false: ""}[len(e.Candidates) > 8])
+	what, fix := "symbol", "give a full node id"
+	if e.Package {
+		what, fix = "package", "give more of the import path, or a full one"
+	}
+	return fmt.Sprintf("%s %q matches %d nodes (%s%s); %s", what, e.Symbol, len(e.Candidates),
+		strings.Join(shown, ", "), map[bool]string{true: ", ...", false: ""}[len(e.Candidates) > 8], fix)
 }
 
 // NodeInfo is a node as graph queries show it.
@@ -302,7 +309,7 @@ func packageNode(ctx context.Context, db *sql.DB, name string) (string, error) {
 			return ids[0], nil
 		case 0:
 		default:
-			return "", &AmbiguousSymbolError{Symbol: name, Candidates: ids}
+			return "", &AmbiguousSymbolError{Symbol: name, Candidates: ids, Package: true}
 		}
 	}
 	return "", fmt.Errorf("%w: package %q", ErrSymbolNotFound, name)
