@@ -734,6 +734,10 @@ func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*d
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // the directory was removed while we opened the file
 		}
+		if errors.Is(err, syscall.ELOOP) {
+			// O_NOFOLLOW: a symbolic link was put there after the check.
+			return nil, fmt.Errorf("%w: %s is a symbolic link; it is where the database's lock goes: remove it", ErrInvalidOptions, path)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("indexer: lock %s: %w", path, err)
 		}

@@ -48,8 +48,9 @@ func TestLockRefusesWhatAppearsAfterTheCheck(t *testing.T) {
 				if err == nil {
 					t.Fatalf("a %s at the lock path was locked", kind)
 				}
-				if kind == "fifo" && (!errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "not a regular file")) {
-					t.Fatalf("fifo: err = %v, want ErrInvalidOptions naming a file that is not regular", err)
+				want := map[string]string{"fifo": "not a regular file", "symlink": "is a symbolic link"}[kind]
+				if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("%s: err = %v, want ErrInvalidOptions saying %q", kind, err, want)
 				}
 			case <-time.After(10 * time.Second):
 				// Unblock the open so that the test can end.
