@@ -14,9 +14,10 @@ import (
 
 // TestHotJournalIsRefused: a rollback journal another program left next
 // to a graph database (SQLite would apply it at the next write) makes
-// readers and Index refuse the database with ErrHotJournal naming the
-// journal, with or without reuse, leaving the database and the journal as
-// they were; an empty journal (which SQLite ignores) changes nothing.
+// readers (also through a symbolic link to the database) and Index refuse
+// the database with ErrHotJournal naming the journal, with or without
+// reuse, leaving the database and the journal as they were; an empty
+// journal (which SQLite ignores) changes nothing.
 func TestHotJournalIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -39,6 +40,15 @@ func TestHotJournalIsRefused(t *testing.T) {
 	}
 	if _, err := indexer.OpenDatabase(ctx, db); !errors.Is(err, indexer.ErrHotJournal) {
 		t.Fatalf("OpenDatabase with a journal beside the database: err = %v, want ErrHotJournal", err)
+	}
+	// Named through a symbolic link, the database's journal is the one
+	// beside the file the link names, where SQLite looks for it.
+	link := filepath.Join(t.TempDir(), "linked.db")
+	if err := os.Symlink(db, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := indexer.OpenDatabase(ctx, link); !errors.Is(err, indexer.ErrHotJournal) || !strings.Contains(err.Error(), journal) {
+		t.Fatalf("OpenDatabase through a link, journal beside its target: err = %v, want ErrHotJournal naming %s", err, journal)
 	}
 	after, _ := os.ReadFile(db)
 	got, _ := os.ReadFile(journal)
