@@ -8,8 +8,9 @@ import (
 	"sync"
 )
 
-// indexGCPercent is the garbage collector's target (GOGC) while Index
-// loads and writes: the heap may grow to three times the live data between
+// indexGCPercent is the garbage collector's target (GOGC) while an Index
+// call loads (and while any other call of the process does; after the
+// load see holdCollector): the heap may grow to three times the live data between
 // collections instead of the default two. Loading type-checks every
 // package from source and allocates most of what it keeps, so fewer
 // collections save about a tenth of the CPU time (docs/performance.md),
