@@ -25,7 +25,8 @@ const indexGCPercent = 200
 const holdHeadroom = 1.8
 
 // holdGCPercent is the GC target while held: a heap goal ten thousand
-// times the live heap, which the memory limit always comes before. It is
+// times the live heap, so that no cycle starts but at the memory limit
+// (once it applies) or the runtime.GC Index calls. It is
 // not -1 (off) because turning the collector off waits for a running
 // cycle's marking to end (runtime.setGCPercent), where this lets that
 // cycle finish alongside the graph build.
@@ -34,15 +35,17 @@ const holdGCPercent = 1_000_000
 // gcTuning is the garbage collector's setting shared by the Index calls of
 // one process: while any of them loads, the target is indexGCPercent with
 // the memory limit found; once every running call is past its load
-// (holdCollector), the pacing is off under a memory limit. When the last
-// call ends, the target and limit found before the first come back.
+// (holdCollector), the pacing is off, and once every one has also run its
+// collection, under a memory limit. When the last call ends, the target
+// and limit found before the first come back.
 var gcTuning struct {
 	sync.Mutex
 	active     int   // Index calls running (raiseGCPercent)
 	holds      int   // of those, the ones past their load (holdCollector)
+	limiting   int   // of those, the ones past their own collection (collected)
 	saved      int   // the target to restore when the last one ends
 	savedLimit int64 // the memory limit to restore, bytes
-	held       int64 // the memory limit the holds asked for, bytes
+	held       int64 // the memory limit the limiting holds asked for, bytes
 }
 
 // applyGCTuning sets the target and limit gcTuning's counts call for.
@@ -57,7 +60,11 @@ func applyGCTuning() {
 		debug.SetMemoryLimit(t.savedLimit)
 	case t.holds >= t.active:
 		debug.SetGCPercent(holdGCPercent)
-		debug.SetMemoryLimit(min(t.held, t.savedLimit))
+		if t.limiting >= t.holds {
+			debug.SetMemoryLimit(min(t.held, t.savedLimit))
+		} else {
+			debug.SetMemoryLimit(t.savedLimit)
+		}
 	default:
 		p := indexGCPercent
 		if t.saved < 0 || t.saved > indexGCPercent {
@@ -104,24 +111,36 @@ func raiseGCPercent() (restore func()) {
 
 // holdCollector marks the calling Index as past its load: once every
 // running call is (gcTuning), the collector's pacing is off
-// (holdGCPercent) under a memory limit of holdHeadroom times the memory
-// the Go runtime holds when the hold starts (runtime.MemStats.Sys, bytes;
-// the largest any current hold asked for), never above a limit already set
-// (GOMEMLIMIT). It returns the function that ends the hold, safe to call
-// more than once. A GOGC set in the environment is left alone, as
-// raiseGCPercent leaves it.
+// (holdGCPercent). It returns collected, to call once the call's own
+// collection has run (the runtime.GC after the graph is built), and
+// release, which ends the hold; both are safe to call more than once. Once
+// every holding call has collected, a memory limit of holdHeadroom times
+// the memory the Go runtime held when its hold started applies
+// (runtime.MemStats.Sys, bytes; the largest any current hold asked for),
+// never above a limit already set (GOMEMLIMIT). A GOGC set in the
+// environment is left alone, as raiseGCPercent leaves it.
 //
-// Why: after the load the heap is mostly the load's syntax trees and type
-// information, live until the graph is built. A cycle the pacer starts
-// while the graph is built marks all of it and frees little, and its
-// assists slow the relation pass; on golang.org/x/tools that cost about
-// 0.15 s of CPU time and 0.07 s of wall time in the median of ten runs
-// (docs/performance.md). The collection Index runs once the graph is
-// built (runtime.GC runs whatever the target) frees the type information,
-// and the limit bounds what is allocated after it.
-func holdCollector() (release func()) {
+// Why the pacing is off: after the load the heap is mostly the load's
+// syntax trees and type information, live until the graph is built. A
+// cycle the pacer starts while the graph is built marks all of it and
+// frees little, and its assists slow the relation pass; on
+// golang.org/x/tools that cost about 0.15 s of CPU time and 0.07 s of wall
+// time in the median of ten runs (docs/performance.md). The collection
+// Index runs once the graph is built frees the type information, and the
+// limit bounds what is allocated after it.
+//
+// Why the limit waits for that collection: under a memory limit the
+// pacer starts a cycle at the limit's heap goal less a runway that grows
+// with the heap it last had to scan, here the whole load's, and that
+// trigger has no floor (runtime/mgcpacer.go). On golang.org/x/tools a cycle
+// started during the graph build in 14 of 20 runs; with the limit set
+// after the collection, when the heap to scan is the graph's, in 2 of 20,
+// and the median time after the load fell from 0.735 to 0.63 s
+// (docs/performance.md, "Sixth session"). The graph build allocates about
+// a third of what the load kept, so the peak stays the load's.
+func holdCollector() (collected, release func()) {
 	if os.Getenv("GOGC") != "" {
-		return func() {}
+		return func() {}, func() {}
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -132,15 +151,34 @@ func holdCollector() (release func()) {
 	defer t.Unlock()
 	startGCTuning()
 	t.holds++
-	t.held = max(t.held, want)
 	applyGCTuning()
-	return sync.OnceFunc(func() {
+	limiting, ended := false, false
+	collected = func() {
 		t.Lock()
 		defer t.Unlock()
+		if limiting || ended {
+			return
+		}
+		limiting = true
+		t.limiting++
+		t.held = max(t.held, want)
+		applyGCTuning()
+	}
+	release = func() {
+		t.Lock()
+		defer t.Unlock()
+		if ended {
+			return
+		}
+		ended = true
 		t.holds--
-		if t.holds == 0 {
+		if limiting {
+			t.limiting--
+		}
+		if t.limiting == 0 {
 			t.held = 0
 		}
 		applyGCTuning()
-	})
+	}
+	return collected, release
 }

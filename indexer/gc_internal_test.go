@@ -62,39 +62,70 @@ func TestRaiseGCPercent(t *testing.T) {
 	}
 }
 
-// TestHoldCollector: a hold turns the pacing off under a limit of
-// holdHeadroom times the runtime's memory, never above a limit set before;
-// overlapping holds share it and both settings come back only when the
-// last one ends, also after a raise and holds interleaved from many
-// goroutines; a release called twice releases once; GOGC in the
-// environment is left alone.
+// TestHoldCollector: a hold turns the pacing off at once and, once it
+// has collected, sets a limit of holdHeadroom times the runtime's memory,
+// never above a limit set before; overlapping holds share it and both
+// settings come back only when the last one ends, also after a raise and
+// holds interleaved from many goroutines; a release or collected called
+// twice counts once; GOGC in the environment is left alone.
 func TestHoldCollector(t *testing.T) {
 	percent, limit := gcSettings(t)
-	a := holdCollector()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	ca, a := holdCollector()
+	if p, l := percent(), limit(); p != holdGCPercent || l != math.MaxInt64 {
+		t.Fatalf("held, not collected yet: GC percent %d limit %d, want %d and no limit", p, l, holdGCPercent)
+	}
+	ca()
+	ca() // a second call must not count as another hold's collection
 	if p := percent(); p != holdGCPercent {
 		t.Fatalf("held: GC percent %d, want %d", p, holdGCPercent)
 	}
 	if l := limit(); l < int64(float64(ms.Sys)*holdHeadroom)/2 || l > int64(float64(ms.Sys)*holdHeadroom)*2 {
-		t.Fatalf("held: memory limit %d, want about %.1f times Sys %d", l, holdHeadroom, ms.Sys)
+		t.Fatalf("held and collected: memory limit %d, want about %.1f times Sys %d", l, holdHeadroom, ms.Sys)
 	}
-	b := holdCollector()
+	cb, b := holdCollector()
+	if l := limit(); l != math.MaxInt64 {
+		t.Fatalf("a second hold has not collected: limit %d, want none until it has", l)
+	}
+	cb()
+	if l := limit(); l == math.MaxInt64 {
+		t.Fatal("both holds collected: no memory limit")
+	}
 	a()
 	a() // a second call must not end b's hold
-	if p := percent(); p != holdGCPercent {
-		t.Fatalf("one of two holds released (once twice): GC percent %d, want %d still", p, holdGCPercent)
+	if p, l := percent(), limit(); p != holdGCPercent || l == math.MaxInt64 {
+		t.Fatalf("one of two holds released (once twice): GC percent %d limit %d, want %d and a limit still", p, l, holdGCPercent)
 	}
 	b()
 	if p, l := percent(), limit(); p != 100 || l != math.MaxInt64 {
 		t.Fatalf("after both holds: GC percent %d limit %d, want 100 and no limit restored", p, l)
 	}
 
+	// A hold released before it collected (an error while building the
+	// graph) leaves no limit behind for the holds after it.
+	_, d := holdCollector()
+	d()
+	ce, e := holdCollector()
+	if l := limit(); l != math.MaxInt64 {
+		t.Fatalf("after a hold released uncollected: limit %d, want none", l)
+	}
+	ce()
+	e()
+	ce() // after the release: nothing
+	if p, l := percent(), limit(); p != 100 || l != math.MaxInt64 {
+		t.Fatalf("collected after its release: GC percent %d limit %d, want 100 and no limit", p, l)
+	}
+
 	// A limit set before is an upper bound.
 	debug.SetMemoryLimit(1 << 20)
-	c := holdCollector()
+	cc, c := holdCollector()
 	if l := limit(); l != 1<<20 {
 		t.Fatalf("held under a 1 MiB limit: limit %d, want 1 MiB kept", l)
+	}
+	cc()
+	if l := limit(); l != 1<<20 {
+		t.Fatalf("held and collected under a 1 MiB limit: limit %d, want 1 MiB kept", l)
 	}
 	c()
 	if l := limit(); l != 1<<20 {
@@ -104,12 +135,15 @@ func TestHoldCollector(t *testing.T) {
 
 	// Raises and holds nested as Index nests them, from many goroutines.
 	var wg sync.WaitGroup
-	for range 16 {
+	for i := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := raiseGCPercent()
-			h := holdCollector()
+			ch, h := holdCollector()
+			if i%2 == 0 {
+				ch()
+			}
 			h()
 			r()
 		}()
@@ -121,17 +155,20 @@ func TestHoldCollector(t *testing.T) {
 
 	t.Setenv("GOGC", "50")
 	debug.SetGCPercent(50)
-	holdCollector()()
-	if p := percent(); p != 50 {
-		t.Fatalf("with GOGC=50 in the environment: GC percent %d, want 50", p)
+	cg, g := holdCollector()
+	cg()
+	if p, l := percent(), limit(); p != 50 || l != math.MaxInt64 {
+		t.Fatalf("with GOGC=50 in the environment: GC percent %d limit %d, want 50 and no limit", p, l)
 	}
+	g()
 }
 
 // TestHoldWaitsForEveryLoad: while another Index call is still loading,
 // a call past its load does not turn the pacing off or set a memory limit
 // (sized for its own load, it would make the other collect continuously);
-// the hold applies once every running call holds, and each call's end
-// brings back the settings the remaining ones call for.
+// the hold applies once every running call holds, its limit once every
+// one has also collected, and each call's end brings back the settings
+// the remaining ones call for.
 func TestHoldWaitsForEveryLoad(t *testing.T) {
 	percent, limit := gcSettings(t)
 	want := func(step string, p int, limited bool) {
@@ -146,10 +183,13 @@ func TestHoldWaitsForEveryLoad(t *testing.T) {
 
 	a, b := raiseGCPercent(), raiseGCPercent()
 	want("two calls loading", indexGCPercent, false)
-	ha := holdCollector()
-	want("one call past its load, one loading", indexGCPercent, false)
-	hb := holdCollector()
-	want("both past their load", holdGCPercent, true)
+	ca, ha := holdCollector()
+	ca()
+	want("one call past its load and collected, one loading", indexGCPercent, false)
+	cb, hb := holdCollector()
+	want("both past their load, one collected", holdGCPercent, false)
+	cb()
+	want("both past their load and collected", holdGCPercent, true)
 	c := raiseGCPercent()
 	want("a third call starts loading", indexGCPercent, false)
 	c()

@@ -491,8 +491,9 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	}
 	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
 	// Until the database is written the collector runs only when told to
-	// (below) or at a memory limit (holdCollector).
-	defer holdCollector()()
+	// (below) and, after that, at a memory limit (holdCollector).
+	collected, release := holdCollector()
+	defer release()
 	g, err := buildGraph(ctx, res, plan)
 	if err != nil {
 		return Snapshot{}, err
@@ -529,6 +530,7 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		g.syntax = nil // only the in-memory enrichment of a full index reads the trees
 	}
 	runtime.GC()
+	collected()
 
 	snap := Snapshot{
 		Dir:         dir,
