@@ -132,10 +132,11 @@ func raiseGCPercent() (restore func()) {
 // Why the limit waits for that collection: under a memory limit the
 // pacer starts a cycle at the limit's heap goal less a runway that grows
 // with the heap it last had to scan, here the whole load's, and that
-// trigger has no floor (runtime/mgcpacer.go). On golang.org/x/tools a cycle
-// started during the graph build in 14 of 20 runs; with the limit set
-// after the collection, when the heap to scan is the graph's, in 2 of 20,
-// and the median time after the load fell from 0.735 to 0.63 s
+// trigger has no floor (runtime/mgcpacer.go). On golang.org/x/tools 14 of
+// 20 runs had the CPU time of a cycle during the graph build (gctrace
+// showed one in each traced run); with the limit set after the
+// collection, when the heap to scan is the graph's, 2 of 20, and the
+// median time after the load fell from 0.735 to 0.63 s
 // (docs/performance.md, "Sixth session"). The graph build allocates about
 // a third of what the load kept, so the peak stays the load's.
 func holdCollector() (collected, release func()) {
