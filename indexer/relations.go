@@ -346,6 +346,7 @@ type relPass struct {
 	callees    map[*ast.Ident]bool
 	closures   []string       // node ids of the func literals enclosing the current node
 	litCount   map[string]int // closures numbered per parent
+	stack      []ast.Node     // walk's, kept for the next walk
 	origin     string
 }
 
@@ -373,9 +374,16 @@ func (r *relPass) visitFile() {
 
 func (r *relPass) reset(src string) {
 	r.src, r.recv, r.recvStruct = src, nil, nil
-	r.callees = map[*ast.Ident]bool{}
+	if r.callees == nil {
+		r.callees, r.litCount = map[*ast.Ident]bool{}, map[string]int{}
+	}
+	if len(r.callees) > 0 {
+		clear(r.callees)
+	}
+	if len(r.litCount) > 0 {
+		clear(r.litCount)
+	}
 	r.closures = r.closures[:0]
-	r.litCount = map[string]int{}
 	r.origin = r.w.origin
 }
 
@@ -452,7 +460,8 @@ func (r *relPass) typeDecl(ts *ast.TypeSpec, id string) {
 
 // walk visits n, keeping track of the func literals entered.
 func (r *relPass) walk(n ast.Node) {
-	var stack []ast.Node
+	stack := r.stack[:0]
+	defer func() { r.stack = stack[:0] }()
 	ast.Inspect(n, func(n ast.Node) bool {
 		if n == nil {
 			top := stack[len(stack)-1]
@@ -538,15 +547,24 @@ func (r *relPass) call(call *ast.CallExpr) {
 	if _, ok := fun.(*ast.FuncLit); ok {
 		return // the literal's calls edge is added when it is visited
 	}
-	if tv, ok := r.info.Types[call.Fun]; ok && (tv.IsType() || tv.IsBuiltin()) {
+	callee := typeutil.Callee(r.info, call)
+	if callee == nil {
+		// A conversion, or a call of something other than a named
+		// function, method, builtin or variable.
+		if tv, ok := r.info.Types[call.Fun]; ok && (tv.IsType() || tv.IsBuiltin()) {
+			return
+		}
+	}
+	if _, ok := callee.(*types.Builtin); ok {
 		return
 	}
 	if id := calleeIdent(fun); id != nil {
 		r.callees[id] = true
 	}
-	switch callee := typeutil.Callee(r.info, call).(type) {
+	switch callee := callee.(type) {
 	case *types.Func:
-		if typeutil.StaticCallee(r.info, call) != nil {
+		// typeutil.StaticCallee's test: not a method of an interface.
+		if recv := callee.Signature().Recv(); recv == nil || !types.IsInterface(recv.Type()) {
 			r.edge(r.z.objNode(callee.Origin()), "calls")
 			return
 		}
