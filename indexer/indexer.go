@@ -441,17 +441,6 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		// tree indexed is the one after the load.
 		vcs = readVCS(ctx, dir, dbPath)
 	}
-	if fromLoad {
-		k, ok, err := reuseKeyFromLoad(ctx, res, spec, goEnv, vcs, opts, tags, dbPath)
-		if err == nil && !ok {
-			k, err = reuseKey(ctx, spec, goEnv, vcs, opts, tags, dbPath)
-		}
-		keyCh <- keyResult{k, err}
-	}
-	kr := <-keyCh
-	if kr.err != nil {
-		return Snapshot{}, kr.err
-	}
 	if len(res.roots) == 0 {
 		if len(res.unmatched) > 0 {
 			return Snapshot{}, fmt.Errorf("%w in %s: %s", ErrNoPackages, dir, unmatchedReason(res))
@@ -460,9 +449,51 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	}
 	// The graph records the bytes go/packages parsed; the reuse keys must
 	// describe the same bytes (alignWith).
-	changed, err := kr.keys.alignWith(res.parsed)
-	if err != nil {
-		return Snapshot{}, err
+	var kr keyResult
+	var changed []string
+	var keysFromLoad func() error
+	if fromLoad {
+		// Hashed from the load's listing, and the tree under the patterns
+		// listed, while the graph is built (plan is nil: there was no
+		// database to plan from). Only reads: of res, and of the files.
+		kctx, cancelKeys := context.WithCancel(ctx)
+		go func() {
+			k, ok, err := reuseKeyFromLoad(kctx, res, spec, goEnv, vcs, opts, tags, dbPath)
+			if err == nil && !ok {
+				k, err = reuseKey(kctx, spec, goEnv, vcs, opts, tags, dbPath)
+			}
+			keyCh <- keyResult{k, err}
+		}()
+		received := false
+		keysFromLoad = func() error {
+			if !received {
+				received = true
+				kr = <-keyCh
+				cancelKeys()
+			}
+			if kr.err != nil {
+				return kr.err
+			}
+			var err error
+			changed, err = kr.keys.alignWith(res.parsed)
+			return err
+		}
+		defer func() {
+			// Every return waits for the goroutine (cancelled: an early
+			// return's keys are not needed).
+			if !received {
+				received = true
+				cancelKeys()
+				<-keyCh
+			}
+		}()
+	} else {
+		if kr = <-keyCh; kr.err != nil {
+			return Snapshot{}, kr.err
+		}
+		if changed, err = kr.keys.alignWith(res.parsed); err != nil {
+			return Snapshot{}, err
+		}
 	}
 	if plan != nil {
 		fullReason = plan.matches(res)
@@ -486,8 +517,13 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		}
 		changed = slices.Compact(slices.Sorted(slices.Values(append(changed, again...))))
 	}
-	if len(changed) > 0 {
-		progress(fmt.Sprintf("%d file(s) changed while being indexed (first %s): the snapshot records the content that was indexed", len(changed), changed[0]))
+	changedWhileIndexed := func() {
+		if len(changed) > 0 {
+			progress(fmt.Sprintf("%d file(s) changed while being indexed (first %s): the snapshot records the content that was indexed", len(changed), changed[0]))
+		}
+	}
+	if keysFromLoad == nil {
+		changedWhileIndexed()
 	}
 	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
 	// Until the database is written the collector runs only when told to
@@ -506,6 +542,12 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 			hint = " (test files are excluded: --tests=false)"
 		}
 		return Snapshot{}, fmt.Errorf("%w with files to index in %s: %d matched, none has a Go file to index%s", ErrNoPackages, dir, len(res.roots), hint)
+	}
+	if keysFromLoad != nil {
+		if err := keysFromLoad(); err != nil {
+			return Snapshot{}, err
+		}
+		changedWhileIndexed()
 	}
 	// Every file is read by now: the keys must not describe content the
 	// graph may not have been built from (markModified).
