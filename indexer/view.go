@@ -35,7 +35,20 @@ type GraphView struct {
 	// enrichment may drop the map when it is done with it.
 	Syntax map[string]SourceSyntax
 
-	seq map[string]int64
+	seq       map[string]int64
+	edgeOrder func() ([]int, bool)
+}
+
+// EdgeOrder returns the indexes of Edges sorted as edge_rows stores them:
+// by the seq of Src, then the seq of Dst (NodeSeq), then Kind. It may wait
+// for the indexer, which sorts them concurrently, and returns false when
+// no such order is at hand (a view not from an index being written, or an
+// edge naming a node not in the graph); sort by NodeSeq then.
+func (v *GraphView) EdgeOrder() ([]int, bool) {
+	if v.edgeOrder == nil {
+		return nil, false
+	}
+	return v.edgeOrder()
 }
 
 // NodeSeq returns the seq (INTEGER PRIMARY KEY of nodes: the node's

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,6 +138,9 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	// Rows in primary-key order make every B-tree insert an append. A
 	// node's seq is its position in id order; edges refer to nodes by seq.
 	nodes, seqOf := g.sortedNodes, g.seqOf
+	// The edges are numbered and sorted while the nodes are inserted, for
+	// edge_rows and for the enrichment (GraphView.EdgeOrder).
+	edges := numberEdges(g.edges, seqOf)
 
 	// A full index's enrichment is computed from a copy of the graph while
 	// the graph is inserted.
@@ -167,6 +171,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 			view := g.view(snap)
 			view.Syntax = syntax
 			view.seq = seqOf
+			view.edgeOrder = edges.order
 			w, err = enrich.graph(gctx, view)
 		}()
 	}
@@ -189,7 +194,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, ignored
 	indexConns.Store(tx, conn)
 	defer indexConns.Delete(tx)
-	if err := insertAll(ctx, tx, snap, env, g, nodes, seqOf); err != nil {
+	if err := insertAll(ctx, tx, snap, env, g, nodes, edges); err != nil {
 		_ = tx.Rollback()
 		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
 	}
@@ -331,7 +336,7 @@ func nullBoolInt(b sql.Null[bool]) sql.Null[int] {
 
 // insertAll writes every table. Nodes go first so that references
 // resolve in insertion order.
-func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph, nodes []nodeRow, seqOf map[string]int64) (err error) {
+func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph, nodes []nodeRow, edges *numberedEdges) (err error) {
 	var indexes []string
 	for _, stmt := range schemaDDL() {
 		// Indexes are built after the rows are in: one sort instead of a
@@ -359,41 +364,17 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 
-	// The edges are numbered and sorted while the nodes are inserted.
-	type edgeSeq struct {
-		src, dst      int64
-		kind, variant string
-	}
-	type sortedEdges struct {
-		rows []edgeSeq
-		err  error
-	}
-	edgesCh := make(chan sortedEdges, 1)
-	go func() {
-		edges := make([]edgeSeq, len(g.edges))
-		for i, e := range g.edges {
-			src, ok1 := seqOf[e.src]
-			dst, ok2 := seqOf[e.dst]
-			if !ok1 || !ok2 {
-				edgesCh <- sortedEdges{err: fmt.Errorf("%w: %s edge %s -> %s names a node that is not in the graph", ErrDatabaseCheck, e.kind, e.src, e.dst)}
-				return
-			}
-			edges[i] = edgeSeq{src, dst, e.kind, e.variant}
-		}
-		slices.SortFunc(edges, func(a, b edgeSeq) int {
-			return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.dst, b.dst), strings.Compare(a.kind, b.kind))
-		})
-		edgesCh <- sortedEdges{rows: edges}
-	}()
-	err = insertRows(ctx, tx, "nodes",
+	// nodes are in id order: a node's seq is its position (nodeSeqs).
+	err = InsertBatched(ctx, tx, "nodes",
 		`INSERT INTO nodes (seq, id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, nodes,
-		func(n nodeRow) []any {
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(nodes),
+		func(i int) []any {
+			n := &nodes[i]
 			var sl, sc, el, ec sql.Null[int]
 			if n.pos != nil {
 				sl, sc, el, ec = valid(n.pos.startLine), valid(n.pos.startCol), valid(n.pos.endLine), valid(n.pos.endCol)
 			}
-			return []any{seqOf[n.id], n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin, n.objectPath}
+			return []any{int64(i + 1), n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin, n.objectPath}
 		})
 	if err != nil {
 		return err
@@ -445,13 +426,12 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 	// An edge is a relation, not an occurrence: g.edges is deduplicated.
-	se := <-edgesCh
-	if se.err != nil {
-		return se.err
+	<-edges.done
+	if edges.err != nil {
+		return edges.err
 	}
-	edges := se.rows
 	err = insertRows(ctx, tx, "edge_rows",
-		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, edges,
+		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, edges.rows,
 		func(e edgeSeq) []any { return []any{e.src, e.dst, e.kind, e.variant} })
 	if err != nil {
 		return err
@@ -794,4 +774,69 @@ func recordSHA256(dbPath, sum string) {
 			_ = os.Remove(path)
 		}
 	}
+}
+
+// edgeSeq is an edge_rows row: an edge with its nodes' seqs, and the
+// edge's index in the graph's edges.
+type edgeSeq struct {
+	src, dst      int64
+	kind, variant string
+	index         int32
+}
+
+// numberedEdges are a graph's edges as numberEdges numbers and sorts them:
+// rows and err are set once done is closed.
+type numberedEdges struct {
+	done chan struct{}
+	rows []edgeSeq // by (src, dst, kind): edge_rows' primary key order
+	err  error     // an edge names a node that is not in the graph (ErrDatabaseCheck)
+}
+
+// numberEdges numbers edges with their nodes' seqs and sorts them by
+// (src, dst, kind), on a goroutine of its own; the result is read once
+// done is closed.
+func numberEdges(edges []edgeRow, seqOf map[string]int64) *numberedEdges {
+	ne := &numberedEdges{done: make(chan struct{})}
+	go func() {
+		defer close(ne.done)
+		if len(edges) > math.MaxInt32 {
+			ne.err = fmt.Errorf("%w: %d edges, more than this index numbers", ErrDatabaseCheck, len(edges))
+			return
+		}
+		rows := make([]edgeSeq, len(edges))
+		for i, e := range edges {
+			src, ok1 := seqOf[e.src]
+			dst, ok2 := seqOf[e.dst]
+			if !ok1 || !ok2 {
+				ne.err = fmt.Errorf("%w: %s edge %s -> %s names a node that is not in the graph", ErrDatabaseCheck, e.kind, e.src, e.dst)
+				return
+			}
+			rows[i] = edgeSeq{src, dst, e.kind, e.variant, int32(i)}
+		}
+		slices.SortFunc(rows, func(a, b edgeSeq) int {
+			if c := cmp.Compare(a.src, b.src); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(a.dst, b.dst); c != 0 {
+				return c
+			}
+			return strings.Compare(a.kind, b.kind)
+		})
+		ne.rows = rows
+	}()
+	return ne
+}
+
+// order returns the indexes of the edges in the order of rows, waiting
+// for them, and false when they could not be numbered.
+func (ne *numberedEdges) order() ([]int, bool) {
+	<-ne.done
+	if ne.err != nil {
+		return nil, false
+	}
+	idx := make([]int, len(ne.rows))
+	for i, r := range ne.rows {
+		idx[i] = int(r.index)
+	}
+	return idx, true
 }

@@ -442,17 +442,23 @@ func FromGraph(g *indexer.GraphView, opts Options) *Input {
 			t.Methods = append(t.Methods, f.ID)
 		}
 	}
-	edgeOrder := func(i, j int) int {
-		a, b := g.Edges[i], g.Edges[j]
-		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Src, b.Src), strings.Compare(a.Dst, b.Dst))
-	}
-	srcSeq, dstSeq := seqs(len(g.Edges), func(i int) string { return g.Edges[i].Src }), seqs(len(g.Edges), func(i int) string { return g.Edges[i].Dst })
-	if srcSeq != nil && dstSeq != nil {
-		edgeOrder = func(i, j int) int {
-			return cmp.Or(strings.Compare(g.Edges[i].Kind, g.Edges[j].Kind), cmp.Compare(srcSeq[i], srcSeq[j]), cmp.Compare(dstSeq[i], dstSeq[j]))
+	// Each kind's edges by (src, dst): in the order the indexer sorted
+	// them in, (src, dst, kind), taken kind by kind; otherwise sorted here.
+	edgeOrder, sorted := g.EdgeOrder()
+	if !sorted {
+		byIDs := func(i, j int) int {
+			a, b := g.Edges[i], g.Edges[j]
+			return cmp.Or(strings.Compare(a.Src, b.Src), strings.Compare(a.Dst, b.Dst), strings.Compare(a.Kind, b.Kind))
 		}
+		srcSeq, dstSeq := seqs(len(g.Edges), func(i int) string { return g.Edges[i].Src }), seqs(len(g.Edges), func(i int) string { return g.Edges[i].Dst })
+		if srcSeq != nil && dstSeq != nil {
+			byIDs = func(i, j int) int {
+				return cmp.Or(cmp.Compare(srcSeq[i], srcSeq[j]), cmp.Compare(dstSeq[i], dstSeq[j]), strings.Compare(g.Edges[i].Kind, g.Edges[j].Kind))
+			}
+		}
+		edgeOrder = order(len(g.Edges), byIDs)
 	}
-	for _, i := range order(len(g.Edges), edgeOrder) {
+	for _, i := range edgeOrder {
 		e := g.Edges[i]
 		in.Edges[e.Kind] = append(in.Edges[e.Kind], Edge{Src: e.Src, Dst: e.Dst})
 	}
