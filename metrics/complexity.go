@@ -218,17 +218,45 @@ func measureSyntax(fset *token.FileSet, file *ast.File, want map[srcPos][]string
 		}
 		found[k] = true
 	}
-	ast.Inspect(file, func(n ast.Node) bool {
+	// Each body is walked once for its decision points (measure), nested
+	// func literals measured on the way; the file's walk stops at bodies.
+	var measure func(n ast.Node, body *ast.BlockStmt) int
+	measure = func(n ast.Node, body *ast.BlockStmt) (folded int) {
+		own, nested := 0, 0
+		ast.Inspect(body, func(x ast.Node) bool {
+			if lit, ok := x.(*ast.FuncLit); ok {
+				nested += measure(lit, lit.Body)
+				return false
+			}
+			own += decisionPoint(x)
+			return true
+		})
+		c := funcComplexity{cyclomatic: 1 + own, cyclomaticFolded: 1 + own + nested}
+		cg := &cognitiveCounter{counted: map[ast.Expr]bool{}}
+		cg.walk(body, 0)
+		c.cognitive = cg.total
+		record(n, c)
+		return own + nested
+	}
+	var visit func(n ast.Node) bool
+	visit = func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.FuncDecl:
-			if n.Body != nil {
-				record(n, complexityOf(n.Body))
+			if n.Recv != nil {
+				ast.Inspect(n.Recv, visit)
 			}
+			ast.Inspect(n.Type, visit)
+			if n.Body != nil {
+				measure(n, n.Body)
+			}
+			return false
 		case *ast.FuncLit:
-			record(n, complexityOf(n.Body))
+			measure(n, n.Body)
+			return false
 		}
 		return true
-	})
+	}
+	ast.Inspect(file, visit)
 	for k, ids := range want {
 		if !found[k] {
 			for _, id := range ids {
@@ -249,42 +277,27 @@ func firstSyntaxError(err error) string {
 	return err.Error()
 }
 
-// complexityOf measures one body.
-func complexityOf(body *ast.BlockStmt) funcComplexity {
-	c := funcComplexity{cyclomatic: 1 + decisions(body, false), cyclomaticFolded: 1 + decisions(body, true)}
-	cg := &cognitiveCounter{counted: map[ast.Expr]bool{}}
-	cg.walk(body, 0)
-	c.cognitive = cg.total
-	return c
-}
-
-// decisions counts McCabe's decision points the way gocyclo does: if,
-// for, range, each non-default case of a switch or select, and each && or
-// ||. With folded false, nested func literals are not entered.
-func decisions(n ast.Node, folded bool) int {
-	count := 0
-	ast.Inspect(n, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.FuncLit:
-			return folded
-		case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt:
-			count++
-		case *ast.CaseClause:
-			if n.List != nil {
-				count++
-			}
-		case *ast.CommClause:
-			if n.Comm != nil {
-				count++
-			}
-		case *ast.BinaryExpr:
-			if n.Op == token.LAND || n.Op == token.LOR {
-				count++
-			}
+// decisionPoint is 1 for each of McCabe's decision points as gocyclo
+// counts them (if, for, range, each non-default case of a switch or
+// select, each && or ||), 0 for any other node.
+func decisionPoint(n ast.Node) int {
+	switch n := n.(type) {
+	case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt:
+		return 1
+	case *ast.CaseClause:
+		if n.List != nil {
+			return 1
 		}
-		return true
-	})
-	return count
+	case *ast.CommClause:
+		if n.Comm != nil {
+			return 1
+		}
+	case *ast.BinaryExpr:
+		if n.Op == token.LAND || n.Op == token.LOR {
+			return 1
+		}
+	}
+	return 0
 }
 
 // cognitiveCounter applies Campbell's rules (structural increments with
