@@ -371,17 +371,22 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 		return err
 	}
 
-	// nodes are in id order: a node's seq is its position (nodeSeqs).
+	// nodes are in id order: a node's seq is its position (nodeSeqs). The
+	// values are given as SQLite takes them, in one slice reused for every
+	// row (InsertBatched copies them).
+	nodeVals := make([]any, 12)
 	err = InsertBatched(ctx, tx, "nodes",
 		`INSERT INTO nodes (seq, id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(nodes),
 		func(i int) []any {
-			n := &nodes[i]
-			var sl, sc, el, ec sql.Null[int]
+			n, r := &nodes[i], nodeVals
+			r[0], r[1], r[2], r[3], r[4], r[5] = int64(i+1), n.id, n.kind, sqlText(n.name), sqlText(n.packageID), sqlText(n.fileID)
+			r[6], r[7], r[8], r[9] = nil, nil, nil, nil
 			if n.pos != nil {
-				sl, sc, el, ec = valid(n.pos.startLine), valid(n.pos.startCol), valid(n.pos.endLine), valid(n.pos.endCol)
+				r[6], r[7], r[8], r[9] = int64(n.pos.startLine), int64(n.pos.startCol), int64(n.pos.endLine), int64(n.pos.endCol)
 			}
-			return []any{int64(i + 1), n.id, n.kind, n.name, n.packageID, n.fileID, sl, sc, el, ec, n.origin, n.objectPath}
+			r[10], r[11] = n.origin, sqlText(n.objectPath)
+			return r
 		})
 	if err != nil {
 		return err
@@ -437,9 +442,14 @@ func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *gra
 	if edges.err != nil {
 		return edges.err
 	}
-	err = insertRows(ctx, tx, "edge_rows",
-		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, edges.rows,
-		func(e edgeSeq) []any { return []any{e.src, e.dst, e.kind, e.variant} })
+	edgeVals := make([]any, 4)
+	err = InsertBatched(ctx, tx, "edge_rows",
+		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, len(edges.rows),
+		func(i int) []any {
+			e, r := &edges.rows[i], edgeVals
+			r[0], r[1], r[2], r[3] = e.src, e.dst, e.kind, e.variant
+			return r
+		})
 	if err != nil {
 		return err
 	}
@@ -501,8 +511,9 @@ const insertBatch = 256
 // statements run on its SQLite connection directly, without database/sql's
 // conversion of every call's arguments; otherwise through tx. Values must
 // be nil, string, int, int64, float64, bool or a sql.Null of string, int,
-// int64 or float64. Errors name table and the first row of the failing
-// batch.
+// int64 or float64. args may return the same slice every call: its values
+// are copied before the next. Errors name table and the first row of the
+// failing batch.
 func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, args func(i int) []any) error {
 	head, group, ok := strings.Cut(query, "VALUES")
 	if !ok {
@@ -666,6 +677,14 @@ func driverValue(v any) (driver.Value, error) {
 // driver values they stand for (nil, int64, float64, string), so that
 // database/sql passes them on without a conversion through driver.Valuer
 // and reflection per value. Other values are returned unchanged.
+// sqlText is s as SQLite takes it: the string, or nil for NULL.
+func sqlText(s sql.Null[string]) any {
+	if !s.Valid {
+		return nil
+	}
+	return s.V
+}
+
 func plainValue(v any) any {
 	switch v := v.(type) {
 	case sql.Null[string]:

@@ -266,14 +266,18 @@ func write(ctx context.Context, tx *sql.Tx, vals []Value, seq func(id string) (i
 		}
 		subjects[i] = s
 	}
+	// The values as SQLite takes them, in one slice reused for every row
+	// (InsertBatched copies them).
+	row := make([]any, 9)
 	err := indexer.InsertBatched(ctx, tx, "metric_value_rows", `INSERT INTO metric_value_rows (metric, subject, value, kind, reason, detail,
 		coverage, origin, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(vals), func(i int) []any {
-		v := vals[i]
-		var val sql.Null[float64]
+		v := &vals[i]
+		row[0], row[1], row[2] = v.Metric, subjects[i], nil
 		if v.Value != nil {
-			val = sql.Null[float64]{V: *v.Value, Valid: true}
+			row[2] = *v.Value
 		}
-		return []any{v.Metric, subjects[i], val, string(v.Kind), nullString(v.Reason), nullString(v.Detail), v.Coverage, v.Origin, v.Variant}
+		row[3], row[4], row[5], row[6], row[7], row[8] = string(v.Kind), textOrNull(v.Reason), textOrNull(v.Detail), v.Coverage, v.Origin, v.Variant
+		return row
 	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -281,7 +285,13 @@ func write(ctx context.Context, tx *sql.Tx, vals []Value, seq func(id string) (i
 	return nil
 }
 
-func nullString(s string) sql.Null[string] { return sql.Null[string]{V: s, Valid: s != ""} }
+// textOrNull is s as SQLite takes it, "" as NULL.
+func textOrNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
 
 // Enrich returns the hook indexer.Options.Enrich takes: it computes every
 // metric over the graph just written, inside the same transaction, and
