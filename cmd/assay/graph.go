@@ -52,7 +52,11 @@ test variant) has its declarations once per build, with different ids and a VARI
 symbols' shows only base package variants unless --variant all, so a _test.go file needs --variant all.
 
 Calls through interfaces and func values appear as calls_dynamic to the interface method or field they
-go through, or as dynamic call sites without a target: never as a resolved callee.
+go through, or as dynamic call sites without a target: never as a resolved callee. 'graph callers' of
+an interface method or a func-valued field lists the calls that go through it.
+
+A closure's calls are recorded on the declaration it is in (callees of cx.F list the calls made in F's
+closures too); a closure called where it is written (func() {...}()) is a callee of what it is in.
 
 The graph stores a call as a relation between two declarations, not per call: in the callers and
 callees table CALLER_DECL is where the caller is declared (file:line), and CALL_SITE (file:line:col of
@@ -193,10 +197,16 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	if err := db.QueryRowContext(ctx, "SELECT kind FROM nodes WHERE id = ?", id).Scan(&kind); err != nil {
 		return fmt.Errorf("read the kind of %s: %w", id, err)
 	}
-	switch kind {
-	case "func", "method", "interface_method", "closure":
+	// Callers: of anything a call can go to, including an interface method
+	// or a func-valued field a dynamic call goes through. Callees: of
+	// anything with a body.
+	switch {
+	case kind == "func" || kind == "method" || kind == "closure":
+	case opts.Query == "callers" && (kind == "interface_method" || kind == "field"):
+	case opts.Query == "callers":
+		return badInput(fmt.Errorf("%s is a %s: callers lists the calls to functions, methods, closures, interface methods and func-valued fields", id, kind))
 	default:
-		return badInput(fmt.Errorf("%s is a %s, not a function: %s lists the calls of functions, methods and closures", id, kind, opts.Query))
+		return badInput(fmt.Errorf("%s is a %s, which has no body: callees lists the calls made by functions, methods and closures", id, kind))
 	}
 	var rels []indexer.Relation
 	var dyn []indexer.DynamicCall
@@ -207,6 +217,11 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	}
 	if err != nil {
 		return err
+	}
+	if kind == "field" && len(rels) == 0 {
+		// "No callers" of a field that is not a func would read as a
+		// finding about it.
+		return badInput(fmt.Errorf("%s is a field that no call goes through: callers lists the calls to functions, methods, closures, interface methods and func-valued fields", id))
 	}
 	switch opts.Format {
 	case "json":
@@ -233,14 +248,30 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		t.rows = append(t.rows, []string{r.Kind, r.Src.ID, r.Dst.ID, r.Variant, position(r.Src), "-"})
 	}
 	for _, d := range dyn {
-		t.rows = append(t.rows, []string{"dynamic_site", d.Src.ID, d.Expr + " (" + d.Mode + ", target unknown)", d.Variant, position(d.Src),
+		t.rows = append(t.rows, []string{"dynamic_site", d.Src.ID, d.Expr + " (" + dynamicTarget(d.Mode) + ")", d.Variant, position(d.Src),
 			d.CallFile + ":" + strconv.Itoa(d.CallLine) + ":" + strconv.Itoa(d.CallCol)})
 	}
 	if len(t.rows) == 0 {
 		fmt.Fprintf(opts.IO.Out, "no %s of %s in the graph\n", opts.Query, id)
+		if kind == "closure" && opts.Query == "callees" {
+			// Not "calls nothing": the graph records a closure's calls on
+			// the declaration it is in.
+			decl, _, _ := strings.Cut(id, "$")
+			fmt.Fprintf(opts.IO.Out, "the calls made in a closure are recorded on the declaration it is in: assay graph callees '%s'\n", decl)
+		}
 		return nil
 	}
 	return t.writeText(opts.IO.Out)
+}
+
+// dynamicTarget says what a dynamic call site without a target node is:
+// an interface method with no node (error.Error, an unexported method of
+// a dependency's interface), or a call of a func value.
+func dynamicTarget(mode string) string {
+	if mode == "interface" {
+		return "interface method call; the method is not a node of the graph"
+	}
+	return mode + " call; callee unknown"
 }
 
 func nonNilSlice[T any](s []T) []T {

@@ -5,19 +5,54 @@ import (
 	"testing"
 )
 
-// TestGraphCallsOfNonFunctionsAreRefused: callers/callees of a package,
-// type or field exit 2 saying what the symbol is, instead of "no callers"
-// with exit 0; a closure found by its suffix is accepted.
+// TestGraphCallsOfNonFunctionsAreRefused: callers/callees of a package or
+// type, callers of a field no call goes through and callees of an
+// interface method or a field (no body) exit 2 saying what the symbol is,
+// instead of "no callers" with exit 0; a closure found by its suffix is
+// accepted, and when it has no callees the output says where a closure's
+// calls are recorded.
 func TestGraphCallsOfNonFunctionsAreRefused(t *testing.T) {
 	out := indexFixture(t)
-	for _, sym := range []string{"example.com/mx/cx", "cx.Tree", "Tree.kids"} {
-		r := runCLI(t, "graph", "callers", "--out", out, sym)
-		if r.code != 2 || !strings.Contains(r.stderr, "not a function") {
-			t.Errorf("callers %s: exit %d, stderr %q; want 2 and not a function", sym, r.code, r.stderr)
+	for _, c := range []struct{ query, sym, want string }{
+		{"callers", "example.com/mx/cx", "is a package"},
+		{"callers", "cx.Tree", "is a type"},
+		{"callers", "Tree.kids", "is a field that no call goes through"},
+		{"callees", "Tree.kids", "has no body"},
+		{"callees", "cx.Tree", "has no body"},
+	} {
+		r := runCLI(t, "graph", c.query, "--out", out, c.sym)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s %s: exit %d, stderr %q; want 2 and %q", c.query, c.sym, r.code, r.stderr, c.want)
 		}
-		oneLine(t, r, "not a function")
+		oneLine(t, r, c.want)
 	}
-	if r := runCLI(t, "graph", "callees", "--out", out, "cx.WithClosure$1"); r.code != 0 {
-		t.Errorf("callees of a closure by suffix: exit %d, stderr %q", r.code, r.stderr)
+	r := runCLI(t, "graph", "callees", "--out", out, "cx.WithClosure$1")
+	if r.code != 0 || !strings.Contains(r.stdout, "recorded on the declaration it is in: assay graph callees 'func:example.com/mx/cx.WithClosure'") {
+		t.Errorf("callees of a closure by suffix: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+}
+
+// TestGraphCallersThroughFuncField: the calls through a func-valued field
+// (calls_dynamic edges to it) are its callers; an interface method has
+// callers but no callees.
+func TestGraphCallersThroughFuncField(t *testing.T) {
+	out := t.TempDir()
+	if r := runCLI(t, "index", "--out", out, "../../indexer/testdata/relations"); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	r := runCLI(t, "graph", "callers", "--out", out, "graph.Node.hook")
+	if r.code != 0 || !strings.Contains(r.stdout, "calls_dynamic") || !strings.Contains(r.stdout, "method:example.com/rel/graph.Node.Apply") {
+		t.Errorf("callers of a func-valued field: exit %d, stdout %q, stderr %q; want Node.Apply's calls_dynamic", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestMetricsSortOfAnotherScope: --sort naming a metric of another scope
+// says which scope to add.
+func TestMetricsSortOfAnotherScope(t *testing.T) {
+	out := indexFixture(t)
+	r := runCLI(t, "metrics", "--out", out, "--sort", "lcom4")
+	if r.code != 2 || !strings.Contains(r.stderr, "is a type metric, not a package one: add --scope type") {
+		t.Errorf("--sort lcom4 without --scope: exit %d, stderr %q", r.code, r.stderr)
+	}
+	oneLine(t, r, "add --scope type")
 }
