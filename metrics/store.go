@@ -360,7 +360,7 @@ func Read(ctx context.Context, path string, f Filter) ([]Value, error) {
 		return nil, fmt.Errorf("metrics: inspect %s: %w", path, err)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: %s (index it with `assay index`)", ErrNoMetrics, path)
+		return nil, fmt.Errorf("%w: %s (`assay index` computes them unless given --metrics=false)", ErrNoMetrics, path)
 	}
 	q := `SELECT metric, subject, scope, value, kind, method, coalesce(reason, ''), coalesce(detail, ''), coverage,
 		snapshot_id, build_context, origin, variant FROM metric_values`

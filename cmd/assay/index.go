@@ -155,13 +155,13 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	if c := snap.Counts; c.PackagesWithErrors > 0 || c.UnmatchedPatterns > 0 {
 		var what []string
 		if c.PackagesWithErrors > 0 {
-			what = append(what, fmt.Sprintf("%d packages (test variants counted apart) had load errors", c.PackagesWithErrors))
+			what = append(what, plural(c.PackagesWithErrors, "package")+" (test variants counted apart) had load errors")
 		}
 		if c.UnmatchedPatterns > 0 {
-			what = append(what, fmt.Sprintf("%d patterns matched nothing", c.UnmatchedPatterns))
+			what = append(what, plural(c.UnmatchedPatterns, "pattern")+" matched nothing")
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %s (%d errors recorded in the load_errors table; 'assay graph errors' lists them); coverage %.3f\n",
-			strings.Join(what, " and "), c.LoadErrors, snap.Coverage)
+		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %s (%s recorded in the load_errors table; 'assay graph errors' lists them); coverage %.3f\n",
+			strings.Join(what, " and "), plural(c.LoadErrors, "error"), snap.Coverage)
 		if first := firstLoadError(ctx, snap.DBPath); first != "" {
 			fmt.Fprintf(opts.IO.ErrOut, "assay: first load error: %s\n", first)
 		}
@@ -172,9 +172,12 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	if snap.FullReason != "" {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: full index: %s\n", snap.FullReason)
 	}
-	if snap.Incremental {
-		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: re-indexed %d of the packages (%s); kept the rest\n",
-			len(snap.Reindexed), strings.Join(snap.Reindexed, ", "))
+	switch {
+	case snap.Incremental && len(snap.Reindexed) == 0:
+		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: no package's Go files changed; kept every package\n")
+	case snap.Incremental:
+		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: re-indexed %s (%s, with their test variants); kept the rest\n",
+			plural(len(snap.Reindexed), "package"), strings.Join(snap.Reindexed, ", "))
 	}
 	if opts.Format == "json" {
 		return writeJSON(opts.IO.Out, snap)

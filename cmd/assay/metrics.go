@@ -184,6 +184,11 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 	}
 	names := metrics.Names(scope)
 	if opts.Sort != "" && !slices.Contains(names, opts.Sort) {
+		for _, other := range metrics.Scopes {
+			if other != scope && slices.Contains(metrics.Names(other), opts.Sort) {
+				return badInput(fmt.Errorf("--sort %q is a %s metric, not a %s one: add --scope %s", opts.Sort, other, scope, other))
+			}
+		}
 		return badInput(fmt.Errorf("--sort %q is not a %s metric (%s)", opts.Sort, scope, strings.Join(names, ", ")))
 	}
 	if opts.Variant != "base" && opts.Variant != "all" {
