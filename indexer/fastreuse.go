@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The file-system check lets an unchanged re-run skip the go command's
@@ -194,6 +195,56 @@ func fsKeyWithInputs(ctx context.Context, base fsKeyInputs, check fsCheck, dbPat
 	}
 	key, err := hashJSON(in)
 	return key, in, err
+}
+
+// treeModified reports whether a directory treeDigest lists for check
+// (under Roots, recursively; Dirs; and those of ModFiles) has a
+// modification time between since and now: an entry was added, removed
+// or renamed in it. A directory that does not exist answers for its
+// parent; one that cannot be read counts as modified.
+func treeModified(check fsCheck, since, now time.Time) bool {
+	changed := func(dir string) bool {
+		fi, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			fi, err = os.Lstat(filepath.Dir(dir))
+		}
+		return err != nil || (!fi.ModTime().Before(since) && !fi.ModTime().After(now))
+	}
+	var walk func(dir string) bool
+	walk = func(dir string) bool {
+		if changed(dir) {
+			return true
+		}
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false // its parent's time was checked
+		}
+		if err != nil {
+			return true
+		}
+		for _, e := range entries {
+			if e.IsDir() && !vcsDirNames[e.Name()] && walk(filepath.Join(dir, e.Name())) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range check.Roots {
+		if walk(r) {
+			return true
+		}
+	}
+	for _, d := range check.Dirs {
+		if changed(d) {
+			return true
+		}
+	}
+	for _, m := range check.ModFiles {
+		if changed(filepath.Dir(m)) {
+			return true
+		}
+	}
+	return false
 }
 
 // hashFiles returns the SHA-256 hex of each path ("missing" for a file
