@@ -220,17 +220,25 @@ func measureSyntax(fset *token.FileSet, file *ast.File, want map[srcPos][]string
 	}
 	// Each body is walked once for its decision points (measure), nested
 	// func literals measured on the way; the file's walk stops at bodies.
+	// A literal's signature (an array length may hold a literal) folds
+	// into the function around it, as a walk of that function's body
+	// counts it.
 	var measure func(n ast.Node, body *ast.BlockStmt) int
-	measure = func(n ast.Node, body *ast.BlockStmt) (folded int) {
-		own, nested := 0, 0
-		ast.Inspect(body, func(x ast.Node) bool {
+	var decisionsIn func(n ast.Node) (own, nested int)
+	decisionsIn = func(n ast.Node) (own, nested int) {
+		ast.Inspect(n, func(x ast.Node) bool {
 			if lit, ok := x.(*ast.FuncLit); ok {
-				nested += measure(lit, lit.Body)
+				sigOwn, sigNested := decisionsIn(lit.Type)
+				nested += sigOwn + sigNested + measure(lit, lit.Body)
 				return false
 			}
 			own += decisionPoint(x)
 			return true
 		})
+		return own, nested
+	}
+	measure = func(n ast.Node, body *ast.BlockStmt) (folded int) {
+		own, nested := decisionsIn(body)
 		c := funcComplexity{cyclomatic: 1 + own, cyclomaticFolded: 1 + own + nested}
 		cg := &cognitiveCounter{counted: map[ast.Expr]bool{}}
 		cg.walk(body, 0)
@@ -251,6 +259,7 @@ func measureSyntax(fset *token.FileSet, file *ast.File, want map[srcPos][]string
 			}
 			return false
 		case *ast.FuncLit:
+			ast.Inspect(n.Type, visit)
 			measure(n, n.Body)
 			return false
 		}

@@ -114,3 +114,65 @@ func TestMeasureSyntaxMatchesSeparateWalks(t *testing.T) {
 		t.Fatalf("measured %d functions, %d literals, %d with literals folded in: too few to compare", funcs, lits, folded)
 	}
 }
+
+// TestMeasureSyntaxLiteralsInSignatures: a func literal can sit in another
+// literal's signature (an array length taken with unsafe.Sizeof of its
+// call) or in a package-level literal's; it is measured as every literal
+// is, and its decision points fold into the function around it, as
+// separate walks of that function's body count them.
+func TestMeasureSyntaxLiteralsInSignatures(t *testing.T) {
+	for _, tc := range []struct{ name, src string }{
+		{"in a literal's parameter type", `package p
+import "unsafe"
+var b, c bool
+func F() int {
+	g := func(a [unsafe.Sizeof(func() int { if b && c { return 1 }; return 0 }())]int) int { if b { return 1 }; return len(a) }
+	return g([8]int{})
+}`},
+		{"in a literal's result type", `package p
+import "unsafe"
+var b bool
+func F() { _ = func() (r [unsafe.Sizeof(func() bool { return b || !b }())]int) { return } }`},
+		{"in a package-level literal's parameter type", `package p
+import "unsafe"
+var b bool
+var V = func(a [unsafe.Sizeof(func() int { for range 3 { if b { return 1 } }; return 0 }())]int) {}`},
+		{"in a method's parameter type and its literal's", `package p
+import "unsafe"
+type T [8]int
+func (t *T) M(a [unsafe.Sizeof(func() int { if true { return 1 }; return 0 }())]int) { _ = func(x [unsafe.Sizeof(func() int { switch { case true: return 1 }; return 0 }())]int) {} }`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fset := token.NewFileSet()
+			file, err := parser.ParseFile(fset, "p.go", tc.src, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[srcPos][]string{}
+			ref := map[string]funcComplexity{}
+			ast.Inspect(file, func(n ast.Node) bool {
+				var body *ast.BlockStmt
+				switch n := n.(type) {
+				case *ast.FuncDecl:
+					body = n.Body
+				case *ast.FuncLit:
+					body = n.Body
+				}
+				if body != nil {
+					p := fset.PositionFor(n.Pos(), false)
+					want[srcPos{p.Line, p.Column}] = append(want[srcPos{p.Line, p.Column}], p.String())
+					ref[p.String()] = complexityOf(body)
+				}
+				return true
+			})
+			got := measureSyntax(fset, file, want)
+			for id, w := range ref {
+				if g, ok := got.byNode[id]; !ok {
+					t.Errorf("%s: not measured (no body: %v)", id, got.noBody[id])
+				} else if g != w {
+					t.Errorf("%s: %+v, separate walks give %+v", id, g, w)
+				}
+			}
+		})
+	}
+}
