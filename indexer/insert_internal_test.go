@@ -189,3 +189,30 @@ func TestInsertBatchedReportsConstraintViolations(t *testing.T) {
 		})
 	}
 }
+
+// TestInsertBatchedRefusesRowsOfAnotherLength: a row with a value missing
+// and another with one too many make a batch of the right number of
+// values, every value between them in the wrong column; both paths refuse
+// the first row whose length is not the statement's.
+func TestInsertBatchedRefusesRowsOfAnotherLength(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, viaDriver := range []bool{true, false} {
+		tx := openTestTx(t, viaDriver)
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE r (a INTEGER, b INTEGER, c TEXT)`); err != nil {
+			t.Fatal(err)
+		}
+		err := InsertBatched(ctx, tx, "r", `INSERT INTO r (a, b, c) VALUES (?, ?, ?)`, 10, func(i int) []any {
+			switch i {
+			case 3:
+				return []any{i, i + 1}
+			case 6:
+				return []any{i, i + 1, "row", "extra"}
+			}
+			return []any{i, i + 1, "row"}
+		})
+		if err == nil || !strings.Contains(err.Error(), "insert into r (row 3): 2 values for 3 columns") {
+			t.Errorf("driver %v: err = %v, want a refusal of row 3", viaDriver, err)
+		}
+	}
+}

@@ -532,10 +532,11 @@ func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, 
 		}
 		return b.String()
 	}
+	// go-sqlite3 binds what it is given and leaves the rest NULL, and
+	// database/sql counts only a batch's values: a short or long row
+	// would shift every later value silently. Count each row's.
+	cols := strings.Count(group, "?")
 	if c, ok := indexConns.Load(tx); ok {
-		// go-sqlite3 binds what it is given and leaves the rest NULL: a
-		// short row would shift every later value silently. Count them.
-		cols := strings.Count(group, "?")
 		return c.(*sql.Conn).Raw(func(dc any) error {
 			return insertDriver(ctx, dc, table, multiRow, n, cols, args)
 		})
@@ -558,7 +559,11 @@ func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, 
 		end := min(start+insertBatch, n)
 		vals = vals[:0]
 		for i := start; i < end; i++ {
-			for _, v := range args(i) {
+			row := args(i)
+			if len(row) != cols {
+				return fmt.Errorf("insert into %s (row %d): %d values for %d columns", table, i, len(row), cols)
+			}
+			for _, v := range row {
 				vals = append(vals, plainValue(v))
 			}
 		}
