@@ -678,10 +678,6 @@ func driverValue(v any) (driver.Value, error) {
 	}
 }
 
-// plainValue turns the nullable and integer types the rows use into the
-// driver values they stand for (nil, int64, float64, string), so that
-// database/sql passes them on without a conversion through driver.Valuer
-// and reflection per value. Other values are returned unchanged.
 // sqlText is s as SQLite takes it: the string, or nil for NULL.
 func sqlText(s sql.Null[string]) any {
 	if !s.Valid {
@@ -690,6 +686,10 @@ func sqlText(s sql.Null[string]) any {
 	return s.V
 }
 
+// plainValue turns the nullable and integer types the rows use into the
+// driver values they stand for (nil, int64, float64, string), so that
+// database/sql passes them on without a conversion through driver.Valuer
+// and reflection per value. Other values are returned unchanged.
 func plainValue(v any) any {
 	switch v := v.(type) {
 	case sql.Null[string]:
