@@ -972,6 +972,12 @@ func (d *declExtractor) span(from, to token.Pos) *span {
 	if !from.IsValid() || !to.IsValid() {
 		return nil
 	}
+	// go/parser ends a declaration that the end of its file cuts off (a
+	// parameter list not closed) one past that end: in the file set, the
+	// first position of whichever file go/packages parsed next.
+	if f := d.fset.File(from); f != nil && int(to) > f.Base()+f.Size() {
+		to = token.Pos(f.Base() + f.Size())
+	}
 	s, e := d.fset.PositionFor(from, false), d.fset.PositionFor(to, false)
 	return &span{startLine: s.Line, startCol: s.Column, endLine: e.Line, endCol: e.Column}
 }

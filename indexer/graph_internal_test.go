@@ -194,3 +194,21 @@ func TestMessagePosition(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanEndsInItsFile: go/parser ends a function whose parameter list
+// the end of its file cuts off one past that end, which in a file set
+// holding more files is the first position of the file parsed after it
+// (go/packages parses concurrently: any of them). The span ends at the
+// end of the declaration's own file, whatever was parsed next.
+func TestSpanEndsInItsFile(t *testing.T) {
+	fset := token.NewFileSet()
+	cut, _ := parser.ParseFile(fset, "cut.go", "package p\n\nfunc Lost(a int", parser.AllErrors)
+	if _, err := parser.ParseFile(fset, "next.go", "package p\n", 0); err != nil {
+		t.Fatal(err)
+	}
+	fd := cut.Decls[0].(*ast.FuncDecl)
+	sp := (&declExtractor{fset: fset}).span(fd.Pos(), fd.End())
+	if sp == nil || sp.startLine != 3 || sp.endLine != 3 || sp.endCol != 16 {
+		t.Fatalf("span of Lost = %+v, want 3:1 to the end of cut.go, 3:16", sp)
+	}
+}
