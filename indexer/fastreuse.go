@@ -197,6 +197,21 @@ func fsKeyWithInputs(ctx context.Context, base fsKeyInputs, check fsCheck, dbPat
 	return key, in, err
 }
 
+// markTreeModified makes the file-system key fail at the next run when a
+// directory it lists was modified between since (taken before the load)
+// and now (treeModified): the tree's digest becomes modifiedWhileIndexed,
+// and the next run's listing decides. Keys computed after the load (a
+// cold index's, while the graph is built) list the tree after the go
+// command did; a package added or a file removed in between would be in
+// the key and not in the graph.
+func (k *keys) markTreeModified(since time.Time) error {
+	if k.check == nil || k.fsInputs == nil || !treeModified(*k.check, since, time.Now()) {
+		return nil
+	}
+	k.fsInputs.Tree = modifiedWhileIndexed
+	return k.rehash()
+}
+
 // treeModified reports whether a directory treeDigest lists for check
 // (under Roots, recursively; Dirs; and those of ModFiles) has a
 // modification time between since and now: an entry was added, removed

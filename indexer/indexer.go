@@ -462,6 +462,9 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 			if err == nil && !ok {
 				k, err = reuseKey(kctx, spec, goEnv, vcs, opts, tags, dbPath)
 			}
+			if err == nil {
+				err = k.markTreeModified(readStart)
+			}
 			keyCh <- keyResult{k, err}
 		}()
 		received := false

@@ -405,13 +405,6 @@ const modifiedWhileIndexed = "modified while indexed"
 // keeps its relations, but indexes in full. A modification time after
 // now (a clock ahead of this one) is not taken for a modification. It
 // returns the paths marked, sorted.
-//
-// The directories the file-system key listed (treeDigest) are checked the
-// same way: on a cold index the keys list them after the load (while the
-// graph is built), and a package added or a file removed after the go
-// command's listing would be in the key and not in the graph. A directory
-// modified since takes modifiedWhileIndexed as the tree's digest, so that
-// the next run's file-system check fails and its listing decides.
 func (k *keys) markModified(parsed map[string]*fileContent, since time.Time) ([]string, error) {
 	now := time.Now()
 	modified := map[string]bool{}
@@ -444,15 +437,7 @@ func (k *keys) markModified(parsed map[string]*fileContent, since time.Time) ([]
 			paths = append(paths, p)
 		}
 	}
-	treeChanged := k.check != nil && k.fsInputs != nil && k.fsInputs.Tree != modifiedWhileIndexed &&
-		treeModified(*k.check, since, now)
-	if treeChanged {
-		k.fsInputs.Tree = modifiedWhileIndexed
-	}
 	if len(paths) == 0 {
-		if treeChanged {
-			return nil, k.rehash()
-		}
 		return nil, nil
 	}
 	slices.Sort(paths)
