@@ -253,9 +253,10 @@ type Snapshot struct {
 //
 // While it loads, Index raises the process's garbage collection target
 // (runtime/debug SetGCPercent) to 200; from the end of the load to the
-// written database it turns the pacing off under a memory limit of 1.8
-// times what the Go runtime held at the end of the load (SetMemoryLimit),
-// collecting once explicitly when the graph is built. Both are left alone
+// written database it turns the pacing off, collecting once explicitly
+// when the graph is built and from then on under a memory limit of 1.8
+// times what the Go runtime held at the end of the load (SetMemoryLimit;
+// with concurrent calls, once each has collected). Both are left alone
 // when the environment sets GOGC, and restored when the last concurrent
 // call returns. They save CPU time for a peak memory well under twice the
 // load's (docs/performance.md).
