@@ -459,14 +459,27 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		// database to plan from). Only reads: of res, and of the files.
 		kctx, cancelKeys := context.WithCancel(ctx)
 		go func() {
-			k, ok, err := reuseKeyFromLoad(kctx, res, spec, goEnv, vcs, opts, tags, dbPath)
+			var k keys
+			var err error
+			defer func() {
+				// A defect met here is an error of this Index call, not a
+				// crash of the process that called it.
+				if r := recover(); r != nil {
+					k, err = keys{}, fmt.Errorf("indexer: internal error hashing the reuse keys: %v", r)
+				}
+				keyCh <- keyResult{k, err}
+			}()
+			if h := testHookKeys.Load(); h != nil {
+				(*h)()
+			}
+			var ok bool
+			k, ok, err = reuseKeyFromLoad(kctx, res, spec, goEnv, vcs, opts, tags, dbPath)
 			if err == nil && !ok {
 				k, err = reuseKey(kctx, spec, goEnv, vcs, opts, tags, dbPath)
 			}
 			if err == nil {
 				err = k.markTreeModified(readStart)
 			}
-			keyCh <- keyResult{k, err}
 		}()
 		received := false
 		keysFromLoad = func() error {
@@ -930,6 +943,10 @@ func (l *dbLock) release(failed bool) {
 // testHookBeforeLoad, when set (by tests only), is called with the
 // directory before the packages are loaded.
 var testHookBeforeLoad atomic.Pointer[func(dir string)]
+
+// testHookKeys, when set (by tests only), is called on the goroutine that
+// hashes a cold index's reuse keys, before it does.
+var testHookKeys atomic.Pointer[func()]
 
 // unmatchedReason joins the go command's messages for patterns that
 // resolved to no package.
