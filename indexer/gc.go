@@ -59,6 +59,11 @@ func applyGCTuning() {
 	case t.active == 0 && t.holds == 0:
 		debug.SetGCPercent(t.saved)
 		debug.SetMemoryLimit(t.savedLimit)
+	case t.holds >= t.active && t.saved < 0:
+		// The process turned the collector off (debug.SetGCPercent(-1),
+		// not GOGC): the hold neither turns it on nor sets a limit.
+		debug.SetGCPercent(-1)
+		debug.SetMemoryLimit(t.savedLimit)
 	case t.holds >= t.active:
 		if !holding {
 			// Entering the hold: a cycle the load started (it marks the

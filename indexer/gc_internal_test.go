@@ -117,6 +117,19 @@ func TestHoldCollector(t *testing.T) {
 		t.Fatalf("collected after its release: GC percent %d limit %d, want 100 and no limit", p, l)
 	}
 
+	// A collector the process turned off stays off, without a limit.
+	debug.SetGCPercent(-1)
+	coff, off := holdCollector()
+	coff()
+	if p, l := percent(), limit(); p != -1 || l != math.MaxInt64 {
+		t.Fatalf("held and collected with the collector turned off: GC percent %d limit %d, want -1 and no limit", p, l)
+	}
+	off()
+	if p := percent(); p != -1 {
+		t.Fatalf("after the hold: GC percent %d, want -1 restored", p)
+	}
+	debug.SetGCPercent(100)
+
 	// A limit set before is an upper bound.
 	debug.SetMemoryLimit(1 << 20)
 	cc, c := holdCollector()
