@@ -157,6 +157,9 @@ func runChild(mode, dir, db string, stages bool) (childResult, error) {
 
 func note(s indexer.Snapshot) string {
 	if s.Incremental {
+		if len(s.Reindexed) == 1 {
+			return "1 package re-indexed"
+		}
 		return fmt.Sprintf("%d packages re-indexed", len(s.Reindexed))
 	}
 	return s.FullReason
