@@ -288,9 +288,9 @@ func betweennessCalls() *Descriptor {
 			"Validated against gonum's network.Betweenness on graphs up to 2,000 nodes (relative error <= 1e-9).",
 		Choices: []string{
 			"The graph is the static call graph among declared functions of base variants (production code as built); test variants are other programs and are not mixed in.",
-			"cgo-synthesized functions are excluded by default (Options.IncludeSynthetic), since every cgo call would pass through them.",
+			"cgo-synthesized functions are excluded (every cgo call would pass through them); the Go API keeps them with Options.IncludeSynthetic, the CLI has no flag for it.",
 			"Dependencies' functions are not nodes: paths through the standard library never return to the snapshot's code.",
-			"Exact unless Options.BetweennessSources samples sources, in which case the values are proxies and say so.",
+			"Exact unless sources are sampled (assay index --betweenness-sources N; Options.BetweennessSources in the Go API): the values are then proxies, say so, and scale the sampled sums up to all sources, whose error grows as N shrinks (one function of cobra got about 1474 at N=10 against an exact 110).",
 			"A function of a package with load or type errors, or ill-typed through an import that did not load cleanly, is unavailable (its calls may be incomplete); the others are computed on the edges known, with the snapshot's coverage.",
 		},
 		Limits:   []string{"Calls through interfaces and func values are not edges, so a function reached only dynamically is less central than it is."},

@@ -47,7 +47,9 @@ interface methods, functions, methods and closures, with edges contains, imports
 resolved by go/types), calls_dynamic (through interfaces and func values, never claimed resolved),
 references, implements, embeds, field_access, receiver_method and instantiates. Then compute every
 metric (see 'assay metrics explain') into the same database, and print the counts and the database
-file's SHA-256.
+file's SHA-256. The counts are of graph nodes: a package's test variant is a package of its own, and a
+file compiled into several variants (p and p [p.test]) counts once per variant, as do its types and
+functions. COVERAGE is the share of matched packages that loaded and type-checked without errors.
 
 The build context (--tags, --goos, --goarch, and CGO_ENABLED from the environment) decides which files
 exist; it is recorded in the snapshot and with every metric value. In a go.work workspace, "./..."
