@@ -42,13 +42,19 @@ type GraphView struct {
 // EdgeOrder returns the indexes of Edges sorted as edge_rows stores them:
 // by the seq of Src, then the seq of Dst (NodeSeq), then Kind. It may wait
 // for the indexer, which sorts them concurrently, and returns false when
-// no such order is at hand (a view not from an index being written, or an
-// edge naming a node not in the graph); sort by NodeSeq then.
+// no such order is at hand (a view not from an index being written, an
+// edge naming a node not in the graph, or Edges no longer of the length
+// the indexer numbered); sort by NodeSeq then. The order is of Edges as
+// the view was made: an enrichment that changes the slice must not use it.
 func (v *GraphView) EdgeOrder() ([]int, bool) {
 	if v.edgeOrder == nil {
 		return nil, false
 	}
-	return v.edgeOrder()
+	order, ok := v.edgeOrder()
+	if !ok || len(order) != len(v.Edges) {
+		return nil, false
+	}
+	return order, true
 }
 
 // NodeSeq returns the seq (INTEGER PRIMARY KEY of nodes: the node's
