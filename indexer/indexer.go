@@ -35,6 +35,20 @@ var ErrNoPackages = errors.New("indexer: patterns match no Go package")
 // cannot be used, for example an empty DBPath.
 var ErrInvalidOptions = errors.New("indexer: invalid options")
 
+// ErrUnusableLockPath is returned (wrapped, naming the path and what is
+// there) when the path beside the database where its lock goes holds
+// something a lock cannot safely be taken on: a symbolic link, a FIFO, a
+// device or directory, a hard link, or a file that is not an assay lock
+// file. It is also ErrInvalidOptions (errors.Is): the database path given
+// cannot be used as it is.
+var ErrUnusableLockPath error = lockPathError{}
+
+type lockPathError struct{}
+
+func (lockPathError) Error() string { return "indexer: unusable lock path" }
+
+func (lockPathError) Is(target error) bool { return target == ErrInvalidOptions }
+
 // ErrDatabaseCheck is returned (wrapped, with SQLite's report) when the
 // written database fails PRAGMA integrity_check or foreign_key_check.
 var ErrDatabaseCheck = errors.New("indexer: database check failed")
@@ -232,7 +246,9 @@ type Snapshot struct {
 // code graph, writes it to opts.DBPath (replacing any previous file
 // atomically) and returns the snapshot.
 //
-// Errors: ErrInvalidOptions for unusable options; ErrNoPackages when nothing
+// Errors: ErrInvalidOptions for unusable options (ErrUnusableLockPath, also
+// an ErrInvalidOptions, when the lock's path beside the database holds
+// something else); ErrNoPackages when nothing
 // matched (no database is written); the go command's failure when it cannot
 // run; ctx.Err() (wrapped) when ctx is cancelled; a wrapped SQLite or file
 // system error, or a failed PRAGMA integrity_check or foreign_key_check, when
@@ -797,7 +813,7 @@ func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*d
 		}
 		if errors.Is(err, syscall.ELOOP) {
 			// O_NOFOLLOW: a symbolic link was put there after the check.
-			return nil, fmt.Errorf("%w: %s is a symbolic link; it is where the database's lock goes: remove it", ErrInvalidOptions, path)
+			return nil, fmt.Errorf("%w: %s is a symbolic link; it is where the database's lock goes: remove it", ErrUnusableLockPath, path)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("indexer: lock %s: %w", path, err)
@@ -808,7 +824,7 @@ func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*d
 		held, herr := fl.Stat()
 		if herr == nil && !held.Mode().IsRegular() {
 			_ = fl.Unlock()
-			return nil, fmt.Errorf("%w: %s is not a regular file (%s); it is where the database's lock goes: remove it", ErrInvalidOptions, path, held.Mode().Type())
+			return nil, fmt.Errorf("%w: %s is %s, not a regular file; it is where the database's lock goes: remove it", ErrUnusableLockPath, path, fileKind(held.Mode()))
 		}
 		cur, cerr := os.Lstat(path)
 		if herr == nil && cerr == nil && os.SameFile(held, cur) {
@@ -869,12 +885,33 @@ func (l *dbLock) isLockedFile(f *os.File) bool {
 	return err == nil && os.SameFile(held, fi)
 }
 
+// fileKind names what a file mode's type is, for a message: "a symbolic
+// link", "a directory", "a FIFO", "a device", "a socket", "a regular file",
+// or "a file of mode M" for anything else.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&(fs.ModeDevice|fs.ModeCharDevice) != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return fmt.Sprintf("a file of mode %s", m.Type())
+}
+
 // checkLockFile refuses a lock path that holds something other than an
 // assay lock file: a symbolic link (the lock would write through it), a
 // FIFO or device (opening it would block), a directory, or a regular file
 // with content that is not a process id. A missing file is fine (the lock
 // creates it); so is an empty one or one holding a pid, which a run killed
-// before it removed its lock leaves. Errors wrap ErrInvalidOptions.
+// before it removed its lock leaves. Errors wrap ErrUnusableLockPath.
 func checkLockFile(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -884,24 +921,24 @@ func checkLockFile(path string) error {
 		return fmt.Errorf("indexer: lock %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s exists and is not a regular file (%s); it is where the database's lock goes: remove it", ErrInvalidOptions, path, fi.Mode().Type())
+		return fmt.Errorf("%w: %s is %s, not a regular file; it is where the database's lock goes: remove it", ErrUnusableLockPath, path, fileKind(fi.Mode()))
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
 		// Writing the pid into it would write into every other name of it.
-		return fmt.Errorf("%w: %s is a hard link (%d names); it is where the database's lock goes: remove it", ErrInvalidOptions, path, st.Nlink)
+		return fmt.Errorf("%w: %s is a hard link (%d names); it is where the database's lock goes: remove it", ErrUnusableLockPath, path, st.Nlink)
 	}
 	if fi.Size() == 0 {
 		return nil
 	}
 	if fi.Size() > 32 {
-		return fmt.Errorf("%w: %s exists and is not an assay lock file (%d bytes); it is where the database's lock goes: move it away", ErrInvalidOptions, path, fi.Size())
+		return fmt.Errorf("%w: %s exists and is not an assay lock file (%d bytes); it is where the database's lock goes: move it away", ErrUnusableLockPath, path, fi.Size())
 	}
 	b, err := readSmallRegular(path, 32)
 	if err != nil {
 		return fmt.Errorf("indexer: lock %s: %w", path, err)
 	}
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid <= 0 {
-		return fmt.Errorf("%w: %s exists and is not an assay lock file (it holds %q); it is where the database's lock goes: move it away", ErrInvalidOptions, path, strings.TrimSpace(string(b)))
+		return fmt.Errorf("%w: %s exists and is not an assay lock file (it holds %q); it is where the database's lock goes: move it away", ErrUnusableLockPath, path, strings.TrimSpace(string(b)))
 	}
 	return nil
 }

@@ -329,8 +329,11 @@ func TestLockPathHoldingSomethingElseIsRefused(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, indexer.ErrInvalidOptions) || !strings.Contains(err.Error(), lock) {
+			if !errors.Is(err, indexer.ErrInvalidOptions) || !errors.Is(err, indexer.ErrUnusableLockPath) || !strings.Contains(err.Error(), lock) {
 				t.Fatalf("Index = %v, want a refusal naming %s", err, lock)
+			}
+			if strings.Contains(err.Error(), "invalid options") {
+				t.Errorf("the refusal reads as an invalid option: %v", err)
 			}
 			if after := listing(t, out); !slices.Equal(before, after) {
 				t.Errorf("the directory changed: before %q, after %q", before, after)
