@@ -56,3 +56,32 @@ func TestMetricsSortOfAnotherScope(t *testing.T) {
 	}
 	oneLine(t, r, "add --scope type")
 }
+
+// TestGraphDynamicSiteSaysWhatIsMissing: a call of a func value with no
+// node to go through is listed as a dynamic site whose callee is unknown,
+// not as a resolved call.
+func TestGraphDynamicSiteSaysWhatIsMissing(t *testing.T) {
+	out := t.TempDir()
+	if r := runCLI(t, "index", "--out", out, "../../indexer/testdata/relations"); r.code != 0 {
+		t.Fatalf("index exit %d: %s", r.code, r.stderr)
+	}
+	r := runCLI(t, "graph", "callees", "--out", out, "graph.Run")
+	if r.code != 0 || !strings.Contains(r.stdout, "dynamic_site") || !strings.Contains(r.stdout, "f (func_value call; callee unknown)") {
+		t.Errorf("callees of graph.Run: exit %d, stdout %q, stderr %q; want f as a func_value site with its callee unknown", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestMetricsOfAnIndexWithoutThem: metrics on a database indexed with
+// --metrics=false says how to get them, in one line, exit 2; the index's
+// warning counts in the singular when one.
+func TestMetricsOfAnIndexWithoutThem(t *testing.T) {
+	out := indexFixture(t, "--metrics=false")
+	r := runCLI(t, "metrics", "--out", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "unless given --metrics=false") {
+		t.Errorf("metrics of an index without them: exit %d, stderr %q", r.code, r.stderr)
+	}
+	oneLine(t, r, "--metrics=false")
+	if got := plural(1, "error") + ", " + plural(2, "pattern"); got != "1 error, 2 patterns" {
+		t.Errorf("plural: %q", got)
+	}
+}
