@@ -9,3 +9,6 @@ func SetTestHookBeforeLoad(f func(dir string)) {
 	}
 	testHookBeforeLoad.Store(&f)
 }
+
+// ConfigChange is configChange, for tests.
+var ConfigChange = configChange

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gofrs/flock"
@@ -414,7 +415,8 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 					return Snapshot{}, err
 				}
 			} else {
-				fullReason = "the build context, options, dependencies or files outside the matched packages' Go files changed"
+				fullReason = configChange(prev, Snapshot{Dir: dir, GoVersion: goEnv.GoVersion, GOOS: goEnv.GOOS, GOARCH: goEnv.GOARCH,
+					CGOEnabled: goEnv.CGOEnabled, ToolVersion: opts.ToolVersion, Tests: opts.Tests, Patterns: patterns, Tags: tags})
 			}
 		}
 		keyCh <- kr
@@ -975,6 +977,41 @@ func (l *dbLock) release(failed bool) {
 			}
 		}
 	}
+}
+
+// configChange says why a snapshot's configuration key differs from this
+// run's: the recorded fields of prev that cur (this run's values of the
+// same fields) does not have, "root directory /a -> /b"; when none
+// differs, the inputs the snapshot does not record.
+func configChange(prev, cur Snapshot) string {
+	var diffs []string
+	// A value read from the database is shown quoted when it holds a
+	// character that is not printable (a terminal escape, a newline).
+	shown := func(v any) string {
+		s := fmt.Sprint(v)
+		if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+			return strconv.Quote(s)
+		}
+		return s
+	}
+	diff := func(what string, a, b any) {
+		if sa, sb := shown(a), shown(b); sa != sb {
+			diffs = append(diffs, fmt.Sprintf("%s %s -> %s", what, sa, sb))
+		}
+	}
+	diff("root directory", prev.Dir, cur.Dir)
+	diff("Go version", prev.GoVersion, cur.GoVersion)
+	diff("GOOS", prev.GOOS, cur.GOOS)
+	diff("GOARCH", prev.GOARCH, cur.GOARCH)
+	diff("CGO_ENABLED", prev.CGOEnabled, cur.CGOEnabled)
+	diff("tool version", prev.ToolVersion, cur.ToolVersion)
+	diff("tests", prev.Tests, cur.Tests)
+	diff("patterns", prev.Patterns, cur.Patterns)
+	diff("build tags", prev.Tags, cur.Tags)
+	if len(diffs) > 0 {
+		return "the configuration changed: " + strings.Join(diffs, "; ")
+	}
+	return "something the snapshot does not record changed: the go environment (GOFLAGS, GOEXPERIMENT, ...), the enrichment's options, the dependencies, go.mod or go.sum, or files outside the matched packages' Go files"
 }
 
 // testHookBeforeLoad, when set (by tests only), is called with the
