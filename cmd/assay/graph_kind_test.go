@@ -32,17 +32,31 @@ func TestGraphCallsOfNonFunctionsAreRefused(t *testing.T) {
 	}
 }
 
-// TestGraphCallersThroughFuncField: the calls through a func-valued field
-// (calls_dynamic edges to it) are its callers; an interface method has
-// callers but no callees.
-func TestGraphCallersThroughFuncField(t *testing.T) {
+// TestGraphCallsThroughFuncValues: on one index of the relations
+// fixture, the calls through a func-valued field (calls_dynamic edges to
+// it) are its callers; a call of a func value with no node to go through
+// is a dynamic site whose callee is unknown, not a resolved call; an
+// interface method has no callees to list (exit 2).
+func TestGraphCallsThroughFuncValues(t *testing.T) {
 	out := t.TempDir()
 	if r := runCLI(t, "index", "--out", out, "../../indexer/testdata/relations"); r.code != 0 {
 		t.Fatalf("index exit %d: %s", r.code, r.stderr)
 	}
-	r := runCLI(t, "graph", "callers", "--out", out, "graph.Node.hook")
-	if r.code != 0 || !strings.Contains(r.stdout, "calls_dynamic") || !strings.Contains(r.stdout, "method:example.com/rel/graph.Node.Apply") {
-		t.Errorf("callers of a func-valued field: exit %d, stdout %q, stderr %q; want Node.Apply's calls_dynamic", r.code, r.stdout, r.stderr)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"callers", "graph.Node.hook"}, "method:example.com/rel/graph.Node.Apply"},
+		{[]string{"callees", "graph.Run"}, "f (func_value call; callee unknown)"},
+	} {
+		r := runCLI(t, append([]string{"graph", c.args[0], "--out", out}, c.args[1:]...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, c.want) {
+			t.Errorf("graph %v: exit %d, stdout %q, stderr %q; want %q", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+	r := runCLI(t, "graph", "callees", "--out", out, "graph.Sizer.Size")
+	if r.code != 2 || !strings.Contains(r.stderr, "has no body") {
+		t.Errorf("callees of an interface method: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -55,20 +69,6 @@ func TestMetricsSortOfAnotherScope(t *testing.T) {
 		t.Errorf("--sort lcom4 without --scope: exit %d, stderr %q", r.code, r.stderr)
 	}
 	oneLine(t, r, "add --scope type")
-}
-
-// TestGraphDynamicSiteSaysWhatIsMissing: a call of a func value with no
-// node to go through is listed as a dynamic site whose callee is unknown,
-// not as a resolved call.
-func TestGraphDynamicSiteSaysWhatIsMissing(t *testing.T) {
-	out := t.TempDir()
-	if r := runCLI(t, "index", "--out", out, "../../indexer/testdata/relations"); r.code != 0 {
-		t.Fatalf("index exit %d: %s", r.code, r.stderr)
-	}
-	r := runCLI(t, "graph", "callees", "--out", out, "graph.Run")
-	if r.code != 0 || !strings.Contains(r.stdout, "dynamic_site") || !strings.Contains(r.stdout, "f (func_value call; callee unknown)") {
-		t.Errorf("callees of graph.Run: exit %d, stdout %q, stderr %q; want f as a func_value site with its callee unknown", r.code, r.stdout, r.stderr)
-	}
 }
 
 // TestMetricsOfAnIndexWithoutThem: metrics on a database indexed with
