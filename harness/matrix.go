@@ -33,6 +33,7 @@ import (
 	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider"
@@ -802,10 +803,10 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	if err != nil {
 		return CaseResult{}, err
 	}
-	if err := engine.Emit(ctx, "boundary_configured", "", "", map[string]any{"mode": opts.Mode, "policy_file": opts.PolicyFile,
-		"policy_digest": opts.policyDigest, "approvals_file": opts.ApprovalsFile, "approvals_preloaded": grants,
-		"member_tool_calls": opts.MemberToolCalls, "team_tool_calls": opts.TeamToolCalls,
-		"member_tokens": opts.MemberTokens, "team_tokens": opts.TeamTokens}); err != nil {
+	if err := engine.Emit(ctx, "", "", event.BoundaryConfigured{Mode: opts.Mode, PolicyFile: opts.PolicyFile,
+		PolicyDigest: opts.policyDigest, ApprovalsFile: opts.ApprovalsFile, ApprovalsPreloaded: grants,
+		MemberToolCalls: opts.MemberToolCalls, TeamToolCalls: opts.TeamToolCalls,
+		MemberTokens: opts.MemberTokens, TeamTokens: opts.TeamTokens}); err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: record boundary configuration: %w", runID, err)
 	}
 	if cr.resume != nil {
@@ -817,7 +818,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
 	timings["team"] = time.Since(teamStart).Seconds()
 	if teamErr != nil {
-		_ = engine.Emit(ctx, "warning", "", "", map[string]string{"warning": "team did not complete: " + teamErr.Error()})
+		_ = engine.Emit(ctx, "", "", event.Warning{Warning: "team did not complete: " + teamErr.Error()})
 	}
 
 	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
@@ -837,7 +838,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		if err := store.RecordCheck(ctx, runID, rec); err != nil {
 			return CaseResult{}, fmt.Errorf("run %s: record check %s: %w", runID, ch.Name, err)
 		}
-		_ = engine.Emit(ctx, "check_completed", "", "", map[string]any{"check": ch.Name, "required": ch.Required, "status": status, "detail": detail})
+		_ = engine.Emit(ctx, "", "", event.CheckCompleted{Check: ch.Name, Required: ch.Required, Status: status, Detail: detail})
 		checks = append(checks, rec)
 	}
 	verdict := evidence.Verdict{Verdict: "accepted"}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/policy"
@@ -72,8 +73,8 @@ func (s *storeSink) Checkpoint(ctx context.Context, state json.RawMessage) error
 	if err := json.Unmarshal(masked, &st); err != nil {
 		return fmt.Errorf("checkpoint state: %w", err)
 	}
-	ev, err := runtime.NewEvent("checkpoint", "", "", map[string]any{"turns": len(st.Turns), "paused": st.Paused,
-		"state_sha256": hex.EncodeToString(sha256Sum(masked))})
+	ev, err := runtime.NewEvent("", "", event.Checkpoint{Turns: len(st.Turns), Paused: st.Paused,
+		StateSHA256: hex.EncodeToString(sha256Sum(masked))})
 	if err != nil {
 		return err
 	}
@@ -88,9 +89,9 @@ func (s *storeSink) Checkpoint(ctx context.Context, state json.RawMessage) error
 // recover records run_resumed, restores the boundary from the journal, dispatches what an approval
 // now covers and reconciles unknown effects through the backend.
 func (p *resumePoint) recover(ctx context.Context, e *runtime.Engine, team runtime.Team, prog *lineWriter) error {
-	if err := e.Emit(ctx, "run_resumed", "", "", map[string]any{"resumes_run_id": p.from, "lineage": p.lineage,
-		"team_run_id": team.RunID, "checkpoint_seq": p.checkpoint.Seq, "checkpoint_hash": p.checkpoint.Hash,
-		"checkpoint_event_hash": p.checkpoint.EventHash, "turns": len(p.state.Turns), "pauses": p.state.Pauses}); err != nil {
+	if err := e.Emit(ctx, "", "", event.RunResumed{ResumesRunID: p.from, Lineage: p.lineage,
+		TeamRunID: team.RunID, CheckpointSeq: p.checkpoint.Seq, CheckpointHash: p.checkpoint.Hash,
+		CheckpointEventHash: p.checkpoint.EventHash, Turns: len(p.state.Turns), Pauses: p.state.Pauses}); err != nil {
 		return fmt.Errorf("record run_resumed: %w", err)
 	}
 	members := func(id string) (tool.MemberContext, bool) {
@@ -217,17 +218,17 @@ func consumed(ctx context.Context, store *evidence.Store, runs []evidence.RunSum
 		open := map[string]int{}
 		for _, ev := range evs {
 			switch ev.Type {
-			case "tool_call":
-				var in tool.Intent
-				if err := json.Unmarshal(ev.Payload, &in); err != nil {
+			case event.TypeToolCall:
+				in, err := event.Decode[event.ToolCall](ev.Type, ev.Payload)
+				if err != nil {
 					return nil, fmt.Errorf("run %s event %d: %w", r.RunID, ev.Seq, err)
 				}
 				if in.Dispatched {
 					calls[in.MemberID]++
 				}
-			case "provider_exchange":
-				var x exchangeUsage
-				if err := json.Unmarshal(ev.Payload, &x); err != nil {
+			case event.TypeProviderExchange:
+				x, err := event.Decode[event.ProviderExchange](ev.Type, ev.Payload)
+				if err != nil {
 					return nil, fmt.Errorf("run %s event %d: %w", r.RunID, ev.Seq, err)
 				}
 				if x.Usage == nil {
@@ -235,9 +236,9 @@ func consumed(ctx context.Context, store *evidence.Store, runs []evidence.RunSum
 				} else {
 					tokens[ev.MemberID] += x.Usage.TotalTokens
 				}
-			case "member_started":
+			case event.TypeMemberStarted:
 				open[ev.MemberID]++
-			case "member_completed", "member_failed":
+			case event.TypeMemberCompleted, event.TypeMemberFailed:
 				open[ev.MemberID]--
 			}
 		}
@@ -482,17 +483,14 @@ func checkpointEventMatches(ctx context.Context, store *evidence.Store, runID st
 	var last int64 = -1
 	matched := false
 	for _, ev := range evs {
-		if ev.Type == "checkpoint" {
+		if ev.Type == event.TypeCheckpoint {
 			last = ev.Seq
 		}
 		if ev.Seq != cp.Seq {
 			continue
 		}
-		var p struct {
-			StateSHA256 string `json:"state_sha256"`
-		}
 		sum := sha256.Sum256(cp.State)
-		if ev.Type != "checkpoint" || json.Unmarshal(ev.Payload, &p) != nil || p.StateSHA256 != hex.EncodeToString(sum[:]) {
+		if p, err := event.Decode[event.Checkpoint](ev.Type, ev.Payload); err != nil || p.StateSHA256 != hex.EncodeToString(sum[:]) {
 			return fmt.Errorf("its checkpoint after event %d is not the state its chained %s event names", cp.Seq, ev.Type)
 		}
 		matched = true
@@ -515,16 +513,11 @@ func budgetsOf(ctx context.Context, store *evidence.Store, runID string, opts *O
 		return fmt.Errorf("run %s events: %w", runID, err)
 	}
 	for _, ev := range evs {
-		if ev.Type != "boundary_configured" {
+		if ev.Type != event.TypeBoundaryConfigured {
 			continue
 		}
-		var b struct {
-			MemberToolCalls int64 `json:"member_tool_calls"`
-			TeamToolCalls   int64 `json:"team_tool_calls"`
-			MemberTokens    int64 `json:"member_tokens"`
-			TeamTokens      int64 `json:"team_tokens"`
-		}
-		if err := json.Unmarshal(ev.Payload, &b); err != nil {
+		b, err := event.Decode[event.BoundaryConfigured](ev.Type, ev.Payload)
+		if err != nil {
 			return fmt.Errorf("run %s boundary_configured: %w", runID, err)
 		}
 		opts.MemberToolCalls, opts.TeamToolCalls, opts.MemberTokens, opts.TeamTokens = b.MemberToolCalls, b.TeamToolCalls, b.MemberTokens, b.TeamTokens
@@ -612,18 +605,18 @@ func ToolRecords(ctx context.Context, store *evidence.Store, runID string) ([]to
 	var out []tool.Record
 	for _, ev := range evs {
 		switch ev.Type {
-		case "tool_call":
-			var in tool.Intent
-			if err := json.Unmarshal(ev.Payload, &in); err != nil {
+		case event.TypeToolCall:
+			in, err := event.Decode[event.ToolCall](ev.Type, ev.Payload)
+			if err != nil {
 				return nil, fmt.Errorf("run %s event %d: %w", runID, ev.Seq, err)
 			}
-			out = append(out, tool.Record{Intent: &in})
-		case "tool_result":
-			var o tool.Outcome
-			if err := json.Unmarshal(ev.Payload, &o); err != nil {
+			out = append(out, tool.Record{Intent: &in.Intent})
+		case event.TypeToolResult:
+			o, err := event.Decode[event.ToolResult](ev.Type, ev.Payload)
+			if err != nil {
 				return nil, fmt.Errorf("run %s event %d: %w", runID, ev.Seq, err)
 			}
-			out = append(out, tool.Record{Outcome: &o})
+			out = append(out, tool.Record{Outcome: &o.Outcome})
 		}
 	}
 	return out, nil

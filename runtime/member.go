@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/provider"
 	"github.com/assay-audit/assay/runtime/tool"
 )
@@ -184,9 +185,10 @@ func (e *Engine) nextInvocation(session string) int {
 	return e.invocations[session]
 }
 
-// Emit sends an event through the engine's sink.
-func (e *Engine) Emit(ctx context.Context, typ, memberID, sessionID string, payload any) error {
-	ev, err := NewEvent(typ, memberID, sessionID, payload)
+// Emit records payload p as an event of member memberID (session sessionID; both "" for a team
+// event) through the engine's sink. Errors are the sink's: evidence that cannot be recorded.
+func (e *Engine) Emit(ctx context.Context, memberID, sessionID string, p event.Payload) error {
+	ev, err := NewEvent(memberID, sessionID, p)
 	if err != nil {
 		return err
 	}
@@ -202,46 +204,6 @@ var ErrMalformedReply = errors.New("malformed structured reply")
 // not a JSON object after the reply ended. The member fails explicitly; the raw text is kept in a
 // warning event and in the response artifact, never repaired.
 var ErrInvalidToolArguments = errors.New("tool call arguments are not a JSON object")
-
-// exchangePayload is the provider_exchange event: what replay verification needs to serve the
-// recorded response for this member request (DESIGN.md, "Replay verification").
-type exchangePayload struct {
-	Seq              int    `json:"seq"`
-	Model            string `json:"model"`
-	Stream           bool   `json:"stream"`
-	Status           int    `json:"status"`
-	RequestSHA256    string `json:"request_sha256"`
-	RequestArtifact  string `json:"request_artifact"`
-	ResponseSHA256   string `json:"response_sha256"`
-	ResponseArtifact string `json:"response_artifact"`
-	// MessageArtifact is the digest of the parsed reply in canonical form (canonicalReply), kept
-	// beside the raw bytes so a report can show both what the wire said and what was understood.
-	MessageArtifact string          `json:"message_artifact,omitempty"`
-	FinishReason    string          `json:"finish_reason"`
-	Usage           *provider.Usage `json:"usage"` // null when the response reported none
-	ToolCalls       int             `json:"tool_calls"`
-	// Attempts is how many HTTP requests the client sent for this exchange (retries of 429/5xx).
-	Attempts  int     `json:"attempts"`
-	LatencyMS float64 `json:"latency_ms"` // volatile
-	Error     string  `json:"error,omitempty"`
-}
-
-type memberPayload struct {
-	Formation     string `json:"formation"`
-	DomainRole    string `json:"domain_role"`
-	FormationRole string `json:"formation_role,omitempty"`
-	Contract      string `json:"contract"`
-	Invocation    int    `json:"invocation"`
-	Dir           string `json:"dir,omitempty"`
-	Output        string `json:"output,omitempty"`
-	Error         string `json:"error,omitempty"`
-	ToolCalls     int    `json:"tool_calls"`
-	Requests      int    `json:"requests"`
-	UsageUnknown  int    `json:"usage_unknown_responses"`
-	// Resumed marks a turn continued from a checkpoint; Paused a turn that ended paused.
-	Resumed bool `json:"resumed,omitempty"`
-	Paused  bool `json:"paused,omitempty"`
-}
 
 // Turn is one invocation of a member by a formation: what it is shown besides its task, and the
 // structured reply that ends it.
@@ -278,8 +240,8 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 	}
 	invocation := e.nextInvocation(session)
 	res := MemberResult{MemberID: m.ID, SessionID: session, Turns: 1}
-	payload := func() memberPayload {
-		return memberPayload{Formation: team.Formation, DomainRole: m.DomainRole, FormationRole: m.FormationRole,
+	payload := func() event.MemberTurn {
+		return event.MemberTurn{Formation: team.Formation, DomainRole: m.DomainRole, FormationRole: m.FormationRole,
 			Contract: contract.Line.Contract, Invocation: invocation, ToolCalls: res.ToolCalls,
 			Requests: res.Usage.Requests, UsageUnknown: res.Usage.Unknown}
 	}
@@ -290,7 +252,7 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		res.Success, res.Error, res.Duration = false, err.Error(), prior+time.Since(start)
 		p := payload()
 		p.Error, p.Paused = res.Error, res.Paused
-		_ = e.Emit(ctx, "member_failed", m.ID, session, p)
+		_ = e.Emit(ctx, m.ID, session, event.MemberFailed{MemberTurn: p})
 		if recordDone != nil {
 			if rerr := recordDone(res); rerr != nil {
 				res.Error += "; " + rerr.Error()
@@ -357,9 +319,9 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 				ErrResumeDiverged, m.ID, invocation, rt.InputSHA256, input))
 		case ok && rt.Status == TurnCompleted:
 			r := rt.Result
-			if err := e.Emit(ctx, "member_restored", m.ID, session, map[string]any{"invocation": invocation, "success": r.Success,
-				"output": r.Output, "error": r.Error, "tool_calls": r.ToolCalls, "requests": r.Usage.Requests,
-				"input_sha256": input}); err != nil {
+			if err := e.Emit(ctx, m.ID, session, event.MemberRestored{Invocation: invocation, Success: r.Success,
+				Output: r.Output, Error: r.Error, ToolCalls: r.ToolCalls, Requests: r.Usage.Requests,
+				InputSHA256: input}); err != nil {
 				return fail(fmt.Errorf("record member_restored: %w", err))
 			}
 			if err := d.record(ctx, e, rt); err != nil {
@@ -374,14 +336,14 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			recordDone = nil
 			res.Paused = true
 			reason := "the run paused before this member started"
-			_ = e.Emit(ctx, "member_deferred", m.ID, session, map[string]any{"invocation": invocation, "reason": reason})
+			_ = e.Emit(ctx, m.ID, session, event.MemberDeferred{Invocation: invocation, Reason: reason})
 			return fail(fmt.Errorf("%w (%s); it runs when the run is resumed", ErrRunPaused, reason))
 		}
 	}
 	startPayload := payload()
 	startPayload.Dir = m.Dir
 	startPayload.Resumed = resumed
-	if err := e.Emit(ctx, "member_started", m.ID, session, startPayload); err != nil {
+	if err := e.Emit(ctx, m.ID, session, event.MemberStarted{MemberTurn: startPayload}); err != nil {
 		return fail(fmt.Errorf("record member_started: %w", err))
 	}
 
@@ -412,8 +374,8 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 					res.Paused = true
 					t := turnState(TurnPaused)
 					t.PauseReason = stop.Error()
-					if err := e.Emit(ctx, "member_paused", m.ID, session, map[string]any{"invocation": invocation, "call_id": pc.CallID,
-						"idempotency_key": out.IdempotencyKey, "tool": pc.Tool, "state": out.State, "reason": stop.Error()}); err != nil {
+					if err := e.Emit(ctx, m.ID, session, event.MemberPaused{Invocation: invocation, CallID: pc.CallID,
+						IdempotencyKey: out.IdempotencyKey, Tool: pc.Tool, State: string(out.State), Reason: stop.Error()}); err != nil {
 						return fail(fmt.Errorf("record member_paused: %w", err)), true
 					}
 					if err := e.durable.record(ctx, e, t); err != nil {
@@ -453,8 +415,8 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		tokens, err := e.boundary.Budget().ReserveRequest(m.ID)
 		if err != nil {
 			bg := e.boundary.Budget()
-			_ = e.Emit(ctx, "budget_refused", m.ID, session, map[string]any{"request": "provider", "error": err.Error(),
-				"member_usage": bg.Member(m.ID), "team_usage": bg.Team()})
+			_ = e.Emit(ctx, m.ID, session, event.BudgetRefused{Request: "provider", Error: err.Error(),
+				MemberUsage: bg.Member(m.ID), TeamUsage: bg.Team()})
 			return fail(fmt.Errorf("provider request refused by the token budget: %w", err))
 		}
 		seq := e.nextSeq(session)
@@ -477,15 +439,15 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			if cerr := checkReply(*contract, msg.Content); cerr != nil {
 				if errors.Is(cerr, ErrMalformedReply) {
 					res.ContractViolation = contract.Line.Contract
-					_ = e.Emit(ctx, "warning", m.ID, session, map[string]string{"warning": cerr.Error(),
-						"contract": contract.Line.Contract, "reply": truncate(msg.Content, 2048)})
+					_ = e.Emit(ctx, m.ID, session, event.Warning{Warning: cerr.Error(),
+						Contract: contract.Line.Contract, Reply: truncate(msg.Content, 2048)})
 				}
 				return fail(cerr)
 			}
 			res.Success, res.Duration = true, prior+time.Since(start)
 			p := payload()
 			p.Output = res.Output
-			if err := e.Emit(ctx, "member_completed", m.ID, session, p); err != nil {
+			if err := e.Emit(ctx, m.ID, session, event.MemberCompleted{MemberTurn: p}); err != nil {
 				return fail(fmt.Errorf("record member_completed: %w", err))
 			}
 			if recordDone != nil {
@@ -500,8 +462,8 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 			if a := strings.TrimSpace(tc.Function.Arguments); !json.Valid([]byte(a)) || !strings.HasPrefix(a, "{") {
 				err := fmt.Errorf("%w: call %s (%s) at request %d: %q", ErrInvalidToolArguments, tc.ID, tc.Function.Name, seq,
 					truncate(tc.Function.Arguments, 200))
-				_ = e.Emit(ctx, "warning", m.ID, session, map[string]any{"warning": err.Error(), "call_id": tc.ID,
-					"tool": tc.Function.Name, "raw_arguments": tc.Function.Arguments, "finish_reason": resp.FinishReason})
+				_ = e.Emit(ctx, m.ID, session, event.Warning{Warning: err.Error(), CallID: tc.ID,
+					Tool: tc.Function.Name, RawArguments: tc.Function.Arguments, FinishReason: resp.FinishReason})
 				return fail(err)
 			}
 		}
@@ -536,7 +498,7 @@ func checkReply(c Contract, reply string) error {
 
 // recordExchange stores the request and raw response bytes as artifacts and emits provider_exchange.
 func (e *Engine) recordExchange(ctx context.Context, memberID, session string, seq int, resp *provider.Response, callErr error) error {
-	p := exchangePayload{Seq: seq, Model: e.model, Stream: e.stream}
+	p := event.ProviderExchange{Seq: seq, Model: e.model, Stream: e.stream}
 	if callErr != nil {
 		p.Error = callErr.Error()
 	}
@@ -575,7 +537,7 @@ func (e *Engine) recordExchange(ctx context.Context, memberID, session string, s
 			p.MessageArtifact = d
 		}
 	}
-	if err := e.Emit(ctx, "provider_exchange", memberID, session, p); err != nil {
+	if err := e.Emit(ctx, memberID, session, p); err != nil {
 		return fmt.Errorf("record provider_exchange %d: %w", seq, err)
 	}
 	return nil
@@ -612,7 +574,7 @@ func canonicalReply(resp *provider.Response) parsedReply {
 type sinkJournal struct{ sink Sink }
 
 func (j sinkJournal) Intent(ctx context.Context, in tool.Intent) error {
-	ev, err := NewEvent("tool_call", in.MemberID, in.SessionID, in)
+	ev, err := NewEvent(in.MemberID, in.SessionID, event.ToolCall{Intent: in})
 	if err != nil {
 		return err
 	}
@@ -620,7 +582,7 @@ func (j sinkJournal) Intent(ctx context.Context, in tool.Intent) error {
 }
 
 func (j sinkJournal) Outcome(ctx context.Context, out tool.Outcome) error {
-	ev, err := NewEvent("tool_result", out.MemberID, out.SessionID, out)
+	ev, err := NewEvent(out.MemberID, out.SessionID, event.ToolResult{Outcome: out})
 	if err != nil {
 		return err
 	}

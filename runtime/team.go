@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/provider"
 )
 
@@ -188,17 +189,14 @@ func (r *MemberResult) Accumulate(next MemberResult) {
 	}
 }
 
-// Event is one runtime event. Types: team_started, team_completed, member_started,
-// member_completed, member_failed, member_throttled, provider_exchange, tool_call, tool_result,
-// warning, and the formations' own (member_spoke, member_handoff, critic_verdict, judge_verdict,
-// router_selected, consensus_round, ensemble_decision, formation_switched, ...; see
-// runtime/formation). Events of one member are emitted in causal order.
+// Event is one runtime event. Its Type and Payload are those of one runtime/event payload type
+// (event.Types lists them); events of one member are emitted in causal order.
 type Event struct {
 	Type      string
 	MemberID  string
 	SessionID string
 	Time      time.Time
-	// Payload is a JSON object specific to Type.
+	// Payload is the JSON object of the event's payload type (event.Marshal).
 	Payload json.RawMessage
 }
 
@@ -211,11 +209,11 @@ type Sink interface {
 	PutArtifact(ctx context.Context, name, mediaType string, data []byte) (string, error)
 }
 
-// NewEvent builds an event whose payload is v marshalled as JSON. v must marshal to an object.
-func NewEvent(typ, memberID, sessionID string, v any) (Event, error) {
-	p, err := json.Marshal(v)
+// NewEvent builds the event of payload p (its type is p.EventType()), stamped now (UTC).
+func NewEvent(memberID, sessionID string, p event.Payload) (Event, error) {
+	raw, err := event.Marshal(p)
 	if err != nil {
-		return Event{}, fmt.Errorf("event %s: marshal payload: %w", typ, err)
+		return Event{}, err
 	}
-	return Event{Type: typ, MemberID: memberID, SessionID: sessionID, Time: time.Now().UTC(), Payload: p}, nil
+	return Event{Type: p.EventType(), MemberID: memberID, SessionID: sessionID, Time: time.Now().UTC(), Payload: raw}, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/tool"
 )
@@ -25,8 +26,8 @@ type storeJournal struct {
 	runID string
 }
 
-func (j storeJournal) emit(ctx context.Context, typ string, member, session string, v any) error {
-	ev, err := runtime.NewEvent(typ, member, session, v)
+func (j storeJournal) emit(ctx context.Context, member, session string, p event.Payload) error {
+	ev, err := runtime.NewEvent(member, session, p)
 	if err != nil {
 		return err
 	}
@@ -35,11 +36,11 @@ func (j storeJournal) emit(ctx context.Context, typ string, member, session stri
 }
 
 func (j storeJournal) Intent(ctx context.Context, in tool.Intent) error {
-	return j.emit(ctx, "tool_call", in.MemberID, in.SessionID, in)
+	return j.emit(ctx, in.MemberID, in.SessionID, event.ToolCall{Intent: in})
 }
 
 func (j storeJournal) Outcome(ctx context.Context, o tool.Outcome) error {
-	return j.emit(ctx, "tool_result", o.MemberID, o.SessionID, o)
+	return j.emit(ctx, o.MemberID, o.SessionID, event.ToolResult{Outcome: o})
 }
 
 func digest(s string) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider/reference"
@@ -157,7 +158,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 			out.Result = "effect confirmed by operator"
 		}
 	}
-	ev, err := runtime.NewEvent("tool_result", e.MemberID, e.SessionID, out)
+	ev, err := runtime.NewEvent(e.MemberID, e.SessionID, event.ToolResult{Outcome: out})
 	if err != nil {
 		return err
 	}

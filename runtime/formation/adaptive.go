@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 // Adaptive strategies.
@@ -132,8 +133,8 @@ func adaptive() Formation {
 				if res.Success {
 					why = fmt.Sprintf("score %.4f below min_score %.4f", score, minScore)
 				}
-				if err := e.Emit(ctx, "formation_switched", "", "", map[string]any{"from": name, "to": next, "reason": why,
-					"score": score, "switch": switches + 1, "strategy": strategy}); err != nil {
+				if err := e.Emit(ctx, "", "", event.FormationSwitched{From: name, To: next, Reason: why,
+					Score: score, Switch: switches + 1, Strategy: strategy}); err != nil {
 					return runtime.TeamResult{}, fmt.Errorf("record formation_switched: %w", err)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 var consensus = Formation{
@@ -83,8 +84,8 @@ var consensus = Formation{
 			active = next
 			agreeKey, agreeing = largestGroup(groups)
 			agreed = float64(len(agreeing)) >= threshold*float64(len(proposers))
-			if err := e.Emit(ctx, "consensus_round", "", "", map[string]any{"round": round, "groups": groups, "largest": len(agreeing),
-				"proposers": len(proposers), "threshold": threshold, "agreement": agreed}); err != nil {
+			if err := e.Emit(ctx, "", "", event.ConsensusRound{Round: round, Groups: groups, Largest: len(agreeing),
+				Proposers: len(proposers), Threshold: threshold, Agreement: agreed}); err != nil {
 				return runtime.TeamResult{}, fmt.Errorf("record consensus_round %d: %w", round, err)
 			}
 			if agreed {
@@ -93,7 +94,7 @@ var consensus = Formation{
 		}
 		roundsRun := min(round, rounds)
 		meta := map[string]string{"consensus_achieved": fmt.Sprint(agreed), "rounds": fmt.Sprint(roundsRun), "threshold": fmt.Sprint(threshold)}
-		decision := map[string]any{"consensus_achieved": agreed, "rounds": roundsRun}
+		decision := event.ConsensusDecision{ConsensusAchieved: agreed, Rounds: roundsRun}
 		var output string
 		ok := false
 		switch {
@@ -103,13 +104,13 @@ var consensus = Formation{
 			for k, v := range emeta {
 				meta[k] = v
 			}
-			decision["decision"] = output
+			decision.Decision = ptrTo(output)
 		case agreed:
 			ok = true
 			r, _ := rs.get(agreeing[0])
 			output = decode[ConsensusProposal](r.Output).Proposal
 			meta["consensus_key"], meta["agreeing_members"], meta["decision"] = strings.TrimPrefix(agreeKey, "key:"), strings.Join(agreeing, ","), output
-			decision["agreeing_members"], decision["decision"] = agreeing, output
+			decision.AgreeingMembers, decision.Decision = agreeing, ptrTo(output)
 		case supervisor != nil:
 			r := e.RunTurn(ctx, team, *supervisor, runtime.Turn{Context: context, ContextHeading: "Proposals of the last round:",
 				Instruction: fmt.Sprintf("The members did not agree in %d rounds. Break the tie with your final proposal.", roundsRun),
@@ -119,16 +120,16 @@ var consensus = Formation{
 				ok = true
 				output = decode[ConsensusProposal](r.Output).Proposal
 				meta["tie_breaker"], meta["decision"] = supervisor.ID, output
-				decision["tie_breaker"], decision["decision"] = supervisor.ID, output
+				decision.TieBreaker, decision.Decision = supervisor.ID, ptrTo(output)
 			} else {
-				decision["tie_breaker_failed"] = supervisor.ID
+				decision.TieBreakerFailed = supervisor.ID
 			}
 		}
 		if !ok && output == "" {
 			output = fmt.Sprintf("no consensus after %d round(s)", roundsRun)
-			decision["decision"] = nil
+			decision.Decision = nil
 		}
-		if err := e.Emit(ctx, "consensus_decision", "", "", decision); err != nil {
+		if err := e.Emit(ctx, "", "", decision); err != nil {
 			return runtime.TeamResult{}, fmt.Errorf("record consensus_decision: %w", err)
 		}
 		res := done(rs, ok, output, meta)
@@ -186,3 +187,6 @@ func largestGroup(groups map[string][]string) (string, []string) {
 	}
 	return best, groups[best]
 }
+
+// ptrTo returns a pointer to a copy of s.
+func ptrTo(s string) *string { return &s }

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 // TranscriptEntry is one speaking turn of a conversation.
@@ -83,12 +84,12 @@ func (c *conversation) speak(m runtime.MemberSpec, mayHandOff bool, instruction 
 	c.transcript = append(c.transcript, TranscriptEntry{Sequence: seq, MemberID: m.ID, Content: t.Content})
 	if n := c.transcript.chars(); n > c.maxChars {
 		reason := fmt.Sprintf("transcript_max_chars %d exceeded at sequence %d (%d characters); the transcript is not trimmed", c.maxChars, seq, n)
-		_ = c.e.Emit(c.ctx, "warning", m.ID, r.SessionID, map[string]any{"warning": reason, "sequence": seq})
+		_ = c.e.Emit(c.ctx, m.ID, r.SessionID, event.Warning{Warning: reason, Sequence: seq})
 		c.rs.markFailed(m.ID, reason)
 		return t, false
 	}
-	if err := c.e.Emit(c.ctx, "member_spoke", m.ID, r.SessionID, map[string]any{"sequence": seq, "content": t.Content,
-		"done": t.Done, "handoff_to": t.HandoffTo}); err != nil {
+	if err := c.e.Emit(c.ctx, m.ID, r.SessionID, event.MemberSpoke{Sequence: seq, Content: t.Content,
+		Done: t.Done, HandoffTo: t.HandoffTo}); err != nil {
 		c.rs.markFailed(m.ID, "record member_spoke: "+err.Error())
 		return t, false
 	}
@@ -98,7 +99,7 @@ func (c *conversation) speak(m runtime.MemberSpec, mayHandOff bool, instruction 
 // callbackFailed records a callback error as a warning; the run fails.
 func (c *conversation) callbackFailed(name string, err error) runtime.TeamResult {
 	reason := fmt.Sprintf("%s callback failed: %v", name, err)
-	_ = c.e.Emit(c.ctx, "warning", "", "", map[string]string{"warning": reason})
+	_ = c.e.Emit(c.ctx, "", "", event.Warning{Warning: reason})
 	return done(c.rs, false, "", c.meta("callback_error", reason))
 }
 

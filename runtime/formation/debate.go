@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 var debate = Formation{
@@ -52,8 +53,8 @@ var debate = Formation{
 		}
 		v := decode[JudgeVerdict](r.Output)
 		meta["selected_member_id"], meta["verdict"] = v.SelectedMemberID, v.Verdict
-		if err := e.Emit(ctx, "judge_verdict", judge.ID, r.SessionID, map[string]any{"selected_member_id": v.SelectedMemberID,
-			"verdict": v.Verdict, "candidates": memberIDs(debaters)}); err != nil {
+		if err := e.Emit(ctx, judge.ID, r.SessionID, event.JudgeVerdict{SelectedMemberID: v.SelectedMemberID,
+			Verdict: v.Verdict, Candidates: memberIDs(debaters)}); err != nil {
 			return runtime.TeamResult{}, fmt.Errorf("record judge_verdict: %w", err)
 		}
 		return done(c.rs, true, fmt.Sprintf("%s: %s", v.SelectedMemberID, v.Verdict), meta), nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 // Ensemble aggregation is a mode of parallel or consensus (FORMATIONS.md): every candidate gets the
@@ -89,12 +90,12 @@ func aggregate(ctx context.Context, e *runtime.Engine, team runtime.Team, opts O
 	}
 	votesJSON, _ := json.Marshal(votes)
 	meta["votes"] = string(votesJSON)
-	decision := map[string]any{"mode": mode, "votes": votes, "candidates": memberIDs(candidates)}
+	decision := event.EnsembleDecision{Mode: mode, Votes: votes, Candidates: memberIDs(candidates)}
 	fail := func(reason string) (bool, string, map[string]string) {
 		meta["decision"] = "none"
 		meta["reason"] = reason
-		decision["decision"], decision["reason"] = "none", reason
-		_ = e.Emit(ctx, "ensemble_decision", "", "", decision)
+		decision.Decision, decision.Reason = "none", reason
+		_ = e.Emit(ctx, "", "", decision)
 		return false, "no ensemble decision: " + reason, meta
 	}
 	switch mode {
@@ -113,8 +114,8 @@ func aggregate(ctx context.Context, e *runtime.Engine, team runtime.Team, opts O
 		}
 		winner := ok[slices.Index(keys, best)]
 		meta["selected_member_id"], meta["vote_key"], meta["decision"] = winner, best, proposals[winner].Answer
-		decision["selected_member_id"], decision["vote_key"], decision["decision"] = winner, best, proposals[winner].Answer
-		_ = e.Emit(ctx, "ensemble_decision", "", "", decision)
+		decision.SelectedMemberID, decision.VoteKey, decision.Decision = winner, best, proposals[winner].Answer
+		_ = e.Emit(ctx, "", "", decision)
 		return true, proposals[winner].Answer, meta
 	case EnsembleJudge:
 		if len(ok) == 0 {
@@ -128,8 +129,8 @@ func aggregate(ctx context.Context, e *runtime.Engine, team runtime.Team, opts O
 		}
 		sel := decode[EnsembleJudgement](r.Output).SelectedMemberID
 		meta["selected_member_id"], meta["judge"], meta["vote_key"], meta["decision"] = sel, aggregator.ID, proposals[sel].VoteKey, proposals[sel].Answer
-		decision["selected_member_id"], decision["judge"], decision["vote_key"], decision["decision"] = sel, aggregator.ID, proposals[sel].VoteKey, proposals[sel].Answer
-		_ = e.Emit(ctx, "ensemble_decision", aggregator.ID, r.SessionID, decision)
+		decision.SelectedMemberID, decision.Judge, decision.VoteKey, decision.Decision = sel, aggregator.ID, proposals[sel].VoteKey, proposals[sel].Answer
+		_ = e.Emit(ctx, aggregator.ID, r.SessionID, decision)
 		return true, proposals[sel].Answer, meta
 	case EnsembleSynthesizer:
 		if len(ok) == 0 {
@@ -143,8 +144,8 @@ func aggregate(ctx context.Context, e *runtime.Engine, team runtime.Team, opts O
 		}
 		answer := decode[Synthesis](r.Output).Answer
 		meta["synthesizer"], meta["decision"] = aggregator.ID, answer
-		decision["synthesizer"], decision["decision"] = aggregator.ID, answer
-		_ = e.Emit(ctx, "ensemble_decision", aggregator.ID, r.SessionID, decision)
+		decision.Synthesizer, decision.Decision = aggregator.ID, answer
+		_ = e.Emit(ctx, aggregator.ID, r.SessionID, decision)
 		return true, answer, meta
 	}
 	return fail("unknown mode " + mode)

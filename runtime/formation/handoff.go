@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 var handoff = Formation{
@@ -39,14 +40,14 @@ var handoff = Formation{
 				return done(c.rs, true, t.Content, c.meta("done", "")), nil
 			}
 			target, _ := team.Member(*t.HandoffTo)
-			if err := e.Emit(ctx, "member_handoff", speaker.ID, team.SessionID(speaker), map[string]any{"source": speaker.ID,
-				"target": target.ID, "sequence": turn}); err != nil {
+			if err := e.Emit(ctx, speaker.ID, team.SessionID(speaker), event.MemberHandoff{Source: speaker.ID,
+				Target: target.ID, Sequence: turn}); err != nil {
 				return runtime.TeamResult{}, fmt.Errorf("record member_handoff: %w", err)
 			}
 			speaker = target
 		}
 		reason := fmt.Sprintf("max_turns %d reached with a handoff to %s pending", c.maxTurns, speaker.ID)
-		_ = e.Emit(ctx, "warning", "", "", map[string]string{"warning": reason})
+		_ = e.Emit(ctx, "", "", event.Warning{Warning: reason})
 		return done(c.rs, false, c.lastContent(), c.meta("max_turns", reason)), nil
 	},
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 // Options configures one team run. The zero value is every formation's defaults (FORMATIONS.md).
@@ -322,8 +323,8 @@ func (a *admission) run(ctx context.Context, e *runtime.Engine, team runtime.Tea
 				select {
 				case a.slots <- struct{}{}:
 				default:
-					_ = e.Emit(ctx, "member_throttled", m.ID, team.SessionID(m), map[string]any{"limit": a.limit,
-						"warning": fmt.Sprintf("member %s queued: %d admission slot(s) in use", m.ID, a.limit)})
+					_ = e.Emit(ctx, m.ID, team.SessionID(m), event.MemberThrottled{Limit: a.limit,
+						Warning: fmt.Sprintf("member %s queued: %d admission slot(s) in use", m.ID, a.limit)})
 					select {
 					case a.slots <- struct{}{}:
 					case <-ctx.Done():

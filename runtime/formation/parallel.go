@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 var parallel = Formation{
@@ -90,8 +91,8 @@ var parallel = Formation{
 				}
 				if !m.Idempotent {
 					if attempt == 1 {
-						_ = e.Emit(ctx, "warning", m.ID, team.SessionID(m), map[string]string{
-							"warning": "member " + m.ID + " failed and is not retried: its task is not declared idempotent"})
+						_ = e.Emit(ctx, m.ID, team.SessionID(m), event.Warning{
+							Warning: "member " + m.ID + " failed and is not retried: its task is not declared idempotent"})
 					}
 					continue
 				}
@@ -149,7 +150,7 @@ func allocateWorktrees(ctx context.Context, e *runtime.Engine, team runtime.Team
 				m.ID, path, err, strings.TrimSpace(string(msg)), strings.Join(kept, ", "))
 		}
 		out[m.ID] = path
-		if err := e.Emit(ctx, "worktree_allocated", m.ID, team.SessionID(m), map[string]string{"path": path, "repo": iso.Repo}); err != nil {
+		if err := e.Emit(ctx, m.ID, team.SessionID(m), event.WorktreeAllocated{Path: path, Repo: iso.Repo}); err != nil {
 			return out, fmt.Errorf("record worktree_allocated: %w", err)
 		}
 	}
@@ -160,7 +161,7 @@ func allocateWorktrees(ctx context.Context, e *runtime.Engine, team runtime.Team
 func removeWorktrees(e *runtime.Engine, repo string, worktrees map[string]string) {
 	for id, p := range worktrees {
 		if msg, err := exec.Command("git", "-C", repo, "worktree", "remove", "--force", p).CombinedOutput(); err != nil {
-			_ = e.Emit(context.Background(), "warning", id, "", map[string]string{"warning": fmt.Sprintf("remove worktree %s: %v: %s", p, err, strings.TrimSpace(string(msg)))})
+			_ = e.Emit(context.Background(), id, "", event.Warning{Warning: fmt.Sprintf("remove worktree %s: %v: %s", p, err, strings.TrimSpace(string(msg)))})
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 var pipeline = Formation{
@@ -25,8 +26,8 @@ var pipeline = Formation{
 			if !r.Success {
 				stopped := len(team.Members) - i - 1
 				if stopped > 0 {
-					_ = e.Emit(ctx, "warning", m.ID, r.SessionID, map[string]any{"warning": fmt.Sprintf(
-						"pipeline stopped at stage %d (%s): %d later stage(s) not run", i+1, m.ID, stopped), "stage": i + 1})
+					_ = e.Emit(ctx, m.ID, r.SessionID, event.Warning{Warning: fmt.Sprintf(
+						"pipeline stopped at stage %d (%s): %d later stage(s) not run", i+1, m.ID, stopped), Stage: i + 1})
 				}
 				return done(rs, false, "", map[string]string{"stopped_at": m.ID, "stages_run": fmt.Sprint(i + 1)}), nil
 			}

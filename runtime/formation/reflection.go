@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 var reflection = Formation{
@@ -81,8 +82,8 @@ var reflection = Formation{
 			}
 			verdict := decode[CriticVerdict](v.Output)
 			attempts[len(attempts)-1].Verdict, attempts[len(attempts)-1].Feedback = verdict.Verdict, verdict.Feedback
-			if err := e.Emit(ctx, "critic_verdict", critic.ID, v.SessionID, map[string]any{"iteration": it, "verdict": verdict.Verdict,
-				"feedback": verdict.Feedback, "generator": gen.ID, "verdict_format": "json"}); err != nil {
+			if err := e.Emit(ctx, critic.ID, v.SessionID, event.CriticVerdict{Iteration: it, Verdict: verdict.Verdict,
+				Feedback: verdict.Feedback, Generator: gen.ID, VerdictFormat: "json"}); err != nil {
 				return runtime.TeamResult{}, fmt.Errorf("record critic_verdict: %w", err)
 			}
 			if verdict.Verdict == "satisfied" {
@@ -91,8 +92,8 @@ var reflection = Formation{
 			}
 			feedback = []string{fmt.Sprintf("[%s] %s", critic.ID, verdict.Feedback)}
 		}
-		_ = e.Emit(ctx, "warning", critic.ID, team.SessionID(critic), map[string]string{
-			"warning": fmt.Sprintf("the critic was not satisfied within %d iteration(s)", limit)})
+		_ = e.Emit(ctx, critic.ID, team.SessionID(critic), event.Warning{
+			Warning: fmt.Sprintf("the critic was not satisfied within %d iteration(s)", limit)})
 		return finish(false, fmt.Sprintf("not satisfied within %d iteration(s)", limit)), nil
 	},
 }

@@ -37,6 +37,7 @@ import (
 	"strings"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
@@ -161,13 +162,13 @@ func RunWith(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Opt
 	for i, m := range team.Members {
 		ids[i] = m.ID
 	}
-	if err := e.Emit(ctx, "team_started", "", "", map[string]any{"formation": f.Name, "members": ids, "durable": f.Durable,
-		"options": opts.Summary()}); err != nil {
+	if err := e.Emit(ctx, "", "", event.TeamStarted{Formation: f.Name, Members: ids, Durable: f.Durable,
+		Options: opts.Summary()}); err != nil {
 		return runtime.TeamResult{}, fmt.Errorf("record team_started: %w", err)
 	}
 	res, err := f.Run(ctx, e, team, opts)
 	if err != nil {
-		_ = e.Emit(ctx, "team_completed", "", "", map[string]any{"formation": f.Name, "success": false, "error": err.Error()})
+		_ = e.Emit(ctx, "", "", event.TeamCompleted{Formation: f.Name, Success: false, Error: err.Error()})
 		return res, err
 	}
 	res.Formation = f.Name
@@ -178,8 +179,8 @@ func RunWith(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Opt
 		}
 	}
 	sort.Strings(failed)
-	if err := e.Emit(ctx, "team_completed", "", "", map[string]any{"formation": f.Name, "success": res.Success,
-		"failed_members": failed, "metadata": res.Metadata}); err != nil {
+	if err := e.Emit(ctx, "", "", event.TeamCompleted{Formation: f.Name, Success: res.Success,
+		FailedMembers: failed, Metadata: res.Metadata}); err != nil {
 		return res, fmt.Errorf("record team_completed: %w", err)
 	}
 	return res, nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 )
 
 var dynamicRouter = Formation{
@@ -45,11 +46,11 @@ var dynamicRouter = Formation{
 		} else {
 			selected, method, keyword = selectProgrammatically(team.Task, candidates, routes)
 			if method == "fallback" {
-				_ = e.Emit(ctx, "warning", "", "", map[string]string{"warning": fmt.Sprintf(
+				_ = e.Emit(ctx, "", "", event.Warning{Warning: fmt.Sprintf(
 					"dynamic_router: no route or domain role matched the task; selected the first member %s", selected)})
 			}
 		}
-		if err := e.Emit(ctx, "router_selected", "", "", map[string]string{"selected_member_id": selected, "method": method, "keyword": keyword}); err != nil {
+		if err := e.Emit(ctx, "", "", event.RouterSelected{SelectedMemberID: selected, Method: method, Keyword: keyword}); err != nil {
 			return runtime.TeamResult{}, fmt.Errorf("record router_selected: %w", err)
 		}
 		m, _ := team.Member(selected)
@@ -110,14 +111,21 @@ func routerSetup(team runtime.Team, opts Options) (*runtime.MemberSpec, []runtim
 	return router, candidates, routes, nil
 }
 
-// roleKeywords are the default selector's words per domain role, checked in this role order.
-var roleKeywords = []struct {
-	role  string
-	words []string
-}{
-	{"executor", []string{"implement", "write", "build", "fix", "code", "create"}},
-	{"researcher", []string{"research", "investigate", "find", "survey", "compare"}},
-	{"reviewer", []string{"review", "audit", "critique", "inspect"}},
+// RoleKeyword is one domain role of the default selector and the task words that select it.
+type RoleKeyword struct {
+	Role  string
+	Words []string
+}
+
+// RoleKeywords returns the default selector's words per domain role, in the order the roles are
+// checked; a new slice on every call. It is configuration the selection applies, published so an
+// independent check can re-derive a selection.
+func RoleKeywords() []RoleKeyword {
+	return []RoleKeyword{
+		{"executor", []string{"implement", "write", "build", "fix", "code", "create"}},
+		{"researcher", []string{"research", "investigate", "find", "survey", "compare"}},
+		{"reviewer", []string{"review", "audit", "critique", "inspect"}},
+	}
 }
 
 // containsWord reports whether word occurs in text as a whole word, case-insensitively.
@@ -138,13 +146,13 @@ func selectProgrammatically(task string, candidates []runtime.MemberSpec, routes
 			return routes[kw], "route", kw
 		}
 	}
-	for _, rk := range roleKeywords {
-		for _, w := range rk.words {
+	for _, rk := range RoleKeywords() {
+		for _, w := range rk.Words {
 			if !containsWord(task, w) {
 				continue
 			}
 			for _, m := range candidates {
-				if m.DomainRole == rk.role {
+				if m.DomainRole == rk.Role {
 					return m.ID, "domain_role", w
 				}
 			}
