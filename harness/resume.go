@@ -18,8 +18,8 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime"
-	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/effect"
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/tool"
