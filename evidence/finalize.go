@@ -5,16 +5,28 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
 
-// Check statuses.
+// Check statuses. Only CheckPassed counts towards acceptance; the others say what happened
+// instead of claiming a pass.
 const (
 	CheckPassed  = "passed"
 	CheckFailed  = "failed"
 	CheckUnknown = "unknown"
+	// CheckSimulated: what the check establishes was only simulated (dry_run effects).
+	CheckSimulated = "simulated"
+	// CheckNotEnforced: the check depended on a policy the run did not enforce (observe mode).
+	CheckNotEnforced = "not_enforced"
 )
+
+// CheckStatuses returns every check status, in the order above; a new slice on every call.
+func CheckStatuses() []string {
+	return []string{CheckPassed, CheckFailed, CheckUnknown, CheckSimulated, CheckNotEnforced}
+}
 
 // Acceptance verdicts (DESIGN.md vocabulary).
 const (
@@ -27,7 +39,7 @@ const (
 type Check struct {
 	Name     string          `json:"name"`               // 1..128 chars of [A-Za-z0-9_.:/-], e.g. "files_exist", "tests", "oracle", "sessions", "usage"
 	Required bool            `json:"required"`           // whether acceptance requires it to pass
-	Status   string          `json:"status"`             // "passed" | "failed" | "unknown"
+	Status   string          `json:"status"`             // one of CheckStatuses: "passed" | "failed" | "unknown" | "simulated" | "not_enforced"
 	Detail   string          `json:"detail"`             // human-readable outcome
 	Evidence json.RawMessage `json:"evidence,omitempty"` // optional JSON object; stored in RFC 8785 canonical form
 }
@@ -73,8 +85,8 @@ func (s *Store) RecordCheck(ctx context.Context, runID string, c Check) error {
 	if !validCheckName(c.Name) {
 		return fieldErr(ErrInvalidArgument, "name", "%q is not 1..128 chars of [A-Za-z0-9_.:/-]", c.Name)
 	}
-	if c.Status != CheckPassed && c.Status != CheckFailed && c.Status != CheckUnknown {
-		return fieldErr(ErrInvalidArgument, "status", "%q is not one of passed, failed, unknown", c.Status)
+	if !slices.Contains(CheckStatuses(), c.Status) {
+		return fieldErr(ErrInvalidArgument, "status", "%q is not one of %s", c.Status, strings.Join(CheckStatuses(), ", "))
 	}
 	if !utf8.ValidString(c.Detail) {
 		return fieldErr(ErrInvalidArgument, "detail", "not valid UTF-8")

@@ -103,6 +103,25 @@ func migrations() []migration {
 		},
 		Stmts: []string{admissionsDDL},
 		Apply: backfillAdmissions,
+	}, {
+		From: 3,
+		Doc: "v3 -> v4: check statuses simulated (dry_run effects) and not_enforced (a check that depended on a policy " +
+			"observe mode did not enforce) are allowed; existing checks are unchanged",
+		Stmts: []string{
+			`CREATE TABLE checks_v4 (
+		run_id      VARCHAR NOT NULL,
+		name        VARCHAR NOT NULL,
+		required    BOOLEAN NOT NULL,
+		status      VARCHAR NOT NULL CHECK (status IN ('passed', 'failed', 'unknown', 'simulated', 'not_enforced')),
+		detail      VARCHAR NOT NULL,
+		evidence    JSON,
+		recorded_at TIMESTAMP NOT NULL,
+		PRIMARY KEY (run_id, name)
+	)`,
+			`INSERT INTO checks_v4 SELECT run_id, name, required, status, detail, evidence, recorded_at FROM checks`,
+			`DROP TABLE checks`,
+			`ALTER TABLE checks_v4 RENAME TO checks`,
+		},
 	}}
 }
 

@@ -6,8 +6,9 @@ package evidence
 // file recording a newer version is refused outright.
 //
 // Version 3 adds the store-wide admissions chain and the store-written
-// check_recorded and run_finalized events (terminal hash version 3).
-const SchemaVersion = 3
+// check_recorded and run_finalized events (terminal hash version 3); version 4 allows the check
+// statuses simulated and not_enforced.
+const SchemaVersion = 4
 
 // appMarker is the value of meta.app that identifies a DuckDB file as an assay
 // evidence store.
@@ -104,7 +105,7 @@ func schemaDDL() []string {
 		run_id      VARCHAR NOT NULL,
 		name        VARCHAR NOT NULL,
 		required    BOOLEAN NOT NULL,
-		status      VARCHAR NOT NULL CHECK (status IN ('passed', 'failed', 'unknown')),
+		status      VARCHAR NOT NULL CHECK (status IN ('passed', 'failed', 'unknown', 'simulated', 'not_enforced')),
 		detail      VARCHAR NOT NULL,
 		evidence    JSON,
 		recorded_at TIMESTAMP NOT NULL,
