@@ -423,6 +423,7 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
 	u := unknownUsage()
 	if x.relayErr == RelayOK && !rw.overflow {
 		u = extractUsage(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
+		rec.AnsweredModel = answeredModel(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
 	}
 	rec.UsageState = u.state
 	rec.PromptTokens = u.prompt

@@ -210,6 +210,7 @@ func TestRecordFields(t *testing.T) {
 		Method:           http.MethodPost,
 		Path:             "/v1/chat/completions",
 		Model:            "json-usage",
+		AnsweredModel:    "json-usage",
 		Stream:           false,
 		Status:           http.StatusOK,
 		LatencyMS:        r.LatencyMS,

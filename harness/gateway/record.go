@@ -32,7 +32,11 @@ type Record struct {
 	SessionID string // value of the session header; "" when absent
 	Method    string // HTTP method
 	Path      string // URL path without the query string (which may carry credentials)
-	Model     string // "model" field of the JSON request body; "" if none
+	Model     string // "model" field of the JSON request body (the model asked for); "" if none
+	// AnsweredModel is the "model" the response named (a JSON body's top-level model, a stream's
+	// first chunk model): the model that answered. "" when the response named none, was not a 2xx
+	// JSON or event-stream body, or was not relayed completely.
+	AnsweredModel string
 	Stream    bool   // the request body asked for streaming ("stream": true)
 	// Status is the HTTP status the client received: the upstream's status, or
 	// the gateway's own when RelayError says the upstream was not consulted or
@@ -94,6 +98,25 @@ func (g *Gateway) Records(ctx context.Context, sessionID string, prefix bool) ([
 		return nil, fmt.Errorf("%w: records of session %q", ErrClosed, sessionID)
 	}
 	return g.store.records(ctx, sessionID, prefix)
+}
+
+// Mark returns the id of the last request that has arrived (0 before any): every request arriving
+// later gets a greater id. RecordsIn(ctx, mark, later mark) is what arrived in between.
+func (g *Gateway) Mark() int64 { return g.store.lastID.Load() }
+
+// RecordsIn returns the records of every session with after < ID <= upTo (two Marks), ordered by
+// ID, after waiting, like Records, for every request in flight at the call to be recorded.
+// Errors: those of Records; a request of any session relayed but not recorded is ErrRecordLost.
+func (g *Gateway) RecordsIn(ctx context.Context, after, upTo int64) ([]Record, error) {
+	if err := g.inflight.wait(ctx, "", true); err != nil {
+		return nil, err
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return nil, fmt.Errorf("%w: records %d..%d", ErrClosed, after+1, upTo)
+	}
+	return g.store.recordsIn(ctx, after, upTo)
 }
 
 // Usage returns the summed usage of exactly sessionID, after waiting for its

@@ -18,7 +18,9 @@ import (
 
 // SchemaVersion is the version of the usage database layout, kept in the meta
 // table under the key "schema_version".
-const SchemaVersion = "1"
+// Version 2 added requests.answered_model; Start migrates a version 1 database in place (the
+// column is '' for the rows recorded before: the answered model was not read then).
+const SchemaVersion = "2"
 
 // ErrSchemaVersion is returned (wrapped, with the path and both versions) by
 // Start when the usage database was written with a different SchemaVersion.
@@ -59,7 +61,8 @@ CREATE TABLE IF NOT EXISTS requests (
 	cached_tokens     INTEGER,
 	reasoning_tokens  INTEGER,
 	relay_error       TEXT    NOT NULL,
-	started_at        TEXT    NOT NULL
+	started_at        TEXT    NOT NULL,
+	answered_model    TEXT    NOT NULL DEFAULT ''
 ) STRICT;
 CREATE INDEX IF NOT EXISTS requests_session ON requests (session_id, id);
 `
@@ -155,6 +158,13 @@ func (s *store) migrate(ctx context.Context) error {
 		}
 	case err != nil:
 		return fmt.Errorf("gateway: usage database %s: read schema version: %w", s.path, err)
+	case got == "1":
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE requests ADD COLUMN answered_model TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("gateway: usage database %s: migrate to schema version 2: %w", s.path, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'schema_version'`, SchemaVersion); err != nil {
+			return fmt.Errorf("gateway: usage database %s: write schema version: %w", s.path, err)
+		}
 	case got != SchemaVersion:
 		return fmt.Errorf("%w: %s has version %q, this gateway writes %q", ErrSchemaVersion, s.path, got, SchemaVersion)
 	}
@@ -170,13 +180,13 @@ func (s *store) insert(ctx context.Context, rec *Record) error {
 		id, session_id, method, path, model, stream, status, latency_ms,
 		request_sha256, response_sha256, request_bytes, response_bytes,
 		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		relay_error, started_at, answered_model
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		rec.ID, rec.SessionID, rec.Method, rec.Path, rec.Model, rec.Stream, rec.Status, rec.LatencyMS,
 		rec.RequestSHA256, rec.ResponseSHA256, rec.RequestBytes, rec.ResponseBytes,
 		rec.UsageState, nullable(rec.PromptTokens), nullable(rec.CompletionTokens), nullable(rec.TotalTokens),
 		nullable(rec.CachedTokens), nullable(rec.ReasoningTokens),
-		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout))
+		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel)
 	if err != nil {
 		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, s.path, err)
 	}
@@ -201,18 +211,27 @@ func fromNullable(v sql.NullInt64) *int64 {
 // records returns the rows of session (or of every session starting with it,
 // when prefix is set), ordered by id.
 func (s *store) records(ctx context.Context, session string, prefix bool) ([]Record, error) {
-	const cols = `id, session_id, method, path, model, stream, status, latency_ms,
-		request_sha256, response_sha256, request_bytes, response_bytes,
-		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at`
 	where := `session_id = ?1`
 	if prefix {
 		// substr, not LIKE: session ids may contain % and _.
 		where = `substr(session_id, 1, length(?1)) = ?1`
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+cols+` FROM requests WHERE `+where+` ORDER BY id`, session)
+	return s.query(ctx, fmt.Sprintf("session %q", session), where, session)
+}
+
+// recordsIn returns the rows with after < id <= upTo, of any session, ordered by id.
+func (s *store) recordsIn(ctx context.Context, after, upTo int64) ([]Record, error) {
+	return s.query(ctx, fmt.Sprintf("ids %d..%d", after+1, upTo), `id > ?1 AND id <= ?2`, after, upTo)
+}
+
+func (s *store) query(ctx context.Context, what, where string, args ...any) ([]Record, error) {
+	const cols = `id, session_id, method, path, model, stream, status, latency_ms,
+		request_sha256, response_sha256, request_bytes, response_bytes,
+		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
+		relay_error, started_at, answered_model`
+	rows, err := s.r.QueryContext(ctx, `SELECT `+cols+` FROM requests WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: query records of session %q in %s: %w", session, s.path, err)
+		return nil, fmt.Errorf("gateway: query records of %s in %s: %w", what, s.path, err)
 	}
 	defer rows.Close()
 	var out []Record
@@ -225,8 +244,8 @@ func (s *store) records(ctx context.Context, session string, prefix bool) ([]Rec
 		if err := rows.Scan(&rec.ID, &rec.SessionID, &rec.Method, &rec.Path, &rec.Model, &rec.Stream, &rec.Status, &rec.LatencyMS,
 			&rec.RequestSHA256, &rec.ResponseSHA256, &rec.RequestBytes, &rec.ResponseBytes,
 			&rec.UsageState, &prompt, &completion, &total, &cached, &reasoning,
-			&rec.RelayError, &started); err != nil {
-			return nil, fmt.Errorf("gateway: scan record of session %q in %s: %w", session, s.path, err)
+			&rec.RelayError, &started, &rec.AnsweredModel); err != nil {
+			return nil, fmt.Errorf("gateway: scan record of %s in %s: %w", what, s.path, err)
 		}
 		rec.PromptTokens = fromNullable(prompt)
 		rec.CompletionTokens = fromNullable(completion)
@@ -241,7 +260,7 @@ func (s *store) records(ctx context.Context, session string, prefix bool) ([]Rec
 		out = append(out, rec)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("gateway: read records of session %q in %s: %w", session, s.path, err)
+		return nil, fmt.Errorf("gateway: read records of %s in %s: %w", what, s.path, err)
 	}
 	return out, nil
 }

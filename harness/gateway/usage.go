@@ -80,6 +80,35 @@ func extractUsage(status int, h http.Header, streamRequested bool, body []byte) 
 	return last
 }
 
+// answeredModel reads the model a complete 2xx response named: a JSON body's top-level "model",
+// or the first event-stream chunk that carries a non-empty one. "" when there is none.
+func answeredModel(status int, h http.Header, streamRequested bool, body []byte) string {
+	if status < 200 || status > 299 {
+		return ""
+	}
+	body, ok := decodeContent(h.Get("Content-Encoding"), body)
+	if !ok {
+		return ""
+	}
+	model := func(data []byte) string {
+		var doc struct {
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal(data, &doc) // not JSON, or a model that is not a string: none
+		return doc.Model
+	}
+	mediaType, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	if mediaType != "text/event-stream" && !(streamRequested && mediaType != "application/json") {
+		return model(body)
+	}
+	for _, data := range sseData(body) {
+		if m := model(data); m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
 // sseEndedWithDone reports whether body is an uncompressed event stream whose
 // last event is the OpenAI end-of-stream sentinel "[DONE]" (OpenAI API
 // reference, chat completions streaming).
