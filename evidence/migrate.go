@@ -53,7 +53,7 @@ func migrations() []migration {
 				completion_tokens, total_tokens, cached_tokens, reasoning_tokens, recorded_at FROM usage`,
 			`DROP TABLE usage`,
 			`ALTER TABLE usage_v2 RENAME TO usage`,
-			usageCallsDDL,
+			usageCallsDDL("usage_calls"),
 			`CREATE TABLE usage_verdicts_v2 (
 				run_id      VARCHAR NOT NULL,
 				ordinal     BIGINT NOT NULL,
@@ -106,7 +106,8 @@ func migrations() []migration {
 	}, {
 		From: 3,
 		Doc: "v3 -> v4: check statuses simulated (dry_run effects) and not_enforced (a check that depended on a policy " +
-			"observe mode did not enforce) are allowed; existing checks are unchanged",
+			"observe mode did not enforce) are allowed, and usage_calls takes the gateway's per-request records as source " +
+			"gateway; existing rows are unchanged",
 		Stmts: []string{
 			`CREATE TABLE checks_v4 (
 		run_id      VARCHAR NOT NULL,
@@ -121,6 +122,10 @@ func migrations() []migration {
 			`INSERT INTO checks_v4 SELECT run_id, name, required, status, detail, evidence, recorded_at FROM checks`,
 			`DROP TABLE checks`,
 			`ALTER TABLE checks_v4 RENAME TO checks`,
+			usageCallsDDL("usage_calls_v4"),
+			`INSERT INTO usage_calls_v4 SELECT * FROM usage_calls`,
+			`DROP TABLE usage_calls`,
+			`ALTER TABLE usage_calls_v4 RENAME TO usage_calls`,
 		},
 	}}
 }

@@ -7,7 +7,7 @@ package evidence
 //
 // Version 3 adds the store-wide admissions chain and the store-written
 // check_recorded and run_finalized events (terminal hash version 3); version 4 allows the check
-// statuses simulated and not_enforced.
+// statuses simulated and not_enforced, and per-call usage from the gateway source.
 const SchemaVersion = 4
 
 // appMarker is the value of meta.app that identifies a DuckDB file as an assay
@@ -86,7 +86,7 @@ func schemaDDL() []string {
 		PRIMARY KEY (run_id, name)
 	)`,
 		usageDDL("usage"),
-		usageCallsDDL,
+		usageCallsDDL("usage_calls"),
 		`CREATE TABLE usage_verdicts (
 		run_id      VARCHAR NOT NULL,
 		ordinal     BIGINT NOT NULL,
@@ -190,11 +190,13 @@ func usageDDL(name string) string {
 	)`
 }
 
-// usageCallsDDL (v2) holds per-call usage observations keyed by assay's own
-// call ids.
-const usageCallsDDL = `CREATE TABLE usage_calls (
+// usageCallsDDL (v2) creates the per-call usage observations table under name,
+// keyed by assay's own call ids. v4 admits the source gateway (the gateway's
+// per-request records).
+func usageCallsDDL(name string) string {
+	return `CREATE TABLE ` + name + ` (
 		run_id            VARCHAR NOT NULL,
-		source            VARCHAR NOT NULL CHECK (source IN ('wire', 'store')),
+		source            VARCHAR NOT NULL CHECK (source IN ('wire', 'store', 'gateway')),
 		call_id           VARCHAR NOT NULL,
 		observation       BIGINT NOT NULL,
 		session_id        VARCHAR NOT NULL,
@@ -210,3 +212,4 @@ const usageCallsDDL = `CREATE TABLE usage_calls (
 		recorded_at       TIMESTAMP NOT NULL,
 		PRIMARY KEY (run_id, source, call_id, observation)
 	)`
+}

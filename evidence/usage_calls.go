@@ -24,9 +24,11 @@ type UsageCall struct {
 	// the member session and its request sequence number (1..256 bytes of
 	// UTF-8).
 	CallID string
-	// Source is "wire" (the gateway's per-request records) or "store" (the
-	// runtime's provider_exchange events). The gateway's usage endpoint only
-	// has session totals: record it with RecordUsage.
+	// Source is "store" (what the runtime's client parsed, its
+	// provider_exchange events), "wire" (a fresh parse, by the harness, of the
+	// raw response bytes the runtime received) or "gateway" (the gateway's
+	// per-request records of the bytes it relayed). A source with only session
+	// totals is recorded with RecordUsage instead.
 	Source string
 	// SessionID is the session this source attributes the call to (the
 	// session header the gateway saw; the member session for "store").
@@ -82,8 +84,8 @@ func (c UsageCall) validate(i int) error {
 	switch {
 	case c.CallID == "" || len(c.CallID) > maxIDLen || !utf8.ValidString(c.CallID):
 		return bad("call_id", "required, at most %d bytes of UTF-8", maxIDLen)
-	case c.Source != SourceWire && c.Source != SourceStore:
-		return bad("source", "%q is not wire or store (gateway totals are session rows: RecordUsage)", c.Source)
+	case c.Source != SourceWire && c.Source != SourceStore && c.Source != SourceGateway:
+		return bad("source", "%q is not wire, store or gateway", c.Source)
 	case c.SessionID == "" || len(c.SessionID) > maxIDLen || !utf8.ValidString(c.SessionID):
 		return bad("session_id", "required, at most %d bytes of UTF-8", maxIDLen)
 	case len(c.MemberID) > maxIDLen || !utf8.ValidString(c.MemberID):
@@ -417,16 +419,23 @@ func ReconcileUsageCalls(calls []UsageCall, rows []UsageRow) []UsageVerdict {
 			}
 		}
 		structural := append([]string(nil), ss.problems...)
-		if w, st := ss.accounts[SourceWire], ss.accounts[SourceStore]; w != nil && st != nil && w.calls != nil && st.calls != nil {
+		// Every per-call source must account for the same calls as the store.
+		if st := ss.accounts[SourceStore]; st != nil && st.calls != nil {
 			var only []string
-			for c := range st.calls {
-				if !w.calls[c] {
-					only = append(only, "call "+c+" is in the store but not on the wire")
+			for _, src := range []string{SourceWire, SourceGateway} {
+				a := ss.accounts[src]
+				if a == nil || a.calls == nil {
+					continue
 				}
-			}
-			for c := range w.calls {
-				if !st.calls[c] {
-					only = append(only, "call "+c+" is on the wire but not in the store")
+				for c := range st.calls {
+					if !a.calls[c] {
+						only = append(only, "call "+c+" is in the store but not in the "+src+" source")
+					}
+				}
+				for c := range a.calls {
+					if !st.calls[c] {
+						only = append(only, "call "+c+" is in the "+src+" source but not in the store")
+					}
 				}
 			}
 			sort.Strings(only)

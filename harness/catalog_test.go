@@ -2,13 +2,11 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/assay-audit/assay/evidence"
-	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
@@ -160,61 +158,3 @@ func TestFormationContractViolationsRejectTheCase(t *testing.T) {
 	}
 }
 
-// ev builds a stored event for rule tests.
-func ev(seq int64, typ, member string, payload string) evidence.StoredEvent {
-	if payload == "" {
-		payload = "{}"
-	}
-	return evidence.StoredEvent{Seq: seq, Type: typ, MemberID: member, Payload: json.RawMessage(payload)}
-}
-
-func TestEvidenceRulesFailOnMissingOrContradictoryEvidence(t *testing.T) {
-	plans := func(ids ...string) *caseState {
-		s := &caseState{}
-		for _, id := range ids {
-			s.plans = append(s.plans, memberPlan{Spec: runtimeSpec(id), Deliverables: []string{"f"}})
-		}
-		return s
-	}
-	cases := []struct {
-		name   string
-		rule   evidenceRule
-		events []evidence.StoredEvent
-		state  *caseState
-		pass   bool
-	}{
-		{"sequential in order", sequentialEvidence, []evidence.StoredEvent{ev(1, "member_started", "a", ""), ev(2, "member_completed", "a", ""),
-			ev(3, "member_started", "b", ""), ev(4, "member_completed", "b", "")}, plans("a", "b"), true},
-		{"sequential overlapping", sequentialEvidence, []evidence.StoredEvent{ev(1, "member_started", "a", ""), ev(2, "member_started", "b", ""),
-			ev(3, "member_completed", "a", ""), ev(4, "member_completed", "b", "")}, plans("a", "b"), false},
-		{"router ran two members", routerEvidence, []evidence.StoredEvent{ev(1, "router_selected", "", `{"selected_member_id":"a"}`),
-			ev(2, "member_started", "a", ""), ev(3, "member_started", "b", "")}, plans("a", "b"), false},
-		{"router selected twice", routerEvidence, []evidence.StoredEvent{ev(1, "router_selected", "", `{"selected_member_id":"a"}`),
-			ev(2, "router_selected", "", `{"selected_member_id":"a"}`), ev(3, "member_started", "a", "")}, plans("a"), false},
-		{"router one member", routerEvidence, []evidence.StoredEvent{ev(1, "router_selected", "", `{"selected_member_id":"a"}`),
-			ev(2, "member_started", "a", "")}, plans("a", "b"), true},
-		{"reflection without verdict", reflectionEvidence, nil, plans("a"), false},
-		{"reflection ends needs_work", reflectionEvidence, []evidence.StoredEvent{ev(1, "critic_verdict", "c", `{"verdict":"needs_work","feedback":"x"}`),
-			ev(2, "team_completed", "", `{"metadata":{"iterations":"1"}}`)}, plans("a"), false},
-		{"reflection satisfied", reflectionEvidence, []evidence.StoredEvent{ev(1, "critic_verdict", "c", `{"verdict":"needs_work","feedback":"x"}`),
-			ev(2, "critic_verdict", "c", `{"verdict":"satisfied","feedback":"y"}`), ev(3, "team_completed", "", `{"metadata":{"iterations":"2"}}`)}, plans("a"), true},
-		{"ensemble without decision", ensembleEvidence, []evidence.StoredEvent{ev(1, "ensemble_decision", "", `{"mode":"vote","decision":"none"}`)}, plans("a", "b"), false},
-		{"ensemble selects a stranger", ensembleEvidence, []evidence.StoredEvent{ev(1, "ensemble_decision", "", `{"mode":"vote","decision":"d","selected_member_id":"z"}`)}, plans("a", "b"), false},
-		{"consensus without agreement", consensusEvidence, []evidence.StoredEvent{ev(1, "consensus_round", "", `{}`),
-			ev(2, "consensus_decision", "", `{"consensus_achieved":false}`)}, plans("a", "b"), false},
-		{"handoff does not match speakers", handoffEvidence, []evidence.StoredEvent{ev(1, "member_spoke", "a", `{"sequence":1}`),
-			ev(2, "member_handoff", "a", `{"source":"a","target":"c"}`), ev(3, "member_spoke", "b", `{"sequence":2,"done":true}`)}, plans("a", "b"), false},
-		{"group chat sequence gap", groupChatEvidence, []evidence.StoredEvent{ev(1, "member_spoke", "a", `{"sequence":1}`),
-			ev(2, "member_spoke", "b", `{"sequence":3}`)}, plans("a", "b"), false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			status, detail := c.rule(trace{events: c.events}, c.state)
-			if (status == statusPassed) != c.pass {
-				t.Fatalf("status %s (%s), want pass=%v", status, detail, c.pass)
-			}
-		})
-	}
-}
-
-func runtimeSpec(id string) runtime.MemberSpec { return runtime.MemberSpec{ID: id} }

@@ -118,6 +118,14 @@ type Options struct {
 	// event payload, artifact, check detail and progress line.
 	APIKeyEnv string
 
+	// ModelAliases maps a requested model id to another id that may answer for it (routing accepts
+	// it and shows it); a dated snapshot of the requested id (gpt-4o-mini-2024-07-18 for
+	// gpt-4o-mini) needs no alias.
+	ModelAliases map[string]string
+
+	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
+	hooks *testHooks
+
 	// Filled by Normalize from PolicyFile and ApprovalsFile.
 	policyFile   *policy.File
 	policyDigest string
@@ -594,7 +602,7 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 	if err != nil {
 		return caseEnv{}, closeAll, fmt.Errorf("provider client: %w", err)
 	}
-	env := caseEnv{store: store, gateway: gw, client: client, redactor: newRedactor(opts, os.Environ())}
+	env := caseEnv{store: store, gateway: gw, client: client, redactor: newRedactor(opts, os.Environ()), teams: newTeamRuns()}
 	if opts.Language == reference.LanguagePython {
 		// One interpreter for the whole matrix, chosen deliberately (oracle.FindPython); when none
 		// qualifies the tests and oracle checks fail as unavailable, never pass.
@@ -626,6 +634,46 @@ type caseEnv struct {
 	reference *reference.Server
 	// effectsURL is the base URL of the run's effect service (startEffectService), "" when none.
 	effectsURL string
+	// teams are the team runs of this matrix run: their member sessions are the ones the gateway
+	// may see.
+	teams *teamRuns
+}
+
+// teamRuns is the set of member sessions of the team runs a matrix (or resume) process runs: a
+// gateway record whose session is not one of them belongs to no case. Safe for concurrent use.
+type teamRuns struct {
+	mu       sync.Mutex
+	sessions map[string]bool
+}
+
+func newTeamRuns() *teamRuns { return &teamRuns{sessions: map[string]bool{}} }
+
+// add registers team's member sessions before the team runs.
+func (t *teamRuns) add(team runtime.Team) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range team.Members {
+		t.sessions[team.SessionID(m)] = true
+	}
+}
+
+// owns reports whether session is a member session of a registered team run.
+func (t *teamRuns) owns(session string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sessions[session]
+}
+
+// testHooks stand, in harness tests, for a defective runtime or a stray client: they change what
+// the runtime records and returns, or send requests through the gateway while the team runs; they
+// never touch the store.
+type testHooks struct {
+	// event rewrites each event the runtime emits before it is recorded.
+	event func(runtime.Event) runtime.Event
+	// result rewrites the team result the runtime returned.
+	result func(*runtime.TeamResult)
+	// duringTeam runs just before the team, with the gateway's URL.
+	duringTeam func(ctx context.Context, gatewayURL string)
 }
 
 func labelOr(s, empty string) string {
@@ -703,6 +751,9 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	}
 	cr.runID, cr.start = runID, start
 	cr.sink = &storeSink{store: store, runID: runID, redactor: env.redactor}
+	if opts.hooks != nil {
+		cr.sink.hook = opts.hooks.event
+	}
 	manifestJSON, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: manifest: %w", runID, err)
@@ -814,6 +865,11 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 			return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
 		}
 	}
+	env.teams.add(team)
+	gwFrom := env.gateway.Mark()
+	if opts.hooks != nil && opts.hooks.duringTeam != nil {
+		opts.hooks.duringTeam(ctx, env.gateway.URL())
+	}
 	teamStart := time.Now()
 	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
 	timings["team"] = time.Since(teamStart).Seconds()
@@ -821,13 +877,24 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		_ = engine.Emit(ctx, "", "", event.Warning{Warning: "team did not complete: " + teamErr.Error()})
 	}
 
+	gwTo := env.gateway.Mark()
+	if opts.hooks != nil && opts.hooks.result != nil {
+		opts.hooks.result(&result)
+	}
+
 	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
-		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline, artifacts: map[string]string{}, verified: map[string]string{},
+		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline,
 		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
-		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor}
+		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor,
+		mode: opts.Mode, modelAliases: opts.ModelAliases, reference: env.reference != nil, gwFrom: gwFrom, gwTo: gwTo, owned: env.teams.owns}
 	if cr.resume != nil {
 		state.priorRuns = cr.resume.lineage
 	}
+	prepStart := time.Now()
+	if err := state.prepareEvidence(ctx); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
+	}
+	timings["evidence"] = time.Since(prepStart).Seconds()
 	var checks []evidence.Check
 	for _, ch := range Checks() {
 		checkStart := time.Now()
@@ -904,9 +971,14 @@ type storeSink struct {
 	store    *evidence.Store
 	runID    string
 	redactor *policy.Redactor
+	// hook, in harness tests, rewrites what the runtime emits (a defective runtime); nil otherwise.
+	hook func(runtime.Event) runtime.Event
 }
 
 func (s *storeSink) Emit(ctx context.Context, ev runtime.Event) error {
+	if s.hook != nil {
+		ev = s.hook(ev)
+	}
 	_, err := s.store.AppendEvent(ctx, s.runID, evidence.Event{Type: ev.Type, MemberID: ev.MemberID,
 		SessionID: s.redactor.String(ev.SessionID), Time: ev.Time, Payload: redactJSON(s.redactor, ev.Payload)})
 	return err
