@@ -157,4 +157,3 @@ func TestFormationContractViolationsRejectTheCase(t *testing.T) {
 		})
 	}
 }
-

@@ -267,4 +267,3 @@ func marshalEvidence(v any) json.RawMessage {
 	}
 	return b
 }
-

@@ -37,7 +37,7 @@ type Record struct {
 	// first chunk model): the model that answered. "" when the response named none, was not a 2xx
 	// JSON or event-stream body, or was not relayed completely.
 	AnsweredModel string
-	Stream    bool   // the request body asked for streaming ("stream": true)
+	Stream        bool // the request body asked for streaming ("stream": true)
 	// Status is the HTTP status the client received: the upstream's status, or
 	// the gateway's own when RelayError says the upstream was not consulted or
 	// failed (502 when the upstream could not be reached, 400 for an unreadable

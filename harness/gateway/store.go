@@ -19,7 +19,7 @@ import (
 // SchemaVersion is the version of the usage database layout, kept in the meta
 // table under the key "schema_version".
 // Version 2 added requests.answered_model; Start migrates a version 1 database in place (the
-// column is '' for the rows recorded before: the answered model was not read then).
+// column is ” for the rows recorded before: the answered model was not read then).
 const SchemaVersion = "2"
 
 // ErrSchemaVersion is returned (wrapped, with the path and both versions) by
