@@ -576,10 +576,10 @@ func consensusEvidence(d *derivation) (string, string) {
 			c := claimed[round-1]
 			if c.Round != round || !maps.EqualFunc(c.Groups, groups, slices.Equal[[]string]) || c.Largest != len(agreeing) ||
 				c.Proposers != len(proposers) || c.Threshold != threshold || c.Agreement != agreed {
-				problems = append(problems, fmt.Sprintf("round %d: the runtime recorded groups %v, largest %d of %d, threshold %v, agreement %v (%s); "+
-					"the raw proposals give groups %v, largest %d of %d, threshold %v (configured), agreement %v",
-					round, c.Groups, c.Largest, c.Proposers, c.Threshold, c.Agreement, d.at(at[round-1]),
-					groups, len(agreeing), len(proposers), threshold, agreed))
+				problems = append(problems, fmt.Sprintf("round %d: the runtime recorded groups %s, largest %d of %d, threshold %v, agreement %v (%s); "+
+					"the raw proposals give groups %s, largest %d of %d, threshold %v (configured), agreement %v",
+					round, formatGroups(c.Groups), c.Largest, c.Proposers, c.Threshold, c.Agreement, d.at(at[round-1]),
+					formatGroups(groups), len(agreeing), len(proposers), threshold, agreed))
 			}
 		}
 		if agreed {
@@ -1122,7 +1122,7 @@ func handoffEvidence(d *derivation) (string, string) {
 		if len(at) > 0 {
 			where = " (from " + d.at(at[0]) + ")"
 		}
-		problems = append(problems, fmt.Sprintf("the runtime recorded handoffs %v%s, the raw replies give %v", hops, where, want))
+		problems = append(problems, fmt.Sprintf("the runtime recorded handoffs %s%s, the raw replies give %s", formatHops(hops), where, formatHops(want)))
 	}
 	why := labelOr(stop, fmt.Sprintf("no turn said done within max_turns %d", d.maxTurns()))
 	problems = append(problems, d.teamClaim(ok, why)...)
@@ -1260,6 +1260,31 @@ func ensembleEvidence(d *derivation) (string, string) {
 	}
 	problems = append(problems, d.teamClaim(ok, why)...)
 	return verdict(problems, fmt.Sprintf("ensemble %s re-derived from the raw proposals: %s (votes %s)", mode, truncateText(decided, 60), formatVotes(votes)))
+}
+
+// formatGroups renders consensus groups as "{key: a, b}, {reply:...: c}" in key order, the "key:"
+// prefix dropped (no Go map syntax in details).
+func formatGroups(groups map[string][]string) string {
+	if len(groups) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		parts = append(parts, fmt.Sprintf("{%s: %s}", truncateText(strings.TrimPrefix(k, "key:"), 60), strings.Join(groups[k], ", ")))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// formatHops renders handoffs as "a -> b after turn 1, ...".
+func formatHops(hops []event.MemberHandoff) string {
+	if len(hops) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, h := range hops {
+		parts = append(parts, fmt.Sprintf("%s -> %s after turn %d", h.Source, h.Target, h.Sequence))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // formatVotes renders vote counts as "key=n, key=n" in key order (no Go map syntax in details).

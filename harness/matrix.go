@@ -674,6 +674,14 @@ type testHooks struct {
 	result func(*runtime.TeamResult)
 	// duringTeam runs just before the team, with the gateway's URL.
 	duringTeam func(ctx context.Context, gatewayURL string)
+	// afterTeam runs when the team returned, before the evidence is read, with the gateway's
+	// usage database path (a defective gateway's records).
+	afterTeam func(ctx context.Context, gatewayDB string)
+	// artifact rewrites an artifact the runtime stores (a runtime that keeps other bytes than it
+	// received).
+	artifact func(name string, data []byte) []byte
+	// checks narrows the checks a test needs (the tests and oracle build member code).
+	checks func([]Check) []Check
 }
 
 func labelOr(s, empty string) string {
@@ -752,7 +760,7 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	cr.runID, cr.start = runID, start
 	cr.sink = &storeSink{store: store, runID: runID, redactor: env.redactor}
 	if opts.hooks != nil {
-		cr.sink.hook = opts.hooks.event
+		cr.sink.hook, cr.sink.artifactHook = opts.hooks.event, opts.hooks.artifact
 	}
 	manifestJSON, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -878,8 +886,17 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	}
 
 	gwTo := env.gateway.Mark()
-	if opts.hooks != nil && opts.hooks.result != nil {
-		opts.hooks.result(&result)
+	checkList := Checks()
+	if h := opts.hooks; h != nil {
+		if h.result != nil {
+			h.result(&result)
+		}
+		if h.afterTeam != nil {
+			h.afterTeam(ctx, filepath.Join(opts.OutDir, "gateway-usage.db"))
+		}
+		if h.checks != nil {
+			checkList = h.checks(checkList)
+		}
 	}
 
 	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
@@ -896,7 +913,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	}
 	timings["evidence"] = time.Since(prepStart).Seconds()
 	var checks []evidence.Check
-	for _, ch := range Checks() {
+	for _, ch := range checkList {
 		checkStart := time.Now()
 		status, detail, ev := ch.run(ctx, state)
 		timings["check:"+ch.Name] = time.Since(checkStart).Seconds()
@@ -971,8 +988,10 @@ type storeSink struct {
 	store    *evidence.Store
 	runID    string
 	redactor *policy.Redactor
-	// hook, in harness tests, rewrites what the runtime emits (a defective runtime); nil otherwise.
-	hook func(runtime.Event) runtime.Event
+	// hook and artifactHook, in harness tests, rewrite what the runtime emits and stores (a
+	// defective runtime); nil otherwise.
+	hook         func(runtime.Event) runtime.Event
+	artifactHook func(name string, data []byte) []byte
 }
 
 func (s *storeSink) Emit(ctx context.Context, ev runtime.Event) error {
@@ -989,6 +1008,9 @@ func (s *storeSink) Emit(ctx context.Context, ev runtime.Event) error {
 // masked byte-wise (policy.Redactor.String). A masked artifact's digest is that of the masked
 // bytes; the provider_exchange event keeps the wire's own request hash.
 func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, data []byte) (string, error) {
+	if s.artifactHook != nil {
+		data = s.artifactHook(name, data)
+	}
 	if mediaType == "text/event-stream" {
 		return s.store.PutArtifact(ctx, s.runID, name, mediaType, s.redactor.SSE(data))
 	}

@@ -239,28 +239,22 @@ func (mt *memberTurn) firstRequest() (string, error) {
 	return r.userText(), nil
 }
 
-// contractLine is the contract the turn's first request asked for, read from its recorded
-// "assay-contract: {...}" line.
+// contractLine is the contract the turn's first request asked for: the recorded user message's
+// last line, "assay-contract: {...}" (runtime.Contract.Prompt ends the message with it). Only the
+// last line counts, so text a member put into the context cannot pose as the contract.
 func (mt *memberTurn) contractLine() (runtime.ContractLine, error) {
 	text, err := mt.firstRequest()
 	if err != nil {
 		return runtime.ContractLine{}, err
 	}
-	var line runtime.ContractLine
-	found := false
-	for _, l := range strings.Split(text, "\n") {
-		if rest, ok := strings.CutPrefix(l, runtime.ContractPrefix); ok {
-			if found {
-				return line, fmt.Errorf("%s invocation %d: the request states two contracts", mt.Member, mt.Invocation)
-			}
-			if err := json.Unmarshal([]byte(rest), &line); err != nil {
-				return line, fmt.Errorf("%s invocation %d: contract line: %v", mt.Member, mt.Invocation, err)
-			}
-			found = true
-		}
+	last := text[strings.LastIndex(text, "\n")+1:]
+	rest, ok := strings.CutPrefix(last, runtime.ContractPrefix)
+	if !ok {
+		return runtime.ContractLine{}, fmt.Errorf("%s invocation %d: the recorded request does not end with a contract line", mt.Member, mt.Invocation)
 	}
-	if !found {
-		return line, fmt.Errorf("%s invocation %d: the request states no contract", mt.Member, mt.Invocation)
+	var line runtime.ContractLine
+	if err := json.Unmarshal([]byte(rest), &line); err != nil {
+		return line, fmt.Errorf("%s invocation %d: contract line: %v", mt.Member, mt.Invocation, err)
 	}
 	return line, nil
 }

@@ -929,3 +929,92 @@ func TestRecordsInArrivalOrder(t *testing.T) {
 		t.Fatalf("records = %+v, want slow-stream then json-usage", recs)
 	}
 }
+
+func TestAnsweredModelIsRecorded(t *testing.T) {
+	up := newFakeUpstream(t)
+	g, _ := startGateway(t, up.srv.URL)
+	for _, c := range []struct {
+		model  string
+		stream bool
+		want   string
+	}{
+		{"json-usage", false, "json-usage"},
+		{"answers-other", false, "other-model-2"},
+		{"sse-answers-other", true, "other-model-3"}, // the first chunk names none; the first that does counts
+		{"error-500", false, ""},                     // an error response names no answering model
+	} {
+		session := "am-" + c.model
+		post(t, g, session, chatBody(c.model, c.stream, "x"), nil)
+		recs := records(t, g, session)
+		if len(recs) != 1 || recs[0].Model != c.model || recs[0].AnsweredModel != c.want {
+			t.Errorf("%s: records %+v, want asked %q answered %q", c.model, recs, c.model, c.want)
+		}
+	}
+}
+
+func TestRecordsInReadsEverySessionBetweenTwoMarks(t *testing.T) {
+	up := newFakeUpstream(t)
+	g, _ := startGateway(t, up.srv.URL)
+	post(t, g, "before", chatBody("json-usage", false, "a"), nil)
+	from := g.Mark()
+	post(t, g, "s-1", chatBody("json-usage", false, "a"), nil)
+	post(t, g, "", chatBody("json-usage", false, "a"), nil)
+	post(t, g, "stranger", chatBody("json-usage", false, "a"), nil)
+	to := g.Mark()
+	post(t, g, "after", chatBody("json-usage", false, "a"), nil)
+	recs, err := g.RecordsIn(t.Context(), from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.SessionID)
+	}
+	if strings.Join(got, ",") != "s-1,,stranger" {
+		t.Fatalf("RecordsIn = %q, want the three requests between the marks in arrival order", got)
+	}
+	if to-from != 3 {
+		t.Fatalf("marks %d..%d", from, to)
+	}
+}
+
+func TestVersion1DatabaseIsMigrated(t *testing.T) {
+	up := newFakeUpstream(t)
+	dbPath := filepath.Join(t.TempDir(), "gateway-usage.db")
+	g, err := Start(t.Context(), Config{Upstream: up.srv.URL, DBPath: dbPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(t, g, "old", chatBody("json-usage", false, "a"), nil)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Make it the version 1 layout: no answered_model column.
+	db, err := sql.Open("sqlite3", "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{`ALTER TABLE requests DROP COLUMN answered_model`, `UPDATE meta SET value = '1' WHERE key = 'schema_version'`} {
+		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	g, err = Start(t.Context(), Config{Upstream: up.srv.URL, DBPath: dbPath})
+	if err != nil {
+		t.Fatalf("Start on a version 1 database: %v", err)
+	}
+	defer g.Close()
+	post(t, g, "new", chatBody("json-usage", false, "a"), nil)
+	if old := records(t, g, "old"); len(old) != 1 || old[0].AnsweredModel != "" {
+		t.Errorf("a version 1 row: %+v (its answered model was never read: it must stay empty)", old)
+	}
+	if recs := records(t, g, "new"); len(recs) != 1 || recs[0].AnsweredModel != "json-usage" {
+		t.Errorf("a row after the migration: %+v", recs)
+	}
+	ro := openRO(t, dbPath)
+	var v string
+	if err := ro.QueryRowContext(t.Context(), `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&v); err != nil || v != SchemaVersion {
+		t.Errorf("schema_version %q %v, want %s", v, err, SchemaVersion)
+	}
+}

@@ -164,6 +164,13 @@ func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Encoding", "gzip")
 		_, _ = w.Write(buf.Bytes())
+	case "answers-other":
+		// Answers with a model other than the one asked for (a provider rerouting the request).
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, completionJSON("other-model-2", usageJSON(prompt, true)))
+	case "sse-answers-other":
+		sse(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}`+"\n\n",
+			chunk("other-model-3", "do", "null"), usageChunk("other-model-3", usageJSON(prompt, true)), "data: [DONE]\n\n")
 	case "error-500":
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)

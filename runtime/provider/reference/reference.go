@@ -119,7 +119,7 @@
 // included. A fault applies when its Member matches the session and its Turn
 // matches the turn. The kinds are FaultKinds(): drop usage, HTTP 500, HTTP 500
 // after a tool-call reply, malformed structured JSON, a scripted reply, split
-// tool arguments, a slow reply, a wrong session echo, and HTTP 500 from the
+// tool arguments, a slow reply, a wrong session echo, miscounted usage, and HTTP 500 from the
 // effect service after it committed (FaultHTTP500AfterCommit: its turn is
 // that of the reply that issued the remote_put call). Every chat response
 // echoes the session header it received (the wrong_session fault echoes
@@ -196,6 +196,10 @@ const (
 	// FaultWrongSession echoes a session id other than the one received in
 	// the session response header.
 	FaultWrongSession = "wrong_session"
+	// FaultMiscountUsage reports one prompt token more than the usage rule
+	// gives (and a total to match): a provider that miscounts consistently,
+	// which only a recomputation of the rule can catch.
+	FaultMiscountUsage = "miscount_usage"
 	// FaultHTTP500AfterCommit (effects.go) answers 500 to the effect
 	// service's PUT that committed a remote_put effect issued at the turn;
 	// FaultHangAfterCommit (effects.go) never answers it.
@@ -204,7 +208,7 @@ const (
 // FaultKinds returns every fault kind, in documentation order; a new slice on every call.
 func FaultKinds() []string {
 	return []string{FaultDropUsage, FaultHTTP500, FaultHTTP500AfterToolCall, FaultMalformedJSON,
-		FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession, FaultHTTP500AfterCommit, FaultHangAfterCommit}
+		FaultReplaceReply, FaultSplitToolArgs, FaultSlow, FaultWrongSession, FaultMiscountUsage, FaultHTTP500AfterCommit, FaultHangAfterCommit}
 }
 
 // DefaultSlowDelay is FaultSlow's delay when Fault.Delay is 0: past the
@@ -524,6 +528,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var usage *usageObject
 	if !s.faulted(FaultDropUsage, session, turn) {
 		u := computeUsage(req, rep)
+		if s.faulted(FaultMiscountUsage, session, turn) {
+			u.PromptTokens++
+			u.TotalTokens++
+		}
 		usage = &u
 	}
 	if req.Stream {

@@ -1,0 +1,467 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
+	"github.com/assay-audit/assay/runtime/provider/reference"
+)
+
+// These tests stand a defective runtime (or gateway, or a stray client) in front of the checks:
+// hooks change what the runtime records or returns, never the store, and the case must be
+// rejected by the check that re-derives the contradicted answer, naming it.
+
+// withoutBuilds leaves out the checks that build and run member code (tests, oracle): the cases
+// here are about what the checks re-derive from the recorded bytes.
+func withoutBuilds(cs []Check) []Check {
+	var out []Check
+	for _, c := range cs {
+		if c.Name != "tests" && c.Name != "oracle" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// rewrite returns an event hook applying f to every payload of type T.
+func rewrite[T event.Payload](f func(p *T)) func(runtime.Event) runtime.Event {
+	return func(ev runtime.Event) runtime.Event {
+		var zero T
+		if ev.Type != zero.EventType() {
+			return ev
+		}
+		p, err := event.Decode[T](ev.Type, ev.Payload)
+		if err != nil {
+			panic(err)
+		}
+		f(&p)
+		raw, err := event.Marshal(p)
+		if err != nil {
+			panic(err)
+		}
+		ev.Payload = raw
+		return ev
+	}
+}
+
+func chain(hooks ...func(runtime.Event) runtime.Event) func(runtime.Event) runtime.Event {
+	return func(ev runtime.Event) runtime.Event {
+		for _, h := range hooks {
+			ev = h(ev)
+		}
+		return ev
+	}
+}
+
+// claimSuccess is a runtime that reports the team and every member successful, whatever happened.
+func claimSuccess(more ...func(runtime.Event) runtime.Event) *testHooks {
+	return &testHooks{
+		event: chain(append([]func(runtime.Event) runtime.Event{rewrite(func(p *event.TeamCompleted) {
+			p.Success, p.FailedMembers = true, nil
+		})}, more...)...),
+		result: func(r *runtime.TeamResult) {
+			r.Success = true
+			for i := range r.Members {
+				r.Members[i].Success = true
+			}
+		},
+	}
+}
+
+func only(h func(runtime.Event) runtime.Event) *testHooks { return &testHooks{event: h} }
+
+// runHooked runs one catalog case with faults and hooks and returns it.
+func runHooked(t *testing.T, catalog string, faults []reference.Fault, h *testHooks) CaseResult {
+	t.Helper()
+	if h.checks == nil {
+		h.checks = withoutBuilds
+	}
+	sum := runMatrix(t, Options{Formations: []string{catalog}, ReferenceFaults: faults, hooks: h})
+	if len(sum.Cases) != 1 {
+		t.Fatalf("%d cases", len(sum.Cases))
+	}
+	return sum.Cases[0]
+}
+
+// mustFail asserts the case was rejected with check name failed and its detail naming every want.
+func mustFail(t *testing.T, c CaseResult, name string, want ...string) {
+	t.Helper()
+	ch := checkByName(c)[name]
+	if c.Verdict.Verdict == "accepted" || ch.Status == statusPassed {
+		t.Fatalf("%s: verdict %s, check %s %s (%s); want rejected by %s", c.Catalog, c.Verdict.Verdict, name, ch.Status, ch.Detail, name)
+	}
+	t.Logf("%s %s: %s", name, ch.Status, ch.Detail)
+	for _, w := range want {
+		if !strings.Contains(ch.Detail, w) {
+			t.Errorf("%s: check %s detail does not name %q:\n%s", c.Catalog, name, w, ch.Detail)
+		}
+	}
+}
+
+func failedCompletion(member string, turn int) reference.Fault {
+	return reference.Fault{Member: member, Turn: turn, Kind: reference.FaultReplaceReply, Reply: `{"status":"failed","error":"cannot do it"}`}
+}
+
+func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix once per formation; skipped with -short")
+	}
+	cases := []struct {
+		name, catalog string
+		faults        []reference.Fault
+		hooks         func() *testHooks
+		want          []string
+	}{
+		{"sequential claims success over a failed member", "sequential", []reference.Fault{failedCompletion("exec-2", 1)},
+			func() *testHooks { return claimSuccess() }, []string{"recorded success=true", "raw replies give success=false", "cannot do it"}},
+		{"pipeline claims success over a failed stage", "pipeline", []reference.Fault{failedCompletion("exec-1", 1)},
+			func() *testHooks {
+				return claimSuccess(rewrite(func(p *event.TeamCompleted) { p.Metadata = map[string]string{"stages_run": "2"} }))
+			}, []string{"stages_run \"2\", the trace shows 1", "success=true"}},
+		{"parallel claims success over a failed member", "parallel", []reference.Fault{failedCompletion("exec-1", 1)},
+			func() *testHooks { return claimSuccess() }, []string{"failed members [] (team_completed", "give [exec-1]"}},
+		{"hierarchical claims success over a failed worker", "hierarchical", []reference.Fault{failedCompletion("exec-2", 1)},
+			func() *testHooks { return claimSuccess() }, []string{"success=true", "success=false"}},
+		{"consensus achieved below the threshold", "consensus",
+			[]reference.Fault{{Member: "exec-2", Turn: -1, Kind: reference.FaultReplaceReply, Reply: `{"consensus_key":"other","proposal":"another answer"}`}},
+			func() *testHooks {
+				return claimSuccess(rewrite(func(p *event.ConsensusDecision) {
+					d := "agreed"
+					p.ConsensusAchieved, p.Decision, p.AgreeingMembers = true, &d, []string{"exec-1", "exec-2"}
+				}))
+			}, []string{"consensus_achieved=true", "no agreement", "largest group 1 of 2"}},
+		{"consensus agreement recorded as none", "consensus", nil,
+			func() *testHooks {
+				return only(rewrite(func(p *event.ConsensusRound) { p.Agreement, p.Largest = false, 1 }))
+			}, []string{"round 1: the runtime recorded", "largest 1 of 2", "agreement true", "{double/go/double.go,double_test.go: exec-1, exec-2}"}},
+		{"reflection critic's verdict misread", "reflection", nil,
+			func() *testHooks {
+				return only(rewrite(func(p *event.CriticVerdict) {
+					if p.Iteration == 1 {
+						p.Verdict = "satisfied"
+					}
+				}))
+			}, []string{`iteration 1: the runtime recorded verdict "satisfied"`, `raw reply says "needs_work"`}},
+		{"router selection not the one that ran", "dynamic_router", nil,
+			func() *testHooks {
+				return only(rewrite(func(p *event.RouterSelected) { p.SelectedMemberID = "researcher" }))
+			}, []string{"recorded researcher selected by domain_role", "gives exec-1"}},
+		{"multi-level hierarchy claims success over a failed leaf", "multi_level_hierarchy", []reference.Fault{failedCompletion("exec-2", 1)},
+			func() *testHooks { return claimSuccess() }, []string{"give [exec-2]", "success=false"}},
+		{"adaptive switches to another formation than the cycle's next", "adaptive",
+			[]reference.Fault{{Member: "exec-2", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"status":"failed","error":"cannot","quality_score":0}`}},
+			func() *testHooks {
+				return only(rewrite(func(p *event.FormationSwitched) { p.To = "consensus" }))
+			}, []string{"switch 1 sequential -> consensus", "the cycle gives sequential -> hierarchical"}},
+		{"group chat ended on a done nobody said", "group_chat", nil,
+			func() *testHooks {
+				return only(rewrite(func(p *event.MemberSpoke) {
+					if p.Sequence == 1 {
+						p.Done = true
+					}
+				}))
+			}, []string{"turn 1: the runtime recorded sequence 1 done=true", "raw reply says done=false"}},
+		{"debate judge's selection misread", "debate", nil,
+			func() *testHooks {
+				return only(rewrite(func(p *event.JudgeVerdict) { p.SelectedMemberID = "exec-2" }))
+			}, []string{`selecting "exec-2"`, `raw reply selects "exec-1"`}},
+		{"handoff to another member than the reply named", "handoff", nil,
+			func() *testHooks {
+				return only(rewrite(func(p *event.MemberHandoff) { p.Target = "exec-1" }))
+			}, []string{"recorded handoffs exec-1 -> exec-1 after turn 1", "give exec-1 -> exec-2 after turn 1"}},
+		{"vote won by the minority candidate", "parallel+vote",
+			[]reference.Fault{{Member: "exec-3", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"minority","answer":"m"}`}},
+			func() *testHooks {
+				return only(rewrite(func(p *event.EnsembleDecision) {
+					p.SelectedMemberID, p.VoteKey, p.Decision = "exec-3", "minority", "m"
+				}))
+			}, []string{"recorded exec-3 winning", "majority key", "(2 of 3)"}},
+		{"vote winner on a tie", "parallel+vote", []reference.Fault{
+			{Member: "exec-2", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"second","answer":"x"}`},
+			{Member: "exec-3", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"third","answer":"y"}`}},
+			func() *testHooks {
+				return claimSuccess(rewrite(func(p *event.EnsembleDecision) {
+					p.SelectedMemberID, p.VoteKey, p.Decision, p.Reason = "exec-2", "second", "x", ""
+				}))
+			}, []string{"recorded exec-2 selected", "no strict majority: the largest vote has 1 of 3"}},
+		{"judge's selection misread", "parallel+judge", nil,
+			func() *testHooks {
+				return only(rewrite(func(p *event.EnsembleDecision) { p.SelectedMemberID = "exec-2" }))
+			}, []string{`selecting "exec-2"`, `raw reply selects "exec-1"`}},
+		{"synthesizer's answer replaced", "parallel+synthesizer", nil,
+			func() *testHooks {
+				return &testHooks{event: rewrite(func(p *event.EnsembleDecision) { p.Decision = "forged answer" }),
+					result: func(r *runtime.TeamResult) { r.FinalOutput = "forged answer" }}
+			}, []string{`deciding "forged answer"`, "raw reply answers"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			mustFail(t, runHooked(t, c.catalog, c.faults, c.hooks()), "formation", c.want...)
+		})
+	}
+}
+
+// A runtime that keeps other response bytes than it received: the recorded reply says the attempt
+// succeeded, so its switch contradicts the record.
+func TestAdaptiveSwitchAfterASuccessfulAttemptIsRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	failed := `{"status":"failed","error":"cannot","quality_score":0}`
+	good := `{"status":"done","files":["double.go","double_test.go"],"quality_score":0.9}`
+	esc := func(s string) []byte { b, _ := json.Marshal(s); return b[1 : len(b)-1] }
+	h := &testHooks{artifact: func(name string, data []byte) []byte {
+		if strings.HasSuffix(name, "-exec-2/1/response") {
+			return bytes.ReplaceAll(data, esc(failed), esc(good))
+		}
+		return data
+	}}
+	c := runHooked(t, "adaptive", []reference.Fault{{Member: "exec-2", Turn: 1, Kind: reference.FaultReplaceReply, Reply: failed}}, h)
+	mustFail(t, c, "formation", "switched from sequential after attempt 1", "successful attempt")
+}
+
+// A member whose reply broke its contract, called a success by the runtime: the members check reads
+// the reply itself.
+func TestMemberSuccessClaimedOverABrokenReplyIsRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	h := claimSuccess(rewrite(func(p *event.MemberFailed) {}))
+	h.event = chain(h.event, func(ev runtime.Event) runtime.Event {
+		if ev.Type != event.TypeMemberFailed {
+			return ev
+		}
+		p, _ := event.Decode[event.MemberFailed](ev.Type, ev.Payload)
+		raw, _ := event.Marshal(event.MemberCompleted{MemberTurn: p.MemberTurn})
+		ev.Type, ev.Payload = event.TypeMemberCompleted, raw
+		return ev
+	})
+	c := runHooked(t, "sequential", []reference.Fault{{Member: "exec-2", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `Done! All good.`}}, h)
+	mustFail(t, c, "members", "exec-2 invocation 1: the runtime recorded success", "breaks the completion contract")
+}
+
+// postStray sends a chat request through the gateway under session (none when "").
+func postStray(t *testing.T, gatewayURL, session string) {
+	body := `{"model":"assay-reference-1","messages":[{"role":"user","content":"hello"}]}`
+	req, err := http.NewRequest(http.MethodPost, gatewayURL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if session != "" {
+		req.Header.Set("X-Session-Id", session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+func TestRequestsOutsideEveryMemberSessionAreAccountedFor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	for _, session := range []string{"", "intruder"} {
+		t.Run("session "+strconv.Quote(session), func(t *testing.T) {
+			t.Parallel()
+			h := &testHooks{duringTeam: func(ctx context.Context, gatewayURL string) {
+				postStray(t, gatewayURL, session)
+				postStray(t, gatewayURL, session)
+			}}
+			c := runHooked(t, "sequential", nil, h)
+			name := strconv.Quote(session)
+			if session == "" {
+				name = "no session id"
+			}
+			mustFail(t, c, "sessions", "2 request(s) during the case belong to no member session", name+" x2", "tokens")
+			mustFail(t, c, "usage", "in no member's account")
+		})
+	}
+}
+
+// modelRewriter is an OpenAI-compatible endpoint in front of the reference provider that renames the
+// model in every chat response: a provider answering with another model than asked.
+func modelRewriter(t *testing.T, answered string) string {
+	t.Helper()
+	ref, err := reference.Start(context.Background(), reference.Config{EffectsDB: t.TempDir() + "/effects.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	up, err := url.Parse(ref.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := up.Path
+	up.Path = ""
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if !strings.HasSuffix(r.Request.URL.Path, "/chat/completions") {
+			return nil
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		body = bytes.ReplaceAll(body, []byte(`"model":"`+reference.ModelID+`"`), []byte(`"model":"`+answered+`"`))
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL + base
+}
+
+func TestRoutingChecksTheModelThatAnswered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	run := func(t *testing.T, answered string) CaseResult {
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, BaseURL: modelRewriter(t, answered), Model: reference.ModelID,
+			hooks: &testHooks{checks: withoutBuilds}})
+		return sum.Cases[0]
+	}
+	t.Run("another model", func(t *testing.T) {
+		t.Parallel()
+		mustFail(t, run(t, "some-other-model"), "routing", `asked for "assay-reference-1", answered by "some-other-model"`, "recorded response names")
+	})
+	t.Run("a dated snapshot", func(t *testing.T) {
+		t.Parallel()
+		c := run(t, reference.ModelID+"-2024-07-18")
+		if ch := checkByName(c)["routing"]; ch.Status != statusPassed || !strings.Contains(ch.Detail, "a dated snapshot of assay-reference-1") {
+			t.Fatalf("routing %s: %s", ch.Status, ch.Detail)
+		}
+		if c.Verdict.Verdict != "accepted" {
+			t.Fatalf("a dated snapshot was not accepted: %v", c.Verdict.Reasons)
+		}
+		if ch := checkByName(c)["usage"]; !strings.Contains(ch.Detail, "the provider's word") {
+			t.Errorf("usage does not say the counts are the provider's word: %s", ch.Detail)
+		}
+	})
+	t.Run("a declared alias", func(t *testing.T) {
+		t.Parallel()
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, BaseURL: modelRewriter(t, "other-name"), Model: reference.ModelID,
+			ModelAliases: map[string]string{reference.ModelID: "other-name"}, hooks: &testHooks{checks: withoutBuilds}})
+		if ch := checkByName(sum.Cases[0])["routing"]; ch.Status != statusPassed || !strings.Contains(ch.Detail, "declared alias") {
+			t.Fatalf("routing %s: %s", ch.Status, ch.Detail)
+		}
+	})
+}
+
+// bumpUsage adds one prompt and total token to a JSON chat response's usage.
+func bumpUsage(t *testing.T, data []byte) []byte {
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Errorf("response artifact is not JSON: %v", err)
+		return data
+	}
+	u := m["usage"].(map[string]any)
+	u["prompt_tokens"] = u["prompt_tokens"].(float64) + 1
+	u["total_tokens"] = u["total_tokens"].(float64) + 1
+	out, _ := json.Marshal(m)
+	return out
+}
+
+func TestEachUsageSourceDisagreeingAloneFailsUsage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	cases := []struct {
+		name   string
+		faults []reference.Fault
+		hooks  func(t *testing.T) *testHooks
+		want   []string
+	}{
+		{"store", nil, func(t *testing.T) *testHooks {
+			return only(rewrite(func(p *event.ProviderExchange) {
+				if p.Seq == 0 && p.Usage != nil {
+					p.Usage.PromptTokens++
+					p.Usage.TotalTokens++
+				}
+			}))
+		}, []string{"mismatch", "prompt_tokens: wire="}},
+		{"wire", nil, func(t *testing.T) *testHooks {
+			return &testHooks{artifact: func(name string, data []byte) []byte {
+				if strings.HasSuffix(name, "-exec-1/0/response") {
+					return bumpUsage(t, data)
+				}
+				return data
+			}}
+		}, []string{"exec-1 mismatch", "prompt_tokens"}},
+		{"gateway", nil, func(t *testing.T) *testHooks {
+			return &testHooks{afterTeam: func(ctx context.Context, db string) {
+				conn, err := sql.Open("sqlite3", db)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				if _, err := conn.ExecContext(ctx, `UPDATE requests SET prompt_tokens = prompt_tokens + 1, total_tokens = total_tokens + 1
+					WHERE id = (SELECT min(id) FROM requests)`); err != nil {
+					t.Error(err)
+				}
+			}}
+		}, []string{"mismatch", "gateway="}},
+		{"the provider's count", []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultMiscountUsage}},
+			func(t *testing.T) *testHooks { return &testHooks{} }, []string{"its documented rule gives"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			mustFail(t, runHooked(t, "sequential", c.faults, c.hooks(t)), "usage", c.want...)
+		})
+	}
+}
+
+// The statuses say what a mode did: a dry run's effects were simulated, an observed run's asks
+// were not enforced; neither shows passed.
+func TestModeStatusesSayWhatHappened(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	t.Run("dry_run", func(t *testing.T) {
+		t.Parallel()
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Mode: "dry_run", hooks: &testHooks{checks: withoutBuilds}})
+		ch := checkByName(sum.Cases[0])["effects"]
+		if ch.Status != statusSimulated || !strings.Contains(ch.Detail, "only simulated (dry_run)") {
+			t.Fatalf("effects %s: %s", ch.Status, ch.Detail)
+		}
+	})
+	t.Run("observe", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		policyPath := dir + "/policy.yaml"
+		if err := os.WriteFile(policyPath, []byte("version: 1\ndefault: allow\nrules:\n  - id: writes\n    tools: [write_file]\n    decision: ask\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Mode: "observe", PolicyFile: policyPath, hooks: &testHooks{checks: withoutBuilds}})
+		ch := checkByName(sum.Cases[0])["effects"]
+		if ch.Status != statusNotEnforced || !strings.Contains(ch.Detail, "policy ask") {
+			t.Fatalf("effects %s: %s", ch.Status, ch.Detail)
+		}
+		if sum.Cases[0].Verdict.Verdict != "non_certifiable" {
+			t.Fatalf("verdict %s", sum.Cases[0].Verdict.Verdict)
+		}
+	})
+}
