@@ -219,12 +219,71 @@ var sessions = Check{
 		if len(foreign) > 0 {
 			problems = append(problems, describeUnattributed(foreign))
 		}
+		// Every request that arrived while the team ran was recorded: the gateway numbers requests
+		// on arrival, so a request relayed but not recorded leaves a gap.
+		if arrived := s.gwTo - s.gwFrom; int64(len(s.window)) != arrived {
+			problems = append(problems, fmt.Sprintf("%d request(s) arrived at the gateway while the team ran, %d were recorded", arrived, len(s.window)))
+		}
+		integrity, unverifiable := wireIntegrity(s.trace, records)
+		problems = append(problems, integrity...)
 		ev := map[string]any{"gateway_requests": seen, "runtime_requests": expected, "unattributed_requests": len(foreign)}
 		if len(problems) > 0 {
 			return statusFailed, strings.Join(problems, "; "), ev
 		}
-		return statusPassed, fmt.Sprintf("%d distinct, matched on the wire; all %d request(s) of the case's window attributed", len(expected), len(s.window)), ev
+		if len(unverifiable) > 0 {
+			return statusUnknown, "stored bytes cannot be compared with the relayed ones: " + strings.Join(unverifiable, "; "), ev
+		}
+		return statusPassed, fmt.Sprintf("%d distinct, matched on the wire, every stored request and response the bytes the gateway relayed; "+
+			"all %d request(s) of the case's window attributed", len(expected), len(s.window)), ev
 	},
+}
+
+// wireIntegrity checks every provider exchange's stored bytes are the bytes that crossed the wire:
+// the request the runtime hashed was relayed by the gateway in the member's session, the stored
+// request artifact is that request, and the stored response is a response the gateway relayed
+// for it (its decoded digest: a client that decompresses stores the decoded body). An artifact
+// holding the redaction mask cannot be compared: it is listed as unverifiable.
+func wireIntegrity(t *caseTrace, records []gateway.Record) (problems, unverifiable []string) {
+	byRequest := map[string][]gateway.Record{}
+	for _, r := range records {
+		byRequest[r.SessionID+" "+r.RequestSHA256] = append(byRequest[r.SessionID+" "+r.RequestSHA256], r)
+	}
+	for _, member := range slices.Sorted(mapKeys(t.turns)) {
+		for _, mt := range t.turns[member] {
+			for _, x := range mt.Exchanges {
+				if x.P.RequestSHA256 == "" {
+					continue // no request left the runtime (it failed before sending)
+				}
+				name := fmt.Sprintf("%s request %d", member, x.P.Seq)
+				relayed := byRequest[mt.Session+" "+x.P.RequestSHA256]
+				if len(relayed) == 0 {
+					problems = append(problems, fmt.Sprintf("%s: the gateway relayed no request with its SHA-256 %s in session %s", name, x.P.RequestSHA256, mt.Session))
+					continue
+				}
+				if x.P.RequestArtifact != x.P.RequestSHA256 {
+					if x.Masked {
+						unverifiable = append(unverifiable, name+" (request stored masked)")
+					} else {
+						problems = append(problems, fmt.Sprintf("%s: the stored request (artifact %s) is not the request sent (SHA-256 %s)", name, x.P.RequestArtifact, x.P.RequestSHA256))
+					}
+				}
+				if x.P.ResponseArtifact == "" {
+					continue
+				}
+				match := slices.ContainsFunc(relayed, func(r gateway.Record) bool {
+					return r.ResponseDecodedSHA256 == x.P.ResponseSHA256 || r.ResponseSHA256 == x.P.ResponseSHA256
+				})
+				switch {
+				case match:
+				case x.Masked:
+					unverifiable = append(unverifiable, name+" (response stored masked)")
+				default:
+					problems = append(problems, fmt.Sprintf("%s: the stored response (%s) is not a response the gateway relayed for it", name, x.where()))
+				}
+			}
+		}
+	}
+	return problems, unverifiable
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -351,6 +410,7 @@ var usageConservation = Check{
 		if len(verdicts) == 0 {
 			return statusUnknown, "no member usage to reconcile", nil
 		}
+		problems = append(problems, accumulation(s)...)
 		if s.windowErr == nil {
 			if foreign := s.unattributed(); len(foreign) > 0 {
 				problems = append(problems, describeUnattributed(foreign)+": that usage is in no member's account")
@@ -461,6 +521,37 @@ func collectUsage(ctx context.Context, s *caseState) ([]evidence.UsageCall, []st
 		}
 	}
 	return calls, problems, nil
+}
+
+// accumulation compares what the runtime accumulated per member (the usage of the results it
+// returned) with the sum of its own per-exchange records: a runtime that adds up wrong is caught
+// even when every call agrees.
+func accumulation(s *caseState) []string {
+	var problems []string
+	for _, m := range s.result.Members {
+		var requests, unknown int
+		var prompt, completion, total int64
+		for _, mt := range s.trace.turns[m.MemberID] {
+			for _, x := range mt.Exchanges {
+				if x.P.ResponseArtifact == "" {
+					continue // no response: the runtime counts none
+				}
+				requests++
+				if u := x.P.Usage; u == nil {
+					unknown++
+				} else {
+					prompt, completion, total = prompt+u.PromptTokens, completion+u.CompletionTokens, total+u.TotalTokens
+				}
+			}
+		}
+		u := m.Usage
+		if u.Requests != requests || u.Unknown != unknown || u.PromptTokens != prompt || u.CompletionTokens != completion || u.TotalTokens != total {
+			problems = append(problems, fmt.Sprintf("%s: the runtime accumulated %d response(s) (%d without usage), prompt %d, completion %d, total %d; "+
+				"its recorded exchanges sum to %d (%d), %d, %d, %d", m.MemberID, u.Requests, u.Unknown, u.PromptTokens, u.CompletionTokens, u.TotalTokens,
+				requests, unknown, prompt, completion, total))
+		}
+	}
+	return problems
 }
 
 // storeCallID is assay's own id of a member's provider request: its session and its request

@@ -465,3 +465,41 @@ func TestModeStatusesSayWhatHappened(t *testing.T) {
 		}
 	})
 }
+
+// A runtime that stores other response bytes than it received, a runtime whose accumulated usage
+// is not the sum of its own records, and a gateway that relays a request without recording it.
+func TestStoredBytesAccumulationAndUnrecordedRequestsAreCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	t.Run("stored response not relayed", func(t *testing.T) {
+		t.Parallel()
+		h := &testHooks{artifact: func(name string, data []byte) []byte {
+			if strings.HasSuffix(name, "-exec-2/1/response") {
+				return bytes.Replace(data, []byte(`"finish_reason":"stop"`), []byte(`"finish_reason":"stop" `), 1)
+			}
+			return data
+		}}
+		mustFail(t, runHooked(t, "sequential", nil, h), "sessions", "exec-2 request 1: the stored response", "is not a response the gateway relayed")
+	})
+	t.Run("accumulation", func(t *testing.T) {
+		t.Parallel()
+		h := &testHooks{result: func(r *runtime.TeamResult) { r.Members[0].Usage.TotalTokens *= 2 }}
+		mustFail(t, runHooked(t, "sequential", nil, h), "usage", "exec-1: the runtime accumulated 2 response(s)", "its recorded exchanges sum to 2")
+	})
+	t.Run("a relayed request not recorded", func(t *testing.T) {
+		t.Parallel()
+		h := &testHooks{afterTeam: func(ctx context.Context, db string) {
+			conn, err := sql.Open("sqlite3", db)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(ctx, `DELETE FROM requests WHERE id = (SELECT max(id) FROM requests)`); err != nil {
+				t.Error(err)
+			}
+		}}
+		mustFail(t, runHooked(t, "sequential", nil, h), "sessions", "4 request(s) arrived at the gateway while the team ran, 3 were recorded")
+	})
+}

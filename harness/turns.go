@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/event"
+	"github.com/assay-audit/assay/runtime/policy"
 )
 
 // caseTrace is a case's recorded evidence arranged for re-derivation: its events (a resumed run's
@@ -68,6 +70,9 @@ type exchangeRec struct {
 	// ReplyErr says why Reply is not a complete reading of the response (unreadable artifact,
 	// malformed bytes, an error object, a broken stream); nil when it is.
 	ReplyErr error
+	// Masked is true when a stored artifact holds the redaction mask: its bytes are not the ones
+	// that crossed the wire, so their digest cannot be compared with the gateway's.
+	Masked bool
 }
 
 // where names an exchange for a detail: "run R event N, response artifact <digest>".
@@ -184,6 +189,7 @@ func (x *exchangeRec) readArtifacts(ctx context.Context, store *evidence.Store) 
 	if x.P.RequestArtifact != "" {
 		if b, err := verifiedArtifact(ctx, store, x.P.RequestArtifact); err == nil {
 			x.Request = b
+			x.Masked = bytes.Contains(b, []byte(policy.Mask))
 		}
 	}
 	if x.P.ResponseArtifact == "" {
@@ -195,6 +201,7 @@ func (x *exchangeRec) readArtifacts(ctx context.Context, store *evidence.Store) 
 		x.ReplyErr = err
 		return
 	}
+	x.Masked = x.Masked || bytes.Contains(raw, []byte(policy.Mask))
 	x.Reply, x.ReplyErr = parseWire(raw)
 }
 

@@ -424,6 +424,10 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
 	if x.relayErr == RelayOK && !rw.overflow {
 		u = extractUsage(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
 		rec.AnsweredModel = answeredModel(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
+		if body, ok := decodeContent(rw.Header().Get("Content-Encoding"), rw.buf.Bytes()); ok {
+			sum := sha256.Sum256(body)
+			rec.ResponseDecodedSHA256 = hex.EncodeToString(sum[:])
+		}
 	}
 	rec.UsageState = u.state
 	rec.PromptTokens = u.prompt

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -205,26 +206,28 @@ func TestRecordFields(t *testing.T) {
 	r := recs[0]
 	seen := up.requestOfSession(t, session)
 	want := Record{
-		ID:               r.ID,
-		SessionID:        session,
-		Method:           http.MethodPost,
-		Path:             "/v1/chat/completions",
-		Model:            "json-usage",
-		AnsweredModel:    "json-usage",
-		Stream:           false,
-		Status:           http.StatusOK,
-		LatencyMS:        r.LatencyMS,
-		RequestSHA256:    sha(seen.Body),
-		ResponseSHA256:   sha(got),
-		RequestBytes:     int64(len(seen.Body)),
-		ResponseBytes:    int64(len(got)),
-		UsageState:       UsageReported,
-		PromptTokens:     i64(10),
-		CompletionTokens: i64(completionTokens),
-		TotalTokens:      i64(10 + completionTokens),
-		CachedTokens:     i64(2),
-		ReasoningTokens:  i64(1),
-		StartedAt:        r.StartedAt,
+		ID:             r.ID,
+		SessionID:      session,
+		Method:         http.MethodPost,
+		Path:           "/v1/chat/completions",
+		Model:          "json-usage",
+		AnsweredModel:  "json-usage",
+		Stream:         false,
+		Status:         http.StatusOK,
+		LatencyMS:      r.LatencyMS,
+		RequestSHA256:  sha(seen.Body),
+		ResponseSHA256: sha(got),
+		RequestBytes:   int64(len(seen.Body)),
+		// An unencoded body decodes to itself.
+		ResponseDecodedSHA256: sha(got),
+		ResponseBytes:         int64(len(got)),
+		UsageState:            UsageReported,
+		PromptTokens:          i64(10),
+		CompletionTokens:      i64(completionTokens),
+		TotalTokens:           i64(10 + completionTokens),
+		CachedTokens:          i64(2),
+		ReasoningTokens:       i64(1),
+		StartedAt:             r.StartedAt,
 	}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
@@ -952,6 +955,32 @@ func TestAnsweredModelIsRecorded(t *testing.T) {
 	}
 }
 
+// A gzip-encoded response: the relayed bytes are hashed as sent, and once decoded, which is what a
+// client that decompresses (Go's transport does) stores.
+func TestDecodedResponseDigest(t *testing.T) {
+	up := newFakeUpstream(t)
+	g, _ := startGateway(t, up.srv.URL)
+	status, got := post(t, g, "gz", chatBody("gzip-usage", false, "x"), map[string]string{"Accept-Encoding": "gzip"})
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	recs := records(t, g, "gz")
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(got))
+	if err != nil {
+		t.Fatalf("the relayed body is not gzip: %v", err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].ResponseSHA256 != sha(got) || recs[0].ResponseDecodedSHA256 != sha(plain) || recs[0].ResponseDecodedSHA256 == recs[0].ResponseSHA256 {
+		t.Fatalf("record %+v: want the relayed digest %s and the decoded %s", recs[0], sha(got), sha(plain))
+	}
+}
+
 func TestRecordsInReadsEverySessionBetweenTwoMarks(t *testing.T) {
 	up := newFakeUpstream(t)
 	g, _ := startGateway(t, up.srv.URL)
@@ -994,7 +1023,8 @@ func TestVersion1DatabaseIsMigrated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{`ALTER TABLE requests DROP COLUMN answered_model`, `UPDATE meta SET value = '1' WHERE key = 'schema_version'`} {
+	for _, stmt := range []string{`ALTER TABLE requests DROP COLUMN answered_model`, `ALTER TABLE requests DROP COLUMN response_decoded_sha256`,
+		`UPDATE meta SET value = '1' WHERE key = 'schema_version'`} {
 		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
 			t.Fatal(err)
 		}

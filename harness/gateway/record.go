@@ -46,8 +46,12 @@ type Record struct {
 	LatencyMS      float64 // from request received to response fully relayed, milliseconds (volatile)
 	RequestSHA256  string  // hex SHA-256 (64 chars) of the exact request body bytes forwarded
 	ResponseSHA256 string  // hex SHA-256 (64 chars) of the exact response body bytes relayed to the client
-	RequestBytes   int64   // size of the forwarded request body, bytes
-	ResponseBytes  int64   // size of the relayed response body, bytes (as sent: compressed if the upstream compressed)
+	// ResponseDecodedSHA256 is the hex SHA-256 of the response body with its Content-Encoding
+	// (gzip, deflate) undone: the bytes a client that decompresses saw; equal to ResponseSHA256
+	// for an unencoded body, "" when the body was not relayed completely or could not be decoded.
+	ResponseDecodedSHA256 string
+	RequestBytes          int64 // size of the forwarded request body, bytes
+	ResponseBytes         int64 // size of the relayed response body, bytes (as sent: compressed if the upstream compressed)
 	// UsageState is UsageReported when a complete 2xx response carried a usage
 	// object with at least one token count, else UsageUnknown.
 	UsageState string

@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS requests (
 	reasoning_tokens  INTEGER,
 	relay_error       TEXT    NOT NULL,
 	started_at        TEXT    NOT NULL,
-	answered_model    TEXT    NOT NULL DEFAULT ''
+	answered_model    TEXT    NOT NULL DEFAULT '',
+	response_decoded_sha256 TEXT NOT NULL DEFAULT ''
 ) STRICT;
 CREATE INDEX IF NOT EXISTS requests_session ON requests (session_id, id);
 `
@@ -159,8 +160,10 @@ func (s *store) migrate(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("gateway: usage database %s: read schema version: %w", s.path, err)
 	case got == "1":
-		if _, err := tx.ExecContext(ctx, `ALTER TABLE requests ADD COLUMN answered_model TEXT NOT NULL DEFAULT ''`); err != nil {
-			return fmt.Errorf("gateway: usage database %s: migrate to schema version 2: %w", s.path, err)
+		for _, col := range []string{"answered_model", "response_decoded_sha256"} {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE requests ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`); err != nil {
+				return fmt.Errorf("gateway: usage database %s: migrate to schema version 2: %w", s.path, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'schema_version'`, SchemaVersion); err != nil {
 			return fmt.Errorf("gateway: usage database %s: write schema version: %w", s.path, err)
@@ -180,13 +183,13 @@ func (s *store) insert(ctx context.Context, rec *Record) error {
 		id, session_id, method, path, model, stream, status, latency_ms,
 		request_sha256, response_sha256, request_bytes, response_bytes,
 		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at, answered_model
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		relay_error, started_at, answered_model, response_decoded_sha256
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		rec.ID, rec.SessionID, rec.Method, rec.Path, rec.Model, rec.Stream, rec.Status, rec.LatencyMS,
 		rec.RequestSHA256, rec.ResponseSHA256, rec.RequestBytes, rec.ResponseBytes,
 		rec.UsageState, nullable(rec.PromptTokens), nullable(rec.CompletionTokens), nullable(rec.TotalTokens),
 		nullable(rec.CachedTokens), nullable(rec.ReasoningTokens),
-		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel)
+		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel, rec.ResponseDecodedSHA256)
 	if err != nil {
 		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, s.path, err)
 	}
@@ -228,7 +231,7 @@ func (s *store) query(ctx context.Context, what, where string, args ...any) ([]R
 	const cols = `id, session_id, method, path, model, stream, status, latency_ms,
 		request_sha256, response_sha256, request_bytes, response_bytes,
 		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at, answered_model`
+		relay_error, started_at, answered_model, response_decoded_sha256`
 	rows, err := s.r.QueryContext(ctx, `SELECT `+cols+` FROM requests WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: query records of %s in %s: %w", what, s.path, err)
@@ -244,7 +247,7 @@ func (s *store) query(ctx context.Context, what, where string, args ...any) ([]R
 		if err := rows.Scan(&rec.ID, &rec.SessionID, &rec.Method, &rec.Path, &rec.Model, &rec.Stream, &rec.Status, &rec.LatencyMS,
 			&rec.RequestSHA256, &rec.ResponseSHA256, &rec.RequestBytes, &rec.ResponseBytes,
 			&rec.UsageState, &prompt, &completion, &total, &cached, &reasoning,
-			&rec.RelayError, &started, &rec.AnsweredModel); err != nil {
+			&rec.RelayError, &started, &rec.AnsweredModel, &rec.ResponseDecodedSHA256); err != nil {
 			return nil, fmt.Errorf("gateway: scan record of %s in %s: %w", what, s.path, err)
 		}
 		rec.PromptTokens = fromNullable(prompt)
