@@ -256,6 +256,11 @@ func (o *Options) Normalize() error {
 	} else if o.Model == "" {
 		o.Model = reference.ModelID
 	}
+	for req, ans := range o.ModelAliases {
+		if req == "" || ans == "" || req == ans {
+			return fmt.Errorf("%w: model alias %q=%q: both ids are required and must differ", ErrBadOptions, req, ans)
+		}
+	}
 	if _, err := reference.New(reference.Config{Faults: o.ReferenceFaults}); err != nil {
 		return fmt.Errorf("%w: reference provider faults: %v", ErrBadOptions, err)
 	}

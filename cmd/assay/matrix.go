@@ -27,6 +27,8 @@ type MatrixRunOptions struct {
 	APIKeyEnv  string
 	Faults     []string
 	Format     string
+	// ModelAliases are --model-alias values, REQUESTED=ANSWERED.
+	ModelAliases []string
 }
 
 // NewCmdMatrix builds `assay matrix` and its `run` subcommand. runF replaces runMatrixRun in tests.
@@ -102,6 +104,7 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
 		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
+	f.StringArrayVar(&opts.ModelAliases, "model-alias", nil, "REQUESTED=ANSWERED: a model id the provider may answer with for the one asked for (routing accepts and shows it; a dated snapshot such as gpt-4o-mini-2024-07-18 needs none); repeatable")
 	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file (YAML or JSON) deciding every tool call; its SHA-256 is each run's policy digest (default: allow every call within a member's allowed tools)")
 	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants are preloaded for unattended runs (assay approve writes one); a call policy asks about that no grant covers fails its member as paused for approval")
 	f.StringVar(&opts.Harness.Mode, "mode", "live", "run mode: live, dry_run (tools that are not readonly are simulated) or observe (asks recorded, not enforced); dry_run and observe runs are non_certifiable, never accepted")
@@ -143,6 +146,16 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	}
 	if h.MemberTokens < 0 || h.TeamTokens < 0 {
 		return badInput(fmt.Errorf("--member-tokens %d and --team-tokens %d must not be negative (0 = no limit)", h.MemberTokens, h.TeamTokens))
+	}
+	for _, a := range opts.ModelAliases {
+		req, ans, ok := strings.Cut(a, "=")
+		if h.ModelAliases == nil {
+			h.ModelAliases = map[string]string{}
+		}
+		if !ok {
+			return badInput(fmt.Errorf("--model-alias %q: want REQUESTED=ANSWERED", a))
+		}
+		h.ModelAliases[strings.TrimSpace(req)] = strings.TrimSpace(ans)
 	}
 	for _, spec := range opts.Faults {
 		fault, err := reference.ParseFault(spec)
