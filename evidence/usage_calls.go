@@ -422,19 +422,19 @@ func ReconcileUsageCalls(calls []UsageCall, rows []UsageRow) []UsageVerdict {
 		// Every per-call source must account for the same calls as the store.
 		if st := ss.accounts[SourceStore]; st != nil && st.calls != nil {
 			var only []string
-			for _, src := range []string{SourceWire, SourceGateway} {
+			for src, where := range map[string]string{SourceWire: "on the wire", SourceGateway: "in the gateway's records"} {
 				a := ss.accounts[src]
 				if a == nil || a.calls == nil {
 					continue
 				}
 				for c := range st.calls {
 					if !a.calls[c] {
-						only = append(only, "call "+c+" is in the store but not in the "+src+" source")
+						only = append(only, "call "+c+" is in the store but not "+where)
 					}
 				}
 				for c := range a.calls {
 					if !st.calls[c] {
-						only = append(only, "call "+c+" is in the "+src+" source but not in the store")
+						only = append(only, "call "+c+" is "+where+" but not in the store")
 					}
 				}
 			}

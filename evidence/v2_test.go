@@ -394,7 +394,7 @@ func TestUsageCallsStoredAndReconciledAtFinalize(t *testing.T) {
 	if err := s.RecordUsage(ctx, "r", reported("s", SourceWire, 1, 1, 2)); err == nil {
 		t.Error("a wire session row was accepted for a session accounted per call")
 	}
-	wantFieldError(t, s.RecordUsageCalls(ctx, "r", UsageCall{CallID: "x", Source: SourceGateway, SessionID: "s"}), ErrInvalidArgument, "calls[0].source")
+	wantFieldError(t, s.RecordUsageCalls(ctx, "r", UsageCall{CallID: "x", Source: "endpoint", SessionID: "s"}), ErrInvalidArgument, "calls[0].source")
 	if err := s.RecordUsage(ctx, "r", reported("s", SourceGateway, 20, 4, 24)); err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func TestFormationContractViolationsRejectTheCase(t *testing.T) {
 			Reply: `{"selected_member_id":"judge","verdict":"me"}`}}, "parallel", []string{"members", "formation"}},
 		{"ensemble vote without a strict majority", "parallel+vote", []reference.Fault{
 			{Member: "exec-2", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"second","answer":"x"}`},
-			{Member: "exec-3", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"third","answer":"y"}`}}, "", []string{"members", "formation"}},
+			{Member: "exec-3", Turn: 1, Kind: reference.FaultReplaceReply, Reply: `{"vote_key":"third","answer":"y"}`}}, "", []string{"formation"}},
 		{"selected member replies prose", "dynamic_router", []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultReplaceReply,
 			Reply: `Done!`}}, "", []string{"members"}},
 	}

@@ -66,7 +66,13 @@ var memberOutcomes = Check{
 			last := ts[len(ts)-1]
 			o := d.outcome(last)
 			if !o.OK {
-				failed = append(failed, id+": "+o.Why)
+				why := id + ": " + o.Why
+				if last.ClaimedError != "" {
+					// The runtime's account of a failure explains it (a budget, a pause); the
+					// recorded bytes decide it.
+					why = fmt.Sprintf("%s: failed: %s (the recorded bytes: %s)", id, last.ClaimedError, o.Why)
+				}
+				failed = append(failed, why)
 			}
 			if ok, ran := returned[id]; !ran {
 				failed = append(failed, id+": ran, but the runtime returned no result for it")

@@ -52,6 +52,8 @@ type memberTurn struct {
 	// member_restored (then Restored says whether the runtime called it a success).
 	Ended    string
 	Restored bool
+	// Started is true once a member_started began it (a deferred turn fails without starting).
+	Started bool
 	// Claimed is the runtime's account of the turn: its member_completed/member_failed payload
 	// (or, restored, what member_restored said).
 	ClaimedSuccess bool
@@ -110,10 +112,10 @@ func loadTrace(ctx context.Context, s *caseState) (*caseTrace, error) {
 					mt = &memberTurn{Member: ev.MemberID, Session: ev.SessionID, Invocation: p.Invocation}
 					byKey[k] = mt
 					t.turns[ev.MemberID] = append(t.turns[ev.MemberID], mt)
-				} else if !p.Resumed {
+				} else if !p.Resumed && mt.Started {
 					t.problems = append(t.problems, fmt.Sprintf("run %s event %d: %s invocation %d started again without resuming", run, ev.Seq, ev.MemberID, p.Invocation))
 				}
-				mt.Start, mt.End, mt.Ended = at, pos{}, ""
+				mt.Start, mt.End, mt.Ended, mt.Started = at, pos{}, "", true
 				open[ev.SessionID] = mt
 			case event.TypeMemberCompleted, event.TypeMemberFailed:
 				var p event.MemberTurn
