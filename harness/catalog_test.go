@@ -7,8 +7,40 @@ import (
 	"testing"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
+
+// The registries tie together: every registered formation has a catalog case with an evidence
+// rule, every ensemble mode one too, adaptive can re-derive an attempt of every formation its cycle
+// may hold, and every check says what it establishes.
+func TestRegistriesTieTogether(t *testing.T) {
+	cases := map[string]CatalogEntry{}
+	for _, e := range Catalog() {
+		cases[e.Name] = e
+	}
+	for _, f := range formation.Registry() {
+		e, ok := cases[f.Name]
+		if !ok || e.Formation != f.Name || e.Evidence == nil {
+			t.Errorf("formation %s has no catalog case with an evidence rule", f.Name)
+		}
+		if f.Name != "adaptive" && attemptRule(f.Name) == nil {
+			t.Errorf("adaptive cannot re-derive an attempt of %s", f.Name)
+		}
+	}
+	for _, mode := range []string{formation.EnsembleVote, formation.EnsembleJudge, formation.EnsembleSynthesizer} {
+		if e, ok := cases["parallel+"+mode]; !ok || e.Options().Ensemble.Mode != mode {
+			t.Errorf("ensemble mode %s has no catalog case", mode)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range Checks() {
+		if c.Doc == "" || c.run == nil || seen[c.Name] {
+			t.Errorf("check %q: no doc, no run, or a second check of that name", c.Name)
+		}
+		seen[c.Name] = true
+	}
+}
 
 func TestCatalogHasOneCasePerFormationModeAndRemoteEffects(t *testing.T) {
 	names := CatalogNames()

@@ -189,7 +189,7 @@ func (s Summary) Accepted() bool {
 		return false
 	}
 	for _, c := range s.Cases {
-		if c.Verdict.Verdict != "accepted" {
+		if c.Verdict.Verdict != evidence.VerdictAccepted {
 			return false
 		}
 	}
@@ -930,15 +930,15 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		_ = engine.Emit(ctx, "", "", event.CheckCompleted{Check: ch.Name, Required: ch.Required, Status: status, Detail: detail})
 		checks = append(checks, rec)
 	}
-	verdict := evidence.Verdict{Verdict: "accepted"}
+	verdict := evidence.Verdict{Verdict: evidence.VerdictAccepted}
 	if failed := failedRequired(checks); len(failed) > 0 {
-		verdict = evidence.Verdict{Verdict: "rejected", Reasons: failed}
+		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: failed}
 	}
 	paused, pauses := engine.Paused()
 	if paused {
 		// A paused run is never accepted, whatever its checks say: its work is not finished.
 		reasons := []string{fmt.Sprintf("paused: %s; continue it with 'assay resume %s'", strings.Join(pauses, "; "), runID)}
-		verdict = evidence.Verdict{Verdict: "rejected", Reasons: append(reasons, verdict.Reasons...)}
+		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: append(reasons, verdict.Reasons...)}
 	}
 	finStart := time.Now()
 	fin, err := store.Finalize(ctx, runID, verdict)
