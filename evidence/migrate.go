@@ -109,16 +109,7 @@ func migrations() []migration {
 			"observe mode did not enforce) are allowed, and usage_calls takes the gateway's per-request records as source " +
 			"gateway; existing rows are unchanged",
 		Stmts: []string{
-			`CREATE TABLE checks_v4 (
-		run_id      VARCHAR NOT NULL,
-		name        VARCHAR NOT NULL,
-		required    BOOLEAN NOT NULL,
-		status      VARCHAR NOT NULL CHECK (status IN ('passed', 'failed', 'unknown', 'simulated', 'not_enforced')),
-		detail      VARCHAR NOT NULL,
-		evidence    JSON,
-		recorded_at TIMESTAMP NOT NULL,
-		PRIMARY KEY (run_id, name)
-	)`,
+			checksDDL("checks_v4"),
 			`INSERT INTO checks_v4 SELECT run_id, name, required, status, detail, evidence, recorded_at FROM checks`,
 			`DROP TABLE checks`,
 			`ALTER TABLE checks_v4 RENAME TO checks`,

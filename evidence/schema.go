@@ -101,16 +101,7 @@ func schemaDDL() []string {
 		sources     JSON,
 		PRIMARY KEY (run_id, ordinal)
 	)`,
-		`CREATE TABLE checks (
-		run_id      VARCHAR NOT NULL,
-		name        VARCHAR NOT NULL,
-		required    BOOLEAN NOT NULL,
-		status      VARCHAR NOT NULL CHECK (status IN ('passed', 'failed', 'unknown', 'simulated', 'not_enforced')),
-		detail      VARCHAR NOT NULL,
-		evidence    JSON,
-		recorded_at TIMESTAMP NOT NULL,
-		PRIMARY KEY (run_id, name)
-	)`,
+		checksDDL("checks"),
 		`CREATE TABLE verdicts (
 		run_id            VARCHAR PRIMARY KEY,
 		verdict           VARCHAR NOT NULL CHECK (verdict IN ('accepted', 'rejected', 'non_certifiable')),
@@ -187,6 +178,21 @@ func usageDDL(name string) string {
 		reasoning_tokens  BIGINT,
 		recorded_at       TIMESTAMP NOT NULL,
 		PRIMARY KEY (run_id, ordinal)
+	)`
+}
+
+// checksDDL creates the checks table under name; v4 admits the statuses simulated and
+// not_enforced.
+func checksDDL(name string) string {
+	return `CREATE TABLE ` + name + ` (
+		run_id      VARCHAR NOT NULL,
+		name        VARCHAR NOT NULL,
+		required    BOOLEAN NOT NULL,
+		status      VARCHAR NOT NULL CHECK (status IN ('passed', 'failed', 'unknown', 'simulated', 'not_enforced')),
+		detail      VARCHAR NOT NULL,
+		evidence    JSON,
+		recorded_at TIMESTAMP NOT NULL,
+		PRIMARY KEY (run_id, name)
 	)`
 }
 

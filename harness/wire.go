@@ -64,31 +64,24 @@ type wireObject struct {
 	Error   json.RawMessage `json:"error"`
 	Usage   json.RawMessage `json:"usage"`
 	Choices []struct {
-		Index   int `json:"index"`
-		Message struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
-				Index    *int   `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string          `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		Delta struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
-				Index    *int   `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string          `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
+		Index int `json:"index"`
+		// Message is a chat.completion's message, Delta a chunk's: the same fields.
+		Message      wireMessage `json:"message"`
+		Delta        wireMessage `json:"delta"`
+		FinishReason *string     `json:"finish_reason"`
 	} `json:"choices"`
+}
+
+type wireMessage struct {
+	Content   *string `json:"content"`
+	ToolCalls []struct {
+		Index    *int   `json:"index"`
+		ID       string `json:"id"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
 }
 
 func parseWireJSON(body []byte) (wireReply, error) {
