@@ -84,13 +84,13 @@ type caseState struct {
 // case (the store refused an artifact); a source that cannot be read is kept as its error for the
 // checks that need it to report unknown.
 func (s *caseState) prepareEvidence(ctx context.Context) error {
+	s.trace, s.traceErr = loadTrace(ctx, s)
+	s.window, s.windowErr = s.gateway.RecordsIn(ctx, s.gwFrom, s.gwTo)
 	p, err := proveDeliverables(ctx, s)
 	if err != nil {
 		return err
 	}
 	s.proof = p
-	s.trace, s.traceErr = loadTrace(ctx, s)
-	s.window, s.windowErr = s.gateway.RecordsIn(ctx, s.gwFrom, s.gwTo)
 	return nil
 }
 
@@ -115,16 +115,20 @@ var filesExist = Check{
 	Doc: "every implementing member's declared files exist as non-empty regular files in its directory, and their bytes are " +
 		"the ones the member's last recorded succeeded write of that path produced (the boundary's observation of the file " +
 		"after the write, or the content a write_file reconciled as succeeded carried): a file placed or changed by anything " +
-		"else, e.g. during a pause, fails; the bytes are stored as artifacts; a file holding a credential value is stored " +
-		"masked and fails the check",
+		"else, e.g. during a pause, fails; every recorded tool call was asked for, with exactly those arguments, by a recorded " +
+		"response (the harness's parse of the response artifacts); the bytes are stored as artifacts; a file holding a " +
+		"credential value is stored masked and fails the check",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
 		p := s.proof
 		if p.err != nil {
 			return statusUnknown, "the run's tool journal is unavailable: " + p.err.Error(), nil
 		}
-		if len(p.missing) > 0 || len(p.secret) > 0 || len(p.unproven) > 0 {
+		if len(p.missing) > 0 || len(p.secret) > 0 || len(p.unproven) > 0 || len(p.unasked) > 0 {
 			var parts []string
+			if len(p.unasked) > 0 {
+				parts = append(parts, "tool calls the recorded responses did not ask for: "+strings.Join(p.unasked, ", "))
+			}
 			if len(p.missing) > 0 {
 				parts = append(parts, "missing or empty: "+strings.Join(p.missing, ", "))
 			}
@@ -134,7 +138,8 @@ var filesExist = Check{
 			if len(p.secret) > 0 {
 				parts = append(parts, "holding a credential value (stored masked): "+strings.Join(p.secret, ", "))
 			}
-			return statusFailed, strings.Join(parts, "; "), map[string]any{"missing": p.missing, "credential": p.secret, "unproven": p.unproven, "sha256": p.digests}
+			return statusFailed, strings.Join(parts, "; "), map[string]any{"missing": p.missing, "credential": p.secret, "unproven": p.unproven,
+				"unasked": p.unasked, "sha256": p.digests}
 		}
 		return statusPassed, fmt.Sprintf("%d files", len(p.digests)), map[string]any{"sha256": p.digests}
 	},

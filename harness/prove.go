@@ -9,6 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"sort"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/runtime/tool"
@@ -32,6 +36,9 @@ type proof struct {
 	// verified maps member id to the directory holding a copy of its proven deliverables alone
 	// (only members whose every deliverable is proven).
 	verified map[string]string
+	// unasked lists recorded tool calls that no recorded response asked for, or whose recorded
+	// payload is not the arguments the response carried: the runtime acted on its own.
+	unasked []string
 }
 
 // proveDeliverables reads every implementing member's declared files, stores their bytes as
@@ -41,11 +48,17 @@ type proof struct {
 // directory. An error is one that stops the case (an artifact the store refused).
 func proveDeliverables(ctx context.Context, s *caseState) (*proof, error) {
 	p := &proof{digests: map[string]string{}, artifacts: map[string]string{}, verified: map[string]string{}}
-	written, err := recordedWrites(ctx, s)
+	recs, err := lineageToolRecords(ctx, s)
 	if err != nil {
 		p.err = err
 		return p, nil
 	}
+	if s.traceErr != nil {
+		p.err = fmt.Errorf("trace unavailable: %w", s.traceErr)
+		return p, nil
+	}
+	p.unasked = unaskedCalls(s.trace, recs)
+	written := recordedWrites(recs)
 	for _, pl := range s.plans {
 		proven := map[string][]byte{}
 		for _, f := range pl.Deliverables {
@@ -129,13 +142,9 @@ func (s *caseState) verifiedCopy(member string, files map[string][]byte) (string
 // (every run of the team run: lineageToolRecords). The observation is the boundary's
 // (Outcome.Files); a write_file whose success was established by reconciliation has none, and its
 // intent's content is what it wrote. A simulated (dry_run) write wrote nothing.
-func recordedWrites(ctx context.Context, s *caseState) (map[string]string, error) {
+func recordedWrites(recs []tool.Record) map[string]string {
 	intents := map[string]tool.Intent{}
 	out := map[string]string{}
-	recs, err := lineageToolRecords(ctx, s)
-	if err != nil {
-		return nil, err
-	}
 	for _, r := range recs {
 		if r.Intent != nil {
 			intents[r.Intent.IdempotencyKey] = *r.Intent
@@ -160,5 +169,53 @@ func recordedWrites(ctx context.Context, s *caseState) (map[string]string, error
 			}
 		}
 	}
-	return out, nil
+	return out
+}
+
+// wireCallID is the runtime's call id of a tool call a response carried: "r<request seq>-<the
+// tool call's id>" (runtime/member.go).
+func wireCallID(seq int, toolCallID string) string { return fmt.Sprintf("r%d-%s", seq, toolCallID) }
+
+// unaskedCalls compares every recorded tool-call intent with the tool calls the recorded responses
+// carried (the harness's parse of the response artifacts): an intent no response asked for, or
+// whose payload SHA-256 is not that of the RFC 8785 canonical arguments the response carried, is
+// listed. The payload hash is taken before redaction, so a masked secret does not hide a change.
+func unaskedCalls(t *caseTrace, recs []tool.Record) []string {
+	asked := map[string]string{} // member + " " + call id -> SHA-256 of the canonical arguments, "" when not JSON
+	for member, ts := range t.turns {
+		for _, mt := range ts {
+			for _, x := range mt.Exchanges {
+				if x.ReplyErr != nil {
+					continue
+				}
+				for _, tc := range x.Reply.ToolCalls {
+					sum := ""
+					if c, err := jcs.Transform([]byte(tc.Arguments)); err == nil {
+						d := sha256.Sum256(c)
+						sum = hex.EncodeToString(d[:])
+					}
+					asked[member+" "+wireCallID(x.P.Seq, tc.ID)] = sum
+				}
+			}
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range recs {
+		in := r.Intent
+		if in == nil || seen[in.IdempotencyKey] {
+			continue
+		}
+		seen[in.IdempotencyKey] = true
+		sum, ok := asked[in.MemberID+" "+in.CallID]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s call %s (%s): no recorded response asked for it", in.MemberID, in.CallID, in.Tool))
+		case sum != in.PayloadSHA256:
+			out = append(out, fmt.Sprintf("%s call %s (%s): the runtime recorded payload %s, the response's arguments hash to %s",
+				in.MemberID, in.CallID, in.Tool, in.PayloadSHA256, labelOr(sum, "nothing (not JSON)")))
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }

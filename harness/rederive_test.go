@@ -503,3 +503,32 @@ func TestStoredBytesAccumulationAndUnrecordedRequestsAreCaught(t *testing.T) {
 		mustFail(t, runHooked(t, "sequential", nil, h), "sessions", "4 request(s) arrived at the gateway while the team ran, 3 were recorded")
 	})
 }
+
+// A runtime that records tool calls the model did not make, or with other arguments than the
+// response carried: the files check reads the calls from the recorded responses.
+func TestToolCallsNoResponseAskedForAreRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	for _, c := range []struct {
+		name   string
+		change func(p *event.ToolCall)
+		want   string
+	}{
+		{"other arguments", func(p *event.ToolCall) {
+			if p.MemberID == "exec-1" {
+				p.PayloadSHA256 = strings.Repeat("ab", 32)
+			}
+		}, "the runtime recorded payload abab"},
+		{"a call never made", func(p *event.ToolCall) {
+			if p.MemberID == "exec-2" {
+				p.CallID = "r7-forged"
+			}
+		}, "exec-2 call r7-forged (write_file): no recorded response asked for it"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			mustFail(t, runHooked(t, "sequential", nil, only(rewrite(c.change))), "files", c.want)
+		})
+	}
+}
