@@ -172,8 +172,10 @@ var sessions = Check{
 	Name: "sessions",
 	Doc: "member session ids are distinct and each is {run_id}-{member_id}; the gateway saw exactly those sessions for this " +
 		"team run (a resumed run: the ids of the run it continues), with as many requests per session as the runtime recorded " +
-		"sending; and every request the gateway relayed while the team ran belongs to a member session of a case of this " +
-		"matrix run (a request with no session id or a foreign one fails, with its count, time and tokens)",
+		"sending, and a provider that echoed the session header echoed the one sent; every stored request and response is the " +
+		"bytes the gateway relayed; and every request that arrived at the gateway while the team ran was recorded and belongs " +
+		"to a member session of a case of this matrix run (a request with no session id or a foreign one fails, with its " +
+		"count, time and tokens)",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
 		if s.traceErr != nil {
@@ -216,6 +218,13 @@ var sessions = Check{
 		for _, sid := range slices.Sorted(mapKeys(seen)) {
 			if _, ok := expected[sid]; !ok {
 				problems = append(problems, fmt.Sprintf("gateway saw unexpected session %q", sid))
+			}
+		}
+		for _, r := range records {
+			// A provider that echoes the session header states which session it attributed the
+			// request (and its usage) to.
+			if r.EchoedSession != "" && r.EchoedSession != r.SessionID {
+				problems = append(problems, fmt.Sprintf("request %d of session %s: the provider echoed session %q", r.ID, r.SessionID, r.EchoedSession))
 			}
 		}
 		if len(sessionOf) == 0 {

@@ -532,3 +532,13 @@ func TestToolCallsNoResponseAskedForAreRejected(t *testing.T) {
 		})
 	}
 }
+
+// A provider that echoes another session than it was sent: the gateway records the echo, and the
+// sessions check names it (whatever the runtime's client made of it).
+func TestAWrongSessionEchoFailsSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	c := runHooked(t, "sequential", []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultWrongSession}}, &testHooks{})
+	mustFail(t, c, "sessions", "the provider echoed session")
+}

@@ -419,6 +419,7 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
 		ResponseBytes:  rw.n,
 		RelayError:     x.relayErr,
 		StartedAt:      x.started.UTC(),
+		EchoedSession:  strings.Join(rw.Header().Values(g.sessionHeader), ", "),
 	}
 	u := unknownUsage()
 	if x.relayErr == RelayOK && !rw.overflow {

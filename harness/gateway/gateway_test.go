@@ -1023,7 +1023,7 @@ func TestVersion1DatabaseIsMigrated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{`ALTER TABLE requests DROP COLUMN answered_model`, `ALTER TABLE requests DROP COLUMN response_decoded_sha256`,
+	for _, stmt := range []string{`ALTER TABLE requests DROP COLUMN answered_model`, `ALTER TABLE requests DROP COLUMN response_decoded_sha256`, `ALTER TABLE requests DROP COLUMN echoed_session`,
 		`UPDATE meta SET value = '1' WHERE key = 'schema_version'`} {
 		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
 			t.Fatal(err)

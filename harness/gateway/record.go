@@ -50,8 +50,12 @@ type Record struct {
 	// (gzip, deflate) undone: the bytes a client that decompresses saw; equal to ResponseSHA256
 	// for an unencoded body, "" when the body was not relayed completely or could not be decoded.
 	ResponseDecodedSHA256 string
-	RequestBytes          int64 // size of the forwarded request body, bytes
-	ResponseBytes         int64 // size of the relayed response body, bytes (as sent: compressed if the upstream compressed)
+	// EchoedSession is the session header the response carried back ("" when none): a provider
+	// that echoes it states which session it attributed the request to. Several values are joined
+	// with ", ".
+	EchoedSession string
+	RequestBytes  int64 // size of the forwarded request body, bytes
+	ResponseBytes int64 // size of the relayed response body, bytes (as sent: compressed if the upstream compressed)
 	// UsageState is UsageReported when a complete 2xx response carried a usage
 	// object with at least one token count, else UsageUnknown.
 	UsageState string

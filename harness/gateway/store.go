@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS requests (
 	relay_error       TEXT    NOT NULL,
 	started_at        TEXT    NOT NULL,
 	answered_model    TEXT    NOT NULL DEFAULT '',
-	response_decoded_sha256 TEXT NOT NULL DEFAULT ''
+	response_decoded_sha256 TEXT NOT NULL DEFAULT '',
+	echoed_session    TEXT    NOT NULL DEFAULT ''
 ) STRICT;
 CREATE INDEX IF NOT EXISTS requests_session ON requests (session_id, id);
 `
@@ -160,7 +161,7 @@ func (s *store) migrate(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("gateway: usage database %s: read schema version: %w", s.path, err)
 	case got == "1":
-		for _, col := range []string{"answered_model", "response_decoded_sha256"} {
+		for _, col := range []string{"answered_model", "response_decoded_sha256", "echoed_session"} {
 			if _, err := tx.ExecContext(ctx, `ALTER TABLE requests ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`); err != nil {
 				return fmt.Errorf("gateway: usage database %s: migrate to schema version 2: %w", s.path, err)
 			}
@@ -183,13 +184,13 @@ func (s *store) insert(ctx context.Context, rec *Record) error {
 		id, session_id, method, path, model, stream, status, latency_ms,
 		request_sha256, response_sha256, request_bytes, response_bytes,
 		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at, answered_model, response_decoded_sha256
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		relay_error, started_at, answered_model, response_decoded_sha256, echoed_session
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		rec.ID, rec.SessionID, rec.Method, rec.Path, rec.Model, rec.Stream, rec.Status, rec.LatencyMS,
 		rec.RequestSHA256, rec.ResponseSHA256, rec.RequestBytes, rec.ResponseBytes,
 		rec.UsageState, nullable(rec.PromptTokens), nullable(rec.CompletionTokens), nullable(rec.TotalTokens),
 		nullable(rec.CachedTokens), nullable(rec.ReasoningTokens),
-		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel, rec.ResponseDecodedSHA256)
+		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel, rec.ResponseDecodedSHA256, rec.EchoedSession)
 	if err != nil {
 		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, s.path, err)
 	}
@@ -231,7 +232,7 @@ func (s *store) query(ctx context.Context, what, where string, args ...any) ([]R
 	const cols = `id, session_id, method, path, model, stream, status, latency_ms,
 		request_sha256, response_sha256, request_bytes, response_bytes,
 		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at, answered_model, response_decoded_sha256`
+		relay_error, started_at, answered_model, response_decoded_sha256, echoed_session`
 	rows, err := s.r.QueryContext(ctx, `SELECT `+cols+` FROM requests WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: query records of %s in %s: %w", what, s.path, err)
@@ -247,7 +248,7 @@ func (s *store) query(ctx context.Context, what, where string, args ...any) ([]R
 		if err := rows.Scan(&rec.ID, &rec.SessionID, &rec.Method, &rec.Path, &rec.Model, &rec.Stream, &rec.Status, &rec.LatencyMS,
 			&rec.RequestSHA256, &rec.ResponseSHA256, &rec.RequestBytes, &rec.ResponseBytes,
 			&rec.UsageState, &prompt, &completion, &total, &cached, &reasoning,
-			&rec.RelayError, &started, &rec.AnsweredModel, &rec.ResponseDecodedSHA256); err != nil {
+			&rec.RelayError, &started, &rec.AnsweredModel, &rec.ResponseDecodedSHA256, &rec.EchoedSession); err != nil {
 			return nil, fmt.Errorf("gateway: scan record of %s in %s: %w", what, s.path, err)
 		}
 		rec.PromptTokens = fromNullable(prompt)
