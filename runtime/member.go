@@ -370,8 +370,10 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 					ErrReconciliationRequired, pc.CallID, pc.Tool, out.IdempotencyKey)
 			}
 			if stop != nil {
+				// Paused on any engine: the member did not fail on its own, and nothing may retry it
+				// (a durable engine also checkpoints the exact pending call for a resume).
+				res.Paused = true
 				if e.durable != nil {
-					res.Paused = true
 					t := turnState(TurnPaused)
 					t.PauseReason = stop.Error()
 					if err := e.Emit(ctx, m.ID, session, event.MemberPaused{Invocation: invocation, CallID: pc.CallID,

@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/policy"
+	"github.com/assay-audit/assay/runtime/provider"
 	"github.com/assay-audit/assay/runtime/provider/reference"
+	"github.com/assay-audit/assay/runtime/tool"
 )
 
 func TestParallelRetriesOnlyFailedIdempotentMembers(t *testing.T) {
@@ -173,4 +176,40 @@ func TestIsolationAllocationFailureStopsTheRun(t *testing.T) {
 		t.Fatal("a member ran although worktree allocation failed")
 	}
 	wantConfigError(t, e, sink, build(t, "sequential", writer("a")), Options{Isolation: IsolationOptions{Enabled: true, Repo: "x"}}, "isolation")
+}
+
+// A member that stops at a call awaiting approval is paused, not failed, on any engine: parallel
+// retries never re-run it (issue 22, defect 3: on an engine that is not durable it was re-run once
+// per retry, and each run asked again).
+func TestParallelNeverRetriesAMemberPausedForApproval(t *testing.T) {
+	ref, err := reference.Start(context.Background(), reference.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	pf, digest, err := policy.ParseFile([]byte(askTestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := provider.NewClient(provider.ClientConfig{BaseURL: ref.BaseURL(), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals := policy.NewApprovals(nil)
+	e, err := runtime.NewEngine(runtime.EngineConfig{Provider: client, Model: reference.ModelID, Sink: &memSink{},
+		BoundaryOptions: []tool.Option{tool.WithPolicy(policy.NewEngine(digest, 0, pf.Policy("p.yaml"))), tool.WithApprovals(approvals)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustRun(t, e, build(t, "parallel", writer("a"), writer("b")), Options{Parallel: ParallelOptions{MemberRetries: 2}})
+	a := byID(res)["a"]
+	if !a.Paused || a.Success || a.Turns != 1 {
+		t.Fatalf("a: paused %v success %v turns %d, want paused after one turn, never retried", a.Paused, a.Success, a.Turns)
+	}
+	if n := len(approvals.ListPending()); n != 1 {
+		t.Fatalf("%d approvals pending, want the one question a asked", n)
+	}
+	if b := byID(res)["b"]; !b.Success {
+		t.Fatalf("b: %+v", b)
+	}
 }
