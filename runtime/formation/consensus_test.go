@@ -96,6 +96,10 @@ func TestConsensusContractViolationsAndConfiguration(t *testing.T) {
 	wantConfigError(t, e, sink, build(t, "consensus", talker("a")), Options{}, "at least two proposers")
 	wantConfigError(t, e, sink, build(t, "consensus", talker("a"), talker("b"), withRoleSpec("c", RoleCritic)), Options{}, "only supervisor")
 	wantConfigError(t, e, sink, build(t, "consensus", talker("a"), talker("b")), Options{Consensus: ConsensusOptions{Threshold: 1.5}}, "threshold")
+	// At or below one half, two disagreeing halves would both reach the threshold (issue 22, 7).
+	for _, th := range []float64{0.5, 0.3} {
+		wantConfigError(t, e, sink, build(t, "consensus", talker("a"), talker("b")), Options{Consensus: ConsensusOptions{Threshold: th}}, "at most 0.5")
+	}
 	if !strings.Contains(consensus.Doc, "0.7") {
 		t.Fatal("the documented default threshold drifted")
 	}

@@ -214,7 +214,11 @@ func (o Options) validate(formation string) error {
 	case o.Consensus.Rounds < 0:
 		return bad("consensus rounds %d is negative", o.Consensus.Rounds)
 	case o.Consensus.Threshold < 0 || o.Consensus.Threshold > 1:
-		return bad("consensus threshold %v is outside (0,1]", o.Consensus.Threshold)
+		return bad("consensus threshold %v is outside (0.5,1]", o.Consensus.Threshold)
+	case o.Consensus.Threshold != 0 && o.Consensus.Threshold <= 0.5:
+		// Two disjoint groups could both reach it: a 1-1 split would count as agreement, its
+		// winner chosen by key order.
+		return bad("consensus threshold %v is at most 0.5: two disagreeing halves would both reach it; use a value in (0.5,1]", o.Consensus.Threshold)
 	case o.Reflection.MaxIterations < 0 || o.Reflection.MaxIterations > 10:
 		return bad("reflection max iterations %d is outside 1..10", o.Reflection.MaxIterations)
 	case o.Reflection.VerdictFormat != "" && o.Reflection.VerdictFormat != "json":
