@@ -96,6 +96,17 @@ func (c *conversation) speak(m runtime.MemberSpec, mayHandOff bool, instruction 
 	return t, true
 }
 
+// callback calls a conversation callback, turning a panic into an error: a callback is the caller's
+// code, and its failure fails the run with a warning (callbackFailed), never the process.
+func callback[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return f()
+}
+
 // callbackFailed records a callback error as a warning; the run fails.
 func (c *conversation) callbackFailed(name string, err error) runtime.TeamResult {
 	reason := fmt.Sprintf("%s callback failed: %v", name, err)

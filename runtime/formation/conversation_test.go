@@ -98,6 +98,10 @@ func TestGroupChatFailures(t *testing.T) {
 		{"selector error", ConversationOptions{Selector: func(Transcript, []string) (string, error) { return "", boom }}, "selector callback failed"},
 		{"selector outside candidates", ConversationOptions{Selector: func(Transcript, []string) (string, error) { return "zz", nil }}, "not one of"},
 		{"termination error", ConversationOptions{Terminate: func(Transcript) (bool, error) { return false, boom }}, "termination predicate callback failed"},
+		// A panicking callback fails the run like an erring one; it never escapes RunWith (issue 22, 7).
+		{"filter panics", ConversationOptions{CandidateFilter: func(Transcript) ([]string, error) { panic("filter bug") }}, "candidate filter callback failed: panicked: filter bug"},
+		{"selector panics", ConversationOptions{Selector: func(Transcript, []string) (string, error) { panic("selector bug") }}, "selector callback failed: panicked: selector bug"},
+		{"termination panics", ConversationOptions{Terminate: func(Transcript) (bool, error) { panic("terminate bug") }}, "termination predicate callback failed: panicked"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -39,7 +39,7 @@ var groupChat = Formation{
 		for turn := 1; turn <= c.maxTurns; turn++ {
 			candidates := memberIDs(speakers)
 			if cb.CandidateFilter != nil {
-				ids, err := cb.CandidateFilter(c.snapshot())
+				ids, err := callback(func() ([]string, error) { return cb.CandidateFilter(c.snapshot()) })
 				if err == nil {
 					err = checkIDs(ids, candidates)
 				}
@@ -51,7 +51,7 @@ var groupChat = Formation{
 			var next string
 			switch {
 			case cb.Selector != nil:
-				id, err := cb.Selector(c.snapshot(), slices.Clone(candidates))
+				id, err := callback(func() (string, error) { return cb.Selector(c.snapshot(), slices.Clone(candidates)) })
 				if err == nil && !slices.Contains(candidates, id) {
 					err = fmt.Errorf("selected %q, not one of %v", id, candidates)
 				}
@@ -86,7 +86,7 @@ var groupChat = Formation{
 				return done(c.rs, true, t.Content, c.meta("done", "")), nil
 			}
 			if cb.Terminate != nil {
-				stop, err := cb.Terminate(c.snapshot())
+				stop, err := callback(func() (bool, error) { return cb.Terminate(c.snapshot()) })
 				if err != nil {
 					return c.callbackFailed("termination predicate", err), nil
 				}
