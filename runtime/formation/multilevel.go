@@ -85,14 +85,18 @@ var multiLevelHierarchy = Formation{
 				if parent != "" {
 					instruction = fmt.Sprintf("Supervisor %s assigned you this. ", parent) + instruction
 				}
-				return e.RunTurn(ctx, team, m, runtime.Turn{Instruction: instruction, Contract: completion(team, m, opts)})
+				return opts.admission.admit(ctx, e, team, m, func(m runtime.MemberSpec) runtime.MemberResult {
+					return e.RunTurn(ctx, team, m, runtime.Turn{Instruction: instruction, Contract: completion(team, m, opts)})
+				})
 			}
 			var kids []runtime.MemberSpec
 			for _, c := range n.Children {
 				km, _ := team.Member(c.MemberID)
 				kids = append(kids, km)
 			}
-			childResults := opts.admission.run(ctx, e, team, kids, func(km runtime.MemberSpec) runtime.MemberResult {
+			// The children run concurrently, each admitted for its own turn; this supervisor holds no
+			// admission slot while it waits for them (with capacity 1 it would wait forever).
+			childResults := concurrently(kids, func(km runtime.MemberSpec) runtime.MemberResult {
 				for _, c := range n.Children {
 					if c.MemberID == km.ID {
 						return visit(c, n.MemberID)
@@ -109,8 +113,10 @@ var multiLevelHierarchy = Formation{
 			if parent == "" {
 				role = "the root supervisor"
 			}
-			return e.RunTurn(ctx, team, m, runtime.Turn{Context: context, ContextHeading: "Outcomes of the members you supervise:",
-				Instruction: fmt.Sprintf("You are %s. Synthesize your members' outcomes; a failed member stays failed: say so.", role), Contract: &c})
+			return opts.admission.admit(ctx, e, team, m, func(m runtime.MemberSpec) runtime.MemberResult {
+				return e.RunTurn(ctx, team, m, runtime.Turn{Context: context, ContextHeading: "Outcomes of the members you supervise:",
+					Instruction: fmt.Sprintf("You are %s. Synthesize your members' outcomes; a failed member stays failed: say so.", role), Contract: &c})
+			})
 		}
 		root := visit(*tree, "")
 		close(collected)

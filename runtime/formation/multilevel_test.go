@@ -1,9 +1,11 @@
 package formation
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
@@ -115,5 +117,26 @@ func TestMultiLevelHierarchyValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			wantConfigError(t, e, sink, build(t, "multi_level_hierarchy", members...), c.opts, c.want)
 		})
+	}
+}
+
+// Under capacity admission a supervisor holds no slot while its members run: with one slot,
+// root -> lead -> (a, b) completes (it deadlocked until the deadline; issue 22 defect 2).
+func TestMultiLevelUnderCapacityOneDoesNotDeadlock(t *testing.T) {
+	e, sink, _ := setupWith(t, reference.Config{ParallelCapacity: 1})
+	tm := build(t, "multi_level_hierarchy", withRoleSpec("root", RoleSupervisor), withRoleSpec("lead", RoleSupervisor), writer("a"), writer("b"))
+	opts := Options{Capacity: CapacityOptions{Aware: true}, Hierarchy: HierarchyOptions{Tree: &TreeNode{MemberID: "root",
+		Children: []TreeNode{{MemberID: "lead", Children: []TreeNode{{MemberID: "a"}, {MemberID: "b"}}}}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := RunWith(ctx, e, tm, opts)
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("RunWith: %v (context %v)", err, ctx.Err())
+	}
+	if !res.Success || len(res.Members) != 4 {
+		t.Fatalf("team %+v", res)
+	}
+	if len(sink.ofType("member_throttled")) == 0 {
+		t.Error("with one slot and two leaves, a leaf must have queued")
 	}
 }

@@ -313,32 +313,47 @@ func newAdmission(ctx context.Context, e *runtime.Engine, c CapacityOptions) (*a
 	return a, nil
 }
 
-// run runs fn for every member concurrently, each admitted through a slot; a member that has to
-// wait first emits member_throttled carrying the limit. Results are in the order of members.
+// run runs fn for every member concurrently, each admitted through a slot (admit). Results are in
+// the order of members.
 func (a *admission) run(ctx context.Context, e *runtime.Engine, team runtime.Team, members []runtime.MemberSpec,
 	fn func(m runtime.MemberSpec) runtime.MemberResult) []runtime.MemberResult {
+	return concurrently(members, func(m runtime.MemberSpec) runtime.MemberResult { return a.admit(ctx, e, team, m, fn) })
+}
+
+// admit runs fn for m once a slot is free; a member that has to wait first emits member_throttled
+// carrying the limit. The slot is held only while fn runs: a caller must not wait for another
+// admitted member inside fn (a supervisor admits only its own turn, never its wait for its
+// members), or a pool smaller than the tree's depth would deadlock.
+func (a *admission) admit(ctx context.Context, e *runtime.Engine, team runtime.Team, m runtime.MemberSpec,
+	fn func(m runtime.MemberSpec) runtime.MemberResult) runtime.MemberResult {
+	if a == nil || a.slots == nil {
+		return fn(m)
+	}
+	select {
+	case a.slots <- struct{}{}:
+	default:
+		_ = e.Emit(ctx, m.ID, team.SessionID(m), event.MemberThrottled{Limit: a.limit,
+			Warning: fmt.Sprintf("member %s queued: %d admission slot(s) in use", m.ID, a.limit)})
+		select {
+		case a.slots <- struct{}{}:
+		case <-ctx.Done():
+			return runtime.MemberResult{MemberID: m.ID, SessionID: team.SessionID(m), Turns: 1,
+				Error: "cancelled while waiting for admission: " + ctx.Err().Error()}
+		}
+	}
+	defer func() { <-a.slots }()
+	return fn(m)
+}
+
+// concurrently runs fn for every member on its own goroutine and returns the results in the order
+// of members.
+func concurrently(members []runtime.MemberSpec, fn func(m runtime.MemberSpec) runtime.MemberResult) []runtime.MemberResult {
 	results := make([]runtime.MemberResult, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if a != nil && a.slots != nil {
-				select {
-				case a.slots <- struct{}{}:
-				default:
-					_ = e.Emit(ctx, m.ID, team.SessionID(m), event.MemberThrottled{Limit: a.limit,
-						Warning: fmt.Sprintf("member %s queued: %d admission slot(s) in use", m.ID, a.limit)})
-					select {
-					case a.slots <- struct{}{}:
-					case <-ctx.Done():
-						results[i] = runtime.MemberResult{MemberID: m.ID, SessionID: team.SessionID(m), Turns: 1,
-							Error: "cancelled while waiting for admission: " + ctx.Err().Error()}
-						return
-					}
-				}
-				defer func() { <-a.slots }()
-			}
 			results[i] = fn(m)
 		}()
 	}
