@@ -155,25 +155,24 @@ func (d *derivation) attemptScore(strategy string) (float64, string) {
 	ids := slices.Sorted(maps.Keys(d.turns))
 	switch strategy {
 	case formation.StrategyFeedback:
+		// Every completion reply of the attempt, a failure's too, carries its member's score; an
+		// attempt with none has no feedback and scores 0.
 		sum, n := 0.0, 0
 		for _, id := range ids {
 			ts := d.turns[id]
 			o := d.outcome(ts[len(ts)-1])
-			if o.Line.Contract != runtime.ContractCompletion {
+			if o.Line.Contract != runtime.ContractCompletion || o.Reply == "" {
 				continue
 			}
-			if !o.OK {
-				if _, err := readCompletion(o.Reply, true); o.Reply == "" || err == nil {
-					continue // no reply (a failed request), or a reported failure: a failed member is not scored
-				}
-				return 0, fmt.Sprintf("member %s did not return a valid quality_score: %s", id, o.Why)
+			c, err := readCompletion(o.Reply, true)
+			if err != nil {
+				return 0, fmt.Sprintf("member %s did not return a valid quality_score: %v", id, err)
 			}
-			c, _ := readCompletion(o.Reply, true)
 			sum += *c.QualityScore
 			n++
 		}
 		if n == 0 {
-			return 0, "no member returned a quality_score"
+			return 0, ""
 		}
 		return sum / float64(n), ""
 	case formation.StrategyPerformance:

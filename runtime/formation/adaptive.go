@@ -25,8 +25,8 @@ func adaptive() Formation {
 		Doc: "Runs a cycle of formations (default sequential -> hierarchical -> consensus) through the " +
 			"registry, switching to the next when the current attempt fails or scores below min_score, up " +
 			"to max_switches (default 3). Strategies: error_rate (1 - failed/ran), performance " +
-			"(min(1, target/elapsed)), and feedback, where every completion reply must carry a numeric " +
-			"quality_score in [0,1] (their mean is the score) or the run fails. Recursive adaptive cycles " +
+			"(min(1, target/elapsed)), and feedback, where every completion reply, a failure's too, must carry a " +
+			"numeric quality_score in [0,1] (their mean is the score; an attempt with none scores 0) or the run fails. Recursive adaptive cycles " +
 			"are rejected; every member must be idempotent, since adaptation repeats work. Results record " +
 			"the current formation, the history, the switch count and the score; each switch is a " +
 			"formation_switched event.",
@@ -175,20 +175,19 @@ func adaptiveScore(strategy string, res runtime.TeamResult, elapsed time.Duratio
 		}
 		return target / s, ""
 	case StrategyFeedback:
+		// Every completion reply carries its member's own quality_score, a failure's too
+		// ({"status":"failed",...,"quality_score":0}); replies that are not completions (a
+		// synthesis, a proposal) are asked for none. An attempt with no score at all has no
+		// feedback: it scores 0 and the cycle adapts, it does not end the run.
 		var sum float64
 		n := 0
 		for _, r := range res.Members {
 			if r.ContractViolation == runtime.ContractCompletion {
 				return 0, fmt.Sprintf("member %s did not return a valid quality_score: %s", r.MemberID, r.Error)
 			}
-		}
-		for _, r := range res.Members {
-			if !r.Success {
-				continue
-			}
 			c, err := runtime.ParseCompletion(r.Output)
 			if err != nil {
-				continue // not a completion reply (a synthesis, a proposal): no score is asked of it
+				continue // not a completion reply, or no reply at all
 			}
 			if c.QualityScore == nil {
 				return 0, fmt.Sprintf("member %s returned no quality_score", r.MemberID)
@@ -197,7 +196,7 @@ func adaptiveScore(strategy string, res runtime.TeamResult, elapsed time.Duratio
 			n++
 		}
 		if n == 0 {
-			return 0, "no member returned a quality_score"
+			return 0, ""
 		}
 		return sum / float64(n), ""
 	default:

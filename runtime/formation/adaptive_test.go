@@ -54,6 +54,32 @@ func TestAdaptiveFeedbackStrategy(t *testing.T) {
 	}
 }
 
+// Under the feedback strategy an attempt adapts rather than ends: a worker's failure reply counts
+// with its own quality_score, and an attempt with no completion reply (a consensus) has no feedback
+// and scores 0. Both ended the run with "no member returned a quality_score" (issue 22 defect 1).
+func TestAdaptiveFeedbackAdaptsOnFailuresAndMissingFeedback(t *testing.T) {
+	t.Run("a failed worker's score", func(t *testing.T) {
+		// hierarchical: a supervises, b is the only worker and fails with quality_score 0.
+		e, sink, _ := setup(t, replace("b", 1, `{"status":"failed","error":"cannot","quality_score":0}`))
+		res := mustRun(t, e, build(t, "adaptive", writer("a"), writer("b")), Options{Adaptive: AdaptiveOptions{Strategy: StrategyFeedback,
+			Cycle: []string{"hierarchical", "sequential"}}})
+		if !res.Success || res.Metadata["formation_history"] != "hierarchical,sequential" {
+			t.Fatalf("%+v", res.Metadata)
+		}
+		if sw := sink.ofType("formation_switched"); len(sw) != 1 || payload(t, sw[0])["score"] != float64(0) {
+			t.Fatalf("switch events %v", sw)
+		}
+	})
+	t.Run("no feedback", func(t *testing.T) {
+		e, sink, _ := setup(t)
+		res := mustRun(t, e, build(t, "adaptive", talker("a"), talker("b")), Options{Adaptive: AdaptiveOptions{Strategy: StrategyFeedback,
+			Cycle: []string{"consensus", "parallel"}, MaxSwitches: 1}})
+		if len(sink.ofType("formation_switched")) != 1 || strings.Contains(res.Metadata["reason"], "quality_score") {
+			t.Fatalf("the consensus attempt did not adapt: %+v", res.Metadata)
+		}
+	})
+}
+
 func TestAdaptiveConfiguration(t *testing.T) {
 	e, sink, _ := setup(t)
 	cases := []struct {
