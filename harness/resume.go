@@ -281,6 +281,9 @@ func uncoveredWaits(state runtime.DurableState, journal []tool.Record, file *pol
 		case runtime.TurnInFlight:
 			return nil
 		case runtime.TurnPaused:
+			if len(t.Pending) == 0 {
+				continue // stopped before a provider request because the run paused: it waits on nothing
+			}
 			key := state.RunID + ":" + t.MemberID + ":" + t.Pending[0].CallID
 			if states[key] != effect.AwaitingApproval {
 				return nil

@@ -64,7 +64,7 @@ type DurableState struct {
 const (
 	TurnCompleted = "completed" // ended, succeeded or failed; Result is final
 	TurnInFlight  = "in_flight" // a response asked for tool calls; Pending are not all answered
-	TurnPaused    = "paused"    // stopped at Pending[0]: awaiting approval or reconciliation
+	TurnPaused    = "paused"    // stopped at Pending[0] (awaiting approval or reconciliation, or not dispatched because the run paused), or before a provider request because the run paused
 )
 
 // TurnState is one member invocation in a checkpoint.
@@ -186,8 +186,11 @@ func ValidateDurableState(s *DurableState) error {
 			return fmt.Errorf("durable state: turn %s#%d recorded twice", t.MemberID, t.Invocation)
 		case !slices.Contains([]string{TurnCompleted, TurnInFlight, TurnPaused}, t.Status):
 			return fmt.Errorf("durable state: turn %s#%d has status %q", t.MemberID, t.Invocation, t.Status)
-		case t.Status != TurnCompleted && (len(t.Messages) < 2 || len(t.Pending) == 0):
-			return fmt.Errorf("durable state: %s turn %s#%d has no conversation or no pending call", t.Status, t.MemberID, t.Invocation)
+		case t.Status != TurnCompleted && len(t.Messages) < 2:
+			return fmt.Errorf("durable state: %s turn %s#%d has no conversation", t.Status, t.MemberID, t.Invocation)
+		case t.Status == TurnInFlight && len(t.Pending) == 0:
+			// A paused turn may have none: it stopped before a provider request because the run paused.
+			return fmt.Errorf("durable state: in-flight turn %s#%d has no pending call", t.MemberID, t.Invocation)
 		}
 		seen[k] = true
 	}

@@ -347,11 +347,42 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		return fail(fmt.Errorf("record member_started: %w", err))
 	}
 
+	// runPaused stops the turn where it stands when its durable run paused (another member's call
+	// awaits authority): nothing more is dispatched or asked of the model; the checkpoint keeps the
+	// turn with its pending calls and messages, and a resume continues it from there. pc is the
+	// call that would have been dispatched next, nil before a provider request.
+	runPaused := func(pc *PendingCall) (MemberResult, bool) {
+		if e.durable == nil || !e.durable.paused() {
+			return MemberResult{}, false
+		}
+		stop := fmt.Errorf("%w while this turn was under way; it continues when the run is resumed", ErrRunPaused)
+		res.Paused = true
+		t := turnState(TurnPaused)
+		t.PauseReason = stop.Error()
+		p := event.MemberPaused{Invocation: invocation, State: "deferred", Reason: stop.Error()}
+		if pc != nil {
+			p.CallID, p.Tool = pc.CallID, pc.Tool
+		}
+		if err := e.Emit(ctx, m.ID, session, p); err != nil {
+			return fail(fmt.Errorf("record member_paused: %w", err)), true
+		}
+		if err := e.durable.record(ctx, e, t); err != nil {
+			return fail(err), true
+		}
+		recordDone = nil
+		return fail(stop), true
+	}
+
 	// answer delivers the pending tool calls to the boundary in order. It returns stop=true with the
 	// member's result when the member cannot go on (a failure, or a pause).
 	answer := func() (MemberResult, bool) {
 		for len(pending) > 0 {
 			pc := pending[0]
+			// SAFETY.md rule 6: after every await, re-check the action is still allowed before
+			// the next effect starts.
+			if r, stop := runPaused(&pc); stop {
+				return r, true
+			}
 			if res.ToolCalls >= budget {
 				return fail(fmt.Errorf("tool budget of %d calls exhausted", budget)), true
 			}
@@ -411,6 +442,9 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 	for ; requests < e.maxTurns; requests++ {
 		if err := ctx.Err(); err != nil {
 			return fail(fmt.Errorf("cancelled before request %d: %w", requests, err))
+		}
+		if r, stop := runPaused(nil); stop {
+			return r
 		}
 		// Rule 11: tokens are reserved on the boundary's budget before the request goes out and
 		// charged with what the response reported (unknown stays unknown).

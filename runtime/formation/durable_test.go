@@ -292,3 +292,78 @@ func TestResumeRefusesDivergenceAndMissingCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint of another run: %+v", a)
 	}
 }
+
+// gatedProvider holds the first request of one session until gate closes.
+type gatedProvider struct {
+	p       provider.Provider
+	session string
+	gate    chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedProvider) Complete(ctx context.Context, req provider.Request) (*provider.Response, error) {
+	if req.SessionID == g.session {
+		held := false
+		g.once.Do(func() { held = true })
+		if held {
+			<-g.gate
+		}
+	}
+	return g.p.Complete(ctx, req)
+}
+
+// A member already in its turn when the run pauses dispatches nothing more (SAFETY.md rule 6: the
+// pause is re-checked before every effect): b gets its tool-call reply only after a paused for an
+// approval, and stops with its calls pending, checkpointed for the resume (issue 22 defect 5).
+func TestARunPauseStopsMembersAlreadyInATurn(t *testing.T) {
+	ref, err := reference.Start(context.Background(), reference.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	pf, digest, err := policy.ParseFile([]byte(askTestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := provider.NewClient(provider.ClientConfig{BaseURL: ref.BaseURL(), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	var last json.RawMessage
+	// b's first request is answered only once a checkpoint records the run paused.
+	paused := make(chan struct{})
+	var once sync.Once
+	e, err := runtime.NewEngine(runtime.EngineConfig{Provider: &gatedProvider{p: client, session: "run-test-b", gate: paused}, Model: reference.ModelID,
+		Sink: sink, BoundaryOptions: []tool.Option{tool.WithPolicy(policy.NewEngine(digest, 0, pf.Policy("p.yaml"))), tool.WithApprovals(policy.NewApprovals(nil))},
+		Durable: &runtime.DurableConfig{Checkpoint: func(_ context.Context, s json.RawMessage) error {
+			last = append(json.RawMessage(nil), s...)
+			var st runtime.DurableState
+			if json.Unmarshal(s, &st) == nil && st.Paused {
+				once.Do(func() { close(paused) })
+			}
+			return nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustRun(t, e, build(t, "parallel", writer("a"), writer("b")), Options{})
+	b := byID(res)["b"]
+	if !b.Paused || b.ToolCalls != 0 {
+		t.Fatalf("b: paused %v, %d tool calls; want paused with nothing dispatched", b.Paused, b.ToolCalls)
+	}
+	for _, ev := range sink.ofType("tool_call") {
+		if ev.MemberID == "b" {
+			t.Fatalf("b dispatched after the run paused: %s", ev.Payload)
+		}
+	}
+	var s runtime.DurableState
+	if err := json.Unmarshal(last, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range s.Turns {
+		if tr.MemberID == "b" && (tr.Status != runtime.TurnPaused || len(tr.Pending) == 0) {
+			t.Fatalf("b's turn checkpointed %s with %d pending call(s); want paused with its calls pending", tr.Status, len(tr.Pending))
+		}
+	}
+}
