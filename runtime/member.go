@@ -313,6 +313,12 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 		case runID != team.RunID:
 			recordDone = nil
 			return fail(fmt.Errorf("%w: the checkpoint is of team run %s, this team is run %s", ErrResumeDiverged, runID, team.RunID))
+		case ok && rt.SessionID != session:
+			// The checkpointed turn is another session's: restoring it would hand this member's
+			// identity someone else's conversation and usage (FORMATIONS.md, "Session ids").
+			recordDone = nil
+			return fail(fmt.Errorf("%w: member %s invocation %d was recorded under session %s, and is bound now to session %s; nothing was asked of the model",
+				ErrResumeDiverged, m.ID, invocation, rt.SessionID, session))
 		case ok && rt.InputSHA256 != input:
 			recordDone = nil
 			return fail(fmt.Errorf("%w: member %s invocation %d was recorded with input %s, asked now with %s; nothing was asked of the model",

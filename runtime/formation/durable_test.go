@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -290,6 +291,21 @@ func TestResumeRefusesDivergenceAndMissingCheckpoint(t *testing.T) {
 	res, _ = RunWith(context.Background(), e3, tm, Options{Resume: true})
 	if a := byID(res)["a"]; a.Success || !strings.Contains(a.Error, "another-run") || counter.n["run-test-a"] != 0 {
 		t.Fatalf("checkpoint of another run: %+v", a)
+	}
+	// A member bound now to another explicit session than its checkpointed turn's is refused: the
+	// turn is not restored under the new identity (issue 22 defect 6).
+	state.RunID = tm.RunID
+	rebound := tm
+	rebound.Members = slices.Clone(tm.Members)
+	rebound.Members[0].SessionID = "someone-else"
+	e4, err := runtime.NewEngine(runtime.EngineConfig{Provider: counter, Model: reference.ModelID, Sink: &memSink{},
+		Durable: &runtime.DurableConfig{Restore: state, Checkpoint: func(context.Context, json.RawMessage) error { return nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ = RunWith(context.Background(), e4, rebound, Options{Resume: true})
+	if a := byID(res)["a"]; a.Success || !strings.Contains(a.Error, "recorded under session run-test-a") || counter.n["someone-else"] != 0 {
+		t.Fatalf("a turn restored under another session: %+v", a)
 	}
 }
 
