@@ -141,7 +141,11 @@ func (b *Boundary) Revise(ctx context.Context, txID, args string) (Outcome, erro
 	b.mu.Unlock()
 	np, err := b.prepare(c, args, p.revision+1)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("revise %s: %w", txID, err)
+		// The revision is refused, but it still says the earlier intent is not what is wanted any
+		// more (SAFETY.md rule 6): its pending question and any unused grant are revoked, so only a
+		// valid revision, asked and approved anew, can run.
+		b.approvals.Revoke(txID)
+		return Outcome{}, fmt.Errorf("revise %s: %w (the earlier revision's approval is revoked)", txID, err)
 	}
 	if _, err := b.ledger.Apply(txID, effect.Event{Kind: effect.Revise}); err != nil {
 		return Outcome{}, fmt.Errorf("%w: %w", ErrNotAwaitingApproval, err)

@@ -761,3 +761,32 @@ func TestApprovalFileCoversExactlyTheBoundCall(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// A revision that is refused (invalid arguments) still invalidates the intent: the approval of the
+// earlier revision confirms nothing afterwards (issue 22 defect 4).
+func TestSafetyARefusedRevisionRevokesTheEarlierApproval(t *testing.T) {
+	dir := t.TempDir()
+	g := &gatedEffect{}
+	j := &memJournal{}
+	b := NewBoundary(map[string]Tool{"effect": g.tool()}, j, WithPolicy(askFor("d", "effect")))
+	ctx := context.Background()
+	key := "run-1:m1:c1"
+	out, _ := b.Invoke(ctx, effectCall(dir, "c1", `{"x":1}`))
+	old := approve(b, key, out, j)
+	if _, err := b.Revise(ctx, key, `not json`); err == nil {
+		t.Fatal("an invalid revision was accepted")
+	}
+	if _, err := b.Confirm(ctx, old); err == nil {
+		t.Fatal("the earlier revision was confirmed after a refused revision")
+	}
+	if g.n.Load() != 0 {
+		t.Fatal("the earlier revision executed after a refused revision")
+	}
+	// A valid revision afterwards asks again and executes once approved.
+	if o, err := b.Revise(ctx, key, `{"x":3}`); err != nil || o.State != StateAwaitingApproval {
+		t.Fatalf("%+v %v", o, err)
+	}
+	if o, err := b.Confirm(ctx, approve(b, key, out, j)); err != nil || o.State != StateSucceeded || g.args[0] != `{"x":3}` {
+		t.Fatalf("%+v %v %v", o, err, g.args)
+	}
+}
