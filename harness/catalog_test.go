@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,5 +188,41 @@ func TestFormationContractViolationsRejectTheCase(t *testing.T) {
 				t.Fatalf("the rejected run's trace does not verify: %+v %v", v, err)
 			}
 		})
+	}
+}
+
+// The harness keeps its own copy of the contracts' defaults; today they must equal the runtime's
+// (so a drift on either side fails here, and a drifted runtime is contradicted by the checks).
+func TestContractDefaultsMatchTheDocumentedOnes(t *testing.T) {
+	pairs := []struct {
+		name           string
+		harness, rtime any
+	}{
+		{"consensus rounds", defaultConsensusRounds, formation.DefaultConsensusRounds},
+		{"consensus threshold", defaultConsensusThreshold, formation.DefaultConsensusThreshold},
+		{"reflection iterations", defaultReflectionIterations, formation.DefaultReflectionIterations},
+		{"max turns", defaultMaxTurns, formation.DefaultMaxTurns},
+		{"transcript max chars", defaultTranscriptMaxChars, formation.DefaultTranscriptMaxChars},
+		{"debate rounds", defaultDebateRounds, formation.DefaultDebateRounds},
+		{"answer limit", defaultMaxAnswerChars, formation.DefaultMaxAnswerChars},
+		{"max switches", defaultMaxSwitches, formation.DefaultMaxSwitches},
+		{"fanout", defaultFanout, formation.DefaultFanout},
+		{"adaptive cycle", strings.Join(defaultAdaptiveCycle(), ","), strings.Join(formation.DefaultAdaptiveCycle(), ",")},
+	}
+	for _, p := range pairs {
+		if fmt.Sprint(p.harness) != fmt.Sprint(p.rtime) {
+			t.Errorf("%s: the harness holds %v, the runtime %v", p.name, p.harness, p.rtime)
+		}
+	}
+	var rk []string
+	for _, r := range defaultRoleKeywords() {
+		rk = append(rk, r.role+":"+strings.Join(r.words, ","))
+	}
+	var want []string
+	for _, r := range formation.RoleKeywords() {
+		want = append(want, r.Role+":"+strings.Join(r.Words, ","))
+	}
+	if strings.Join(rk, ";") != strings.Join(want, ";") {
+		t.Errorf("role keywords: the harness holds %v, the runtime %v", rk, want)
 	}
 }

@@ -84,7 +84,7 @@ type caseState struct {
 // case (the store refused an artifact); a source that cannot be read is kept as its error for the
 // checks that need it to report unknown.
 func (s *caseState) prepareEvidence(ctx context.Context) error {
-	s.trace, s.traceErr = loadTrace(ctx, s)
+	s.trace, s.traceErr = safeLoadTrace(ctx, s)
 	s.window, s.windowErr = s.gateway.RecordsIn(ctx, s.gwFrom, s.gwTo)
 	p, err := proveDeliverables(ctx, s)
 	if err != nil {
@@ -103,6 +103,28 @@ type Check struct {
 	// Required checks must pass for a case to be accepted.
 	Required bool
 	run      func(ctx context.Context, s *caseState) (status, detail string, evidence any)
+}
+
+// safeLoadTrace loads the trace; a panic while reading it leaves the trace unavailable (every check
+// that needs it reports unknown), never a crashed process with the run left open.
+func safeLoadTrace(ctx context.Context, s *caseState) (t *caseTrace, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("internal error reading the trace: %v", r)
+		}
+	}()
+	return loadTrace(ctx, s)
+}
+
+// safeRun runs the check; a panic in it is the check failing with an internal error, so the case is
+// still finalized (rejected) rather than left open by a crashed process.
+func (c Check) safeRun(ctx context.Context, s *caseState) (status, detail string, ev any) {
+	defer func() {
+		if r := recover(); r != nil {
+			status, detail, ev = statusFailed, fmt.Sprintf("internal error in the %s check (it cannot conclude): %v", c.Name, r), nil
+		}
+	}()
+	return c.run(ctx, s)
 }
 
 // Checks returns the matrix checks in the order they run.

@@ -157,7 +157,7 @@ func (d *derivation) answerLimit() int {
 	if d.opts.Ensemble.MaxAnswerChars > 0 {
 		return d.opts.Ensemble.MaxAnswerChars
 	}
-	return formation.DefaultMaxAnswerChars
+	return defaultMaxAnswerChars
 }
 
 // outcome reads the turn's final reply from its recorded bytes and checks it against the contract

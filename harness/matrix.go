@@ -920,7 +920,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	var checks []evidence.Check
 	for _, ch := range checkList {
 		checkStart := time.Now()
-		status, detail, ev := ch.run(ctx, state)
+		status, detail, ev := ch.safeRun(ctx, state)
 		timings["check:"+ch.Name] = time.Since(checkStart).Seconds()
 		rec := evidence.Check{Name: ch.Name, Required: ch.Required, Status: status, Detail: env.redactor.String(detail),
 			Evidence: redactJSON(env.redactor, marshalEvidence(ev))}

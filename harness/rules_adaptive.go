@@ -51,19 +51,19 @@ func adaptiveEvidence(d *derivation) (string, string) {
 	a := d.opts.Adaptive
 	cycle := a.Cycle
 	if len(cycle) == 0 {
-		cycle = formation.DefaultAdaptiveCycle()
+		cycle = defaultAdaptiveCycle()
 	}
 	strategy := labelOr(a.Strategy, formation.StrategyErrorRate)
 	minScore := a.MinScore
 	if minScore == 0 {
-		minScore = 0.5
+		minScore = defaultMinScore
 		if strategy == formation.StrategyErrorRate {
-			minScore = 1
+			minScore = defaultMinScoreErrorRate
 		}
 	}
 	maxSwitches := a.MaxSwitches
 	if maxSwitches == 0 {
-		maxSwitches = formation.DefaultMaxSwitches
+		maxSwitches = defaultMaxSwitches
 	}
 	switches, at, err := claims[event.FormationSwitched](d)
 	if err != nil {

@@ -68,7 +68,7 @@ func (d *derivation) maxTurns() int {
 	if d.opts.Conversation.MaxTurns > 0 {
 		return d.opts.Conversation.MaxTurns
 	}
-	return formation.DefaultMaxTurns
+	return defaultMaxTurns
 }
 
 // groupChatEvidence: speakers round-robin (or as the router member's raw replies choose), each
@@ -141,7 +141,7 @@ func debateEvidence(d *derivation) (string, string) {
 	debaters := specIDs(d.without(judge.ID))
 	rounds := d.opts.Conversation.DebateRounds
 	if rounds == 0 {
-		rounds = formation.DefaultDebateRounds
+		rounds = defaultDebateRounds
 	}
 	turns, stop := d.speakingTurns(debaters)
 	var problems []string
@@ -217,6 +217,10 @@ func handoffEvidence(d *derivation) (string, string) {
 			if i != len(turns)-1 {
 				problems = append(problems, fmt.Sprintf("%d turn(s) after turn %d said done", len(turns)-1-i, i+1))
 			}
+			break
+		}
+		if t.t.HandoffTo == nil {
+			problems = append(problems, fmt.Sprintf("turn %d (%s) is neither done nor hands off", i+1, t.mt.Member))
 			break
 		}
 		next = *t.t.HandoffTo

@@ -33,11 +33,11 @@ func consensusEvidence(d *derivation) (string, string) {
 	}
 	rounds := d.opts.Consensus.Rounds
 	if rounds == 0 {
-		rounds = formation.DefaultConsensusRounds
+		rounds = defaultConsensusRounds
 	}
 	threshold := d.opts.Consensus.Threshold
 	if threshold == 0 {
-		threshold = formation.DefaultConsensusThreshold
+		threshold = defaultConsensusThreshold
 	}
 	claimed, at, err := claims[event.ConsensusRound](d)
 	if err != nil {
@@ -177,7 +177,7 @@ func reflectionEvidence(d *derivation) (string, string) {
 	}
 	limit := d.opts.Reflection.MaxIterations
 	if limit == 0 {
-		limit = formation.DefaultReflectionIterations
+		limit = defaultReflectionIterations
 	}
 	claimed, at, err := claims[event.CriticVerdict](d)
 	if err != nil {
@@ -294,7 +294,7 @@ func mustRouterChoice(reply string, candidates []string) string {
 
 // selectByTask is dynamic_router's programmatic selection (FORMATIONS.md): an explicit route whose
 // keyword is a whole word of the task (keywords in sorted order), else the first member whose
-// domain role's keywords match (roles in formation.RoleKeywords order), else the first member.
+// domain role's keywords match (roles in defaultRoleKeywords order), else the first member.
 func selectByTask(task string, candidates []runtime.MemberSpec, routes map[string]string) (string, string) {
 	for _, kw := range slices.Sorted(maps.Keys(routes)) {
 		if hasWord(task, kw) {
@@ -305,13 +305,13 @@ func selectByTask(task string, candidates []runtime.MemberSpec, routes map[strin
 			}
 		}
 	}
-	for _, rk := range formation.RoleKeywords() {
-		for _, w := range rk.Words {
+	for _, rk := range defaultRoleKeywords() {
+		for _, w := range rk.words {
 			if !hasWord(task, w) {
 				continue
 			}
 			for _, m := range candidates {
-				if m.DomainRole == rk.Role {
+				if m.DomainRole == rk.role {
 					return m.ID, "domain_role"
 				}
 			}

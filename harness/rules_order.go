@@ -182,7 +182,7 @@ func (d *derivation) treeOf() formation.TreeNode {
 	}
 	fanout := d.opts.Hierarchy.Fanout
 	if fanout <= 0 {
-		fanout = formation.DefaultFanout
+		fanout = defaultFanout
 	}
 	var build func(i int) formation.TreeNode
 	build = func(i int) formation.TreeNode {
