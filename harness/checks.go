@@ -17,6 +17,7 @@ import (
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider/reference"
+	"github.com/assay-audit/assay/runtime/tool"
 )
 
 // Check statuses as recorded in the evidence store (evidence.CheckStatuses): only statusPassed
@@ -70,13 +71,19 @@ type caseState struct {
 	// trace is the case's recorded evidence arranged for re-derivation; traceErr why it is not.
 	trace    *caseTrace
 	traceErr error
+	// journal is the team run's tool journal (every run of the lineage); journalErr why it is not.
+	journal    []tool.Record
+	journalErr error
 	// window is every gateway record that arrived while the team ran (ids in (gwFrom, gwTo]);
-	// windowErr why it could not be read. owned says whether a session belongs to a case of this
-	// matrix run.
-	gwFrom, gwTo int64
-	window       []gateway.Record
-	windowErr    error
-	owned        func(session string) bool
+	// windowErr why it could not be read. owned says whether a record (its session and id) belongs
+	// to a case of this matrix run (teamRuns.owns); ownsKey whether an effect's idempotency key names
+	// one of its team runs. teamFrom and teamTo are when the team started and returned.
+	gwFrom, gwTo     int64
+	window           []gateway.Record
+	windowErr        error
+	owned            func(session string, id int64) bool
+	ownsKey          func(key string) bool
+	teamFrom, teamTo time.Time
 }
 
 // prepareEvidence proves the deliverables, loads the trace and reads the gateway's records of the
@@ -85,6 +92,7 @@ type caseState struct {
 // checks that need it to report unknown.
 func (s *caseState) prepareEvidence(ctx context.Context) error {
 	s.trace, s.traceErr = safeLoadTrace(ctx, s)
+	s.journal, s.journalErr = lineageToolRecords(ctx, s)
 	s.window, s.windowErr = s.gateway.RecordsIn(ctx, s.gwFrom, s.gwTo)
 	p, err := proveDeliverables(ctx, s)
 	if err != nil {
@@ -135,9 +143,10 @@ func Checks() []Check {
 var filesExist = Check{
 	Name: "files",
 	Doc: "every implementing member's declared files exist as non-empty regular files in its directory, and their bytes are " +
-		"the ones the member's last recorded succeeded write of that path produced (the boundary's observation of the file " +
-		"after the write, or the content a write_file reconciled as succeeded carried): a file placed or changed by anything " +
-		"else, e.g. during a pause, fails; every recorded tool call was asked for, with exactly those arguments, by a recorded " +
+		"the ones the member's succeeded calls on that path re-derive to from their asked arguments (a write_file's content, " +
+		"an edit_file's operations applied by the harness to the earlier bytes; only a tool whose effect on files is opaque, " +
+		"such as shell, falls back to the boundary's observation, and the detail says so): a file placed or changed by anything " +
+		"else, e.g. during a pause, or bytes other than the asked ones landed by the runtime, fail; every recorded tool call was asked for, with exactly those arguments, by a recorded " +
 		"response (the harness's parse of the response artifacts); the bytes are stored as artifacts; a file holding a " +
 		"credential value is stored masked and fails the check",
 	Required: true,
@@ -161,9 +170,14 @@ var filesExist = Check{
 				parts = append(parts, "holding a credential value (stored masked): "+strings.Join(p.secret, ", "))
 			}
 			return statusFailed, strings.Join(parts, "; "), map[string]any{"missing": p.missing, "credential": p.secret, "unproven": p.unproven,
-				"unasked": p.unasked, "sha256": p.digests}
+				"unasked": p.unasked, "observed_only": p.observed, "sha256": p.digests}
 		}
-		return statusPassed, fmt.Sprintf("%d files", len(p.digests)), map[string]any{"sha256": p.digests}
+		detail := fmt.Sprintf("%d files, each the bytes its member's asked writes and edits re-derive to", len(p.digests))
+		if len(p.observed) > 0 {
+			detail = fmt.Sprintf("%d files; not re-derivable from the asked arguments, so matched against the boundary's observation only: %s",
+				len(p.digests), strings.Join(p.observed, ", "))
+		}
+		return statusPassed, detail, map[string]any{"sha256": p.digests, "observed_only": p.observed}
 	},
 }
 

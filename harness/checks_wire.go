@@ -12,6 +12,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/runtime/tool"
 )
 
 // The checks of what went over the wire: members (each member's replies as recorded), sessions
@@ -35,6 +36,19 @@ var memberOutcomes = Check{
 		t := s.trace
 		d := newDerivation(s, t)
 		failed := slices.Clone(t.problems)
+		if s.journalErr != nil {
+			return statusUnknown, "the tool journal is unavailable: " + s.journalErr.Error(), nil
+		}
+		outcomes := map[string][]string{} // member + " " + call id -> what each recorded outcome showed the model
+		for _, r := range s.journal {
+			if o := r.Outcome; o != nil {
+				shown := o.Result
+				if o.State != tool.StateSucceeded {
+					shown = "error: " + o.Error
+				}
+				outcomes[o.MemberID+" "+o.CallID] = append(outcomes[o.MemberID+" "+o.CallID], shown)
+			}
+		}
 		planned := map[string]bool{}
 		returned := map[string]bool{}
 		for _, r := range s.result.Members {
@@ -63,6 +77,9 @@ var memberOutcomes = Check{
 						id, mt.Invocation, truncateText(mt.ClaimedOutput, 80), d.at(mt.End), truncateText(o.Reply, 80), o.X.where()))
 				}
 			}
+			for _, mt := range ts {
+				failed = append(failed, exchangeClaims(mt, outcomes)...)
+			}
 			last := ts[len(ts)-1]
 			o := d.outcome(last)
 			if !o.OK {
@@ -74,10 +91,15 @@ var memberOutcomes = Check{
 				}
 				failed = append(failed, why)
 			}
-			if ok, ran := returned[id]; !ran {
+			switch ok, ran := returned[id]; {
+			case !ran:
 				failed = append(failed, id+": ran, but the runtime returned no result for it")
-			} else if ok != o.OK {
-				failed = append(failed, fmt.Sprintf("%s: the runtime returned success=%v, its recorded reply gives success=%v", id, ok, o.OK))
+			case ok && !o.OK:
+				failed = append(failed, fmt.Sprintf("%s: the runtime returned success, its recorded reply does not satisfy its contract", id))
+			case !ok && o.OK:
+				// A formation may fail a member whose reply was valid (a transcript over its limit):
+				// not a contradiction, but a member that failed.
+				failed = append(failed, fmt.Sprintf("%s: failed: %s (its recorded reply satisfies its contract; the formation failed it)", id, labelOr(last.ClaimedError, "no reason recorded")))
 			}
 		}
 		for id := range t.turns {
@@ -104,6 +126,57 @@ var memberOutcomes = Check{
 	},
 }
 
+// exchangeClaims compares the runtime's account of each exchange of a turn with its recorded bytes:
+// the finish reason and tool-call count it recorded, the turn ending at its first final reply (no
+// silent retry of a reply that broke its contract), and every tool result the next request showed
+// the model being one the tool journal recorded for that call.
+func exchangeClaims(mt *memberTurn, outcomes map[string][]string) []string {
+	var problems []string
+	name := func(x *exchangeRec) string { return fmt.Sprintf("%s request %d (%s)", mt.Member, x.P.Seq, x.where()) }
+	for k, x := range mt.Exchanges {
+		if x.ReplyErr != nil {
+			continue
+		}
+		if x.P.FinishReason != x.Reply.FinishReason || x.P.ToolCalls != len(x.Reply.ToolCalls) {
+			problems = append(problems, fmt.Sprintf("%s: the runtime recorded finish_reason %q with %d tool call(s), the response says %q with %d",
+				name(x), x.P.FinishReason, x.P.ToolCalls, x.Reply.FinishReason, len(x.Reply.ToolCalls)))
+		}
+		if k == len(mt.Exchanges)-1 {
+			continue
+		}
+		if len(x.Reply.ToolCalls) == 0 {
+			problems = append(problems, fmt.Sprintf("%s: a final reply, yet the turn asked the model again (a turn ends at its first final reply; no silent retry)", name(x)))
+			continue
+		}
+		next := mt.Exchanges[k+1]
+		req, err := parseWireRequest(next.Request)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name(next), err))
+			continue
+		}
+		shown := req.toolResults()
+		seen := map[string]bool{}
+		for _, tc := range x.Reply.ToolCalls {
+			if seen[tc.ID] {
+				problems = append(problems, fmt.Sprintf("%s: the response carried tool call id %q twice", name(x), tc.ID))
+				continue
+			}
+			seen[tc.ID] = true
+			got, ok := shown[tc.ID]
+			recorded := outcomes[mt.Member+" "+wireCallID(x.P.Seq, tc.ID)]
+			switch {
+			case !ok:
+				problems = append(problems, fmt.Sprintf("%s: the model was not shown the result of its tool call %s", name(next), tc.ID))
+			case len(recorded) == 0:
+				problems = append(problems, fmt.Sprintf("%s: the model was shown a result for tool call %s (%s) that the tool journal does not hold: no outcome was recorded for it", name(next), tc.ID, tc.Name))
+			case !slices.Contains(recorded, got):
+				problems = append(problems, fmt.Sprintf("%s: the model was shown %q for tool call %s, the tool journal recorded %q", name(next), truncateText(got, 80), tc.ID, truncateText(recorded[len(recorded)-1], 80)))
+			}
+		}
+	}
+	return problems
+}
+
 // expectedRequests returns, per session, the HTTP requests the runtime recorded sending (the sum
 // of its provider exchanges' attempts over the lineage), and the session each member used.
 func expectedRequests(t *caseTrace) (map[string]int, map[string]string) {
@@ -126,7 +199,7 @@ func expectedRequests(t *caseTrace) (map[string]int, map[string]string) {
 func (s *caseState) unattributed() []gateway.Record {
 	var out []gateway.Record
 	for _, r := range s.window {
-		if s.owned == nil || !s.owned(r.SessionID) {
+		if s.owned == nil || !s.owned(r.SessionID, r.ID) {
 			out = append(out, r)
 		}
 	}
@@ -172,10 +245,11 @@ var sessions = Check{
 	Name: "sessions",
 	Doc: "member session ids are distinct and each is {run_id}-{member_id}; the gateway saw exactly those sessions for this " +
 		"team run (a resumed run: the ids of the run it continues), with as many requests per session as the runtime recorded " +
-		"sending, and a provider that echoed the session header echoed the one sent; every stored request and response is the " +
+		"sending, and a provider that echoed the session header echoed the one sent (the embedded reference provider, which " +
+		"echoes every one, must echo it on every chat response); every stored request and response is the " +
 		"bytes the gateway relayed; and every request that arrived at the gateway while the team ran was recorded and belongs " +
-		"to a member session of a case of this matrix run (a request with no session id or a foreign one fails, with its " +
-		"count, time and tokens)",
+		"to a member session of a case of this matrix run whose team was running when it arrived (a request with no session " +
+		"id, a foreign one, or a finished case's fails, with its count, time and tokens)",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
 		if s.traceErr != nil {
@@ -225,6 +299,14 @@ var sessions = Check{
 			// request (and its usage) to.
 			if r.EchoedSession != "" && r.EchoedSession != r.SessionID {
 				problems = append(problems, fmt.Sprintf("request %d of session %s: the provider echoed session %q", r.ID, r.SessionID, r.EchoedSession))
+			}
+			// The reference provider echoes every session header it receives on a chat response
+			// (runtime/provider/reference): none coming back means the header never reached it, so
+			// it cannot have attributed the request to the session the gateway recorded.
+			if s.reference && r.EchoedSession == "" && r.SessionID != "" && r.Status != 0 && r.RelayError == "" &&
+				strings.HasSuffix(r.Path, "/chat/completions") {
+				problems = append(problems, fmt.Sprintf("request %d of session %s: the reference provider echoed no session (it echoes every one it receives): "+
+					"the session header did not reach the provider", r.ID, r.SessionID))
 			}
 		}
 		if len(sessionOf) == 0 {
@@ -618,7 +700,8 @@ func requestMessages(request []byte) *int64 {
 // bytes, and returns how the reported usage differs from it ("" when it does not). For a message,
 // n is the byte length of its content (text parts joined), of every tool call's name and
 // arguments, and of its tool_call_id; prompt = sum of (4 + ceil(n/4)); completion =
-// max(1, ceil(m/4)) over the reply's content and tool calls' names and arguments.
+// max(1, ceil(m/4)) over the reply's content and tool calls' names and arguments; cached and
+// reasoning tokens are reported, and 0.
 func referenceRule(x *exchangeRec) string {
 	var req struct {
 		Messages []struct {
@@ -651,9 +734,13 @@ func referenceRule(x *exchangeRec) string {
 	}
 	completion := max(ceil4(m), 1)
 	u := x.Reply.Usage
-	if !sameCount(u.Prompt, &prompt) || !sameCount(u.Completion, &completion) || u.Total == nil || *u.Total != prompt+completion {
-		return fmt.Sprintf("the reference provider reported prompt %s, completion %s, total %s; its documented rule gives %d, %d, %d (%s)",
-			countText(u.Prompt), countText(u.Completion), countText(u.Total), prompt, completion, prompt+completion, x.where())
+	var zero int64
+	if !sameCount(u.Prompt, &prompt) || !sameCount(u.Completion, &completion) || u.Total == nil || *u.Total != prompt+completion ||
+		!sameCount(u.Cached, &zero) || !sameCount(u.Reasoning, &zero) {
+		return fmt.Sprintf("the reference provider reported prompt %s, completion %s, total %s, cached %s, reasoning %s; "+
+			"its documented rule gives %d, %d, %d, 0, 0 (%s)",
+			countText(u.Prompt), countText(u.Completion), countText(u.Total), countText(u.Cached), countText(u.Reasoning),
+			prompt, completion, prompt+completion, x.where())
 	}
 	return ""
 }

@@ -2,12 +2,15 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/assay-audit/assay/runtime/effect"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
@@ -74,16 +77,19 @@ var effectsCheck = Check{
 			}
 		}
 		ev := map[string]any{"effects": len(effs), "unknown": unknown}
-		var lookupErr error
+		receipts, stray, lookupErr := remoteReceipts(ctx, s, effs, remote)
 		if len(remote) > 0 {
-			var receipts []remoteReceipt
-			receipts, lookupErr = remoteReceipts(ctx, s, remote)
 			ev["remote_put"] = receipts
-			for _, r := range receipts {
-				if r.Problem != "" {
-					problems = append(problems, r.IdempotencyKey+": "+r.Problem)
-				}
+		}
+		ev["unrecorded_receipts"] = stray
+		for _, r := range receipts {
+			if r.Problem != "" {
+				problems = append(problems, r.IdempotencyKey+": "+r.Problem)
 			}
+		}
+		if len(stray) > 0 {
+			problems = append(problems, fmt.Sprintf("the effect service committed %d effect(s) no recorded intent of this run accounts for: %s",
+				len(stray), strings.Join(stray, ", ")))
 		}
 		if lookupErr != nil {
 			if len(unknown) == 0 && len(problems) == 0 {
@@ -149,22 +155,28 @@ type remoteReceipt struct {
 	Problem string `json:"problem,omitempty"`
 }
 
-// remoteReceipts looks up every remote_put of effs in the effect service's database of the run's
-// output directory (the case directory is OUT/cases/<run>, DESIGN.md's layout). An error means the
+// remoteReceipts looks up every remote_put of remote in the effect service's database of the run's
+// output directory (the case directory is OUT/cases/<run>, DESIGN.md's layout), and lists the
+// receipts no recorded effect accounts for (stray): every receipt under an idempotency key of this
+// run's lineage ("{run_id}:…", tool.Call.Key) that is not the key of one of effs, and every receipt
+// committed while the team ran under a key that names no team run of this matrix. A missing
+// database is no receipts at all when nothing was published (remote is empty); an error means the
 // database could not be read: no receipt is then asserted either way.
-func remoteReceipts(ctx context.Context, s *caseState, effs []tool.Effect) ([]remoteReceipt, error) {
+func remoteReceipts(ctx context.Context, s *caseState, effs, remote []tool.Effect) (out []remoteReceipt, stray []string, err error) {
 	outDir := filepath.Dir(filepath.Dir(s.caseDir))
 	db, err := OpenEffectsBackend(ctx, outDir)
+	if errors.Is(err, reference.ErrNoEffectsDB) && len(remote) == 0 {
+		return nil, nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("effect service database: %w", err)
+		return nil, nil, fmt.Errorf("effect service database: %w", err)
 	}
 	defer db.Close()
-	var out []remoteReceipt
-	for _, e := range effs {
+	for _, e := range remote {
 		r := remoteReceipt{IdempotencyKey: e.IdempotencyKey, State: string(e.State)}
 		rc, found, err := db.Receipt(ctx, e.IdempotencyKey)
 		if err != nil {
-			return out, fmt.Errorf("effect service database: %w", err)
+			return out, nil, fmt.Errorf("effect service database: %w", err)
 		}
 		r.Found = found
 		if found {
@@ -182,5 +194,24 @@ func remoteReceipts(ctx context.Context, s *caseState, effs []tool.Effect) ([]re
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	all, err := db.Receipts(ctx)
+	if err != nil {
+		return out, nil, fmt.Errorf("effect service database: %w", err)
+	}
+	recorded := map[string]bool{}
+	for _, e := range effs {
+		recorded[e.IdempotencyKey] = true
+	}
+	lineage := append([]string{s.runID}, s.priorRuns...)
+	for _, rc := range all {
+		if recorded[rc.IdempotencyKey] {
+			continue
+		}
+		ours := slices.ContainsFunc(lineage, func(run string) bool { return strings.HasPrefix(rc.IdempotencyKey, run+":") })
+		during := !rc.Time.Before(s.teamFrom) && !rc.Time.After(s.teamTo)
+		if ours || (during && (s.ownsKey == nil || !s.ownsKey(rc.IdempotencyKey))) {
+			stray = append(stray, fmt.Sprintf("%s (name %q, receipt %s, %s)", rc.IdempotencyKey, rc.Name, rc.Reference, rc.Time.Format(time.RFC3339Nano)))
+		}
+	}
+	return out, stray, nil
 }

@@ -65,10 +65,19 @@ type derivation struct {
 	attempt bool
 	ok      bool
 	why     string
+	// formation is the formation whose contracts the turns must state (an adaptive attempt's own),
+	// and scoreAsked whether completion replies must carry quality_score (adaptive's feedback
+	// strategy).
+	formation  string
+	scoreAsked bool
+	// wants are the contracts the formation asks of the turns (want); shared by the attempts of an
+	// adaptive run, whose turns are distinct.
+	wants map[*memberTurn]runtime.ContractLine
 }
 
 func newDerivation(s *caseState, t *caseTrace) *derivation {
-	d := &derivation{s: s, t: t, opts: s.entry.Options(), turns: t.turns}
+	d := &derivation{s: s, t: t, opts: s.entry.Options(), turns: t.turns, formation: s.entry.Formation,
+		wants: map[*memberTurn]runtime.ContractLine{}}
 	for _, p := range s.plans {
 		d.members = append(d.members, p.Spec)
 	}
@@ -177,6 +186,12 @@ func (d *derivation) outcome(mt *memberTurn) outcome {
 		return o
 	}
 	o.Line = line
+	if w, ok := d.wants[mt]; ok {
+		if diff := contractDiff(line, w); diff != "" {
+			o.Why = fmt.Sprintf("%s invocation %d was asked a contract with %s", mt.Member, mt.Invocation, diff)
+			return o
+		}
+	}
 	if line.MemberID != mt.Member {
 		o.Why = fmt.Sprintf("%s was asked a contract for member %q", mt.Member, line.MemberID)
 		return o
@@ -224,6 +239,76 @@ func (d *derivation) lastOutcome(id string) (*memberTurn, outcome) {
 	}
 	mt := ts[len(ts)-1]
 	return mt, d.outcome(mt)
+}
+
+// want records the contract the formation asks of turn mt: outcome then reads the turn against it,
+// and a recorded line that differs (a handoff allowed in a group chat, a critic asked about another
+// iteration, a score not asked for) makes the turn fail and the rule name the difference. The line a
+// request states is the runtime's: a rule never takes it as a licence.
+func (d *derivation) want(mt *memberTurn, line runtime.ContractLine) {
+	if mt == nil {
+		return
+	}
+	line.Formation, line.MemberID = d.formation, mt.Member
+	if line.Contract == runtime.ContractCompletion {
+		line.QualityScore = d.scoreAsked
+	}
+	d.wants[mt] = line
+}
+
+// wantAll records line for every turn of member id in the rule's view.
+func (d *derivation) wantAll(id string, line runtime.ContractLine) {
+	for _, mt := range d.turns[id] {
+		d.want(mt, line)
+	}
+}
+
+// contractDiff compares a recorded contract line with the wanted one, field by field.
+func contractDiff(got, want runtime.ContractLine) string {
+	var diffs []string
+	field := func(name string, g, w any) {
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			diffs = append(diffs, fmt.Sprintf("%s %v where the formation asks %v", name, g, w))
+		}
+	}
+	field("contract", got.Contract, want.Contract)
+	field("formation", got.Formation, want.Formation)
+	field("member_id", got.MemberID, want.MemberID)
+	field("candidates", nonNil(got.Candidates), nonNil(want.Candidates))
+	field("vote_keys", nonNil(got.VoteKeys), nonNil(want.VoteKeys))
+	field("files", nonNil(got.Files), nonNil(want.Files))
+	field("round", got.Round, want.Round)
+	field("prior_turns", got.PriorTurns, want.PriorTurns)
+	field("may_hand_off", got.MayHandOff, want.MayHandOff)
+	field("quality_score", got.QualityScore, want.QualityScore)
+	return strings.Join(diffs, ", ")
+}
+
+// contractProblems lists the turns in the rule's view whose recorded contract is not the one the
+// formation asks.
+func (d *derivation) contractProblems() []string {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(d.turns)) {
+		for _, mt := range d.turns[id] {
+			w, ok := d.wants[mt]
+			if !ok {
+				continue
+			}
+			got, err := mt.contractLine()
+			if err != nil {
+				out = append(out, err.Error())
+			} else if diff := contractDiff(got, w); diff != "" {
+				out = append(out, fmt.Sprintf("%s invocation %d was asked a contract with %s", mt.Member, mt.Invocation, diff))
+			}
+		}
+	}
+	return out
+}
+
+// verdict turns problems, and the turns asked another contract than the formation's, into the
+// rule's result.
+func (d *derivation) verdict(problems []string, passedDetail string) (string, string) {
+	return verdict(append(problems, d.contractProblems()...), passedDetail)
 }
 
 // outcomeLine is how the formations show a member's outcome to the next: "[id] reply" or

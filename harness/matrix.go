@@ -644,31 +644,6 @@ type caseEnv struct {
 	teams *teamRuns
 }
 
-// teamRuns is the set of member sessions of the team runs a matrix (or resume) process runs: a
-// gateway record whose session is not one of them belongs to no case. Safe for concurrent use.
-type teamRuns struct {
-	mu       sync.Mutex
-	sessions map[string]bool
-}
-
-func newTeamRuns() *teamRuns { return &teamRuns{sessions: map[string]bool{}} }
-
-// add registers team's member sessions before the team runs.
-func (t *teamRuns) add(team runtime.Team) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, m := range team.Members {
-		t.sessions[team.SessionID(m)] = true
-	}
-}
-
-// owns reports whether session is a member session of a registered team run.
-func (t *teamRuns) owns(session string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.sessions[session]
-}
-
 // testHooks stand, in harness tests, for a defective runtime or a stray client: they change what
 // the runtime records and returns, or send requests through the gateway while the team runs; they
 // never touch the store.
@@ -878,19 +853,21 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 			return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
 		}
 	}
-	env.teams.add(team)
 	gwFrom := env.gateway.Mark()
+	env.teams.add(team, gwFrom)
 	if opts.hooks != nil && opts.hooks.duringTeam != nil {
 		opts.hooks.duringTeam(ctx, env.gateway.URL())
 	}
 	teamStart := time.Now()
 	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
-	timings["team"] = time.Since(teamStart).Seconds()
+	teamEnd := time.Now()
+	timings["team"] = teamEnd.Sub(teamStart).Seconds()
 	if teamErr != nil {
 		_ = engine.Emit(ctx, "", "", event.Warning{Warning: "team did not complete: " + teamErr.Error()})
 	}
 
 	gwTo := env.gateway.Mark()
+	env.teams.close(team, gwTo)
 	checkList := Checks()
 	if h := opts.hooks; h != nil {
 		if h.result != nil {
@@ -908,7 +885,8 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline,
 		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
 		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor,
-		mode: opts.Mode, modelAliases: opts.ModelAliases, reference: env.reference != nil, gwFrom: gwFrom, gwTo: gwTo, owned: env.teams.owns}
+		mode: opts.Mode, modelAliases: opts.ModelAliases, reference: env.reference != nil, gwFrom: gwFrom, gwTo: gwTo, owned: env.teams.owns,
+		ownsKey: env.teams.ownsKey, teamFrom: teamStart, teamTo: teamEnd}
 	if cr.resume != nil {
 		state.priorRuns = cr.resume.lineage
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gowebpki/jcs"
 
@@ -39,6 +40,9 @@ type proof struct {
 	// unasked lists recorded tool calls that no recorded response asked for, or whose recorded
 	// payload is not the arguments the response carried: the runtime acted on its own.
 	unasked []string
+	// observed lists "member/file" paths whose bytes the harness could not re-derive from the asked
+	// arguments (recordedWrites), so the boundary's observation was taken.
+	observed []string
 }
 
 // proveDeliverables reads every implementing member's declared files, stores their bytes as
@@ -48,7 +52,7 @@ type proof struct {
 // directory. An error is one that stops the case (an artifact the store refused).
 func proveDeliverables(ctx context.Context, s *caseState) (*proof, error) {
 	p := &proof{digests: map[string]string{}, artifacts: map[string]string{}, verified: map[string]string{}}
-	recs, err := lineageToolRecords(ctx, s)
+	recs, err := s.journal, s.journalErr
 	if err != nil {
 		p.err = err
 		return p, nil
@@ -58,7 +62,8 @@ func proveDeliverables(ctx context.Context, s *caseState) (*proof, error) {
 		return p, nil
 	}
 	p.unasked = unaskedCalls(s.trace, recs)
-	written := recordedWrites(recs)
+	written, observed, conflicts := recordedWrites(recs)
+	p.observed, p.unproven = observed, append(p.unproven, conflicts...)
 	for _, pl := range s.plans {
 		proven := map[string][]byte{}
 		for _, f := range pl.Deliverables {
@@ -137,14 +142,30 @@ func (s *caseState) verifiedCopy(member string, files map[string][]byte) (string
 	return dir, nil
 }
 
-// recordedWrites returns, for "member/path", the SHA-256 hex of the file the member's last
-// succeeded call touching that path left ("" when it left none), from the team run's tool journal
-// (every run of the team run: lineageToolRecords). The observation is the boundary's
-// (Outcome.Files); a write_file whose success was established by reconciliation has none, and its
-// intent's content is what it wrote. A simulated (dry_run) write wrote nothing.
-func recordedWrites(recs []tool.Record) map[string]string {
+// recordedWrites returns, for "member/path", the SHA-256 hex of the bytes the member's succeeded
+// calls touching that path must have left there ("" when none), re-derived from the calls' asked
+// arguments in journal order (every run of the team run: lineageToolRecords), not from the
+// runtime's observation of what landed: a write_file leaves exactly its content; an edit_file
+// leaves the harness's own application of its operations (editText) to the bytes the earlier
+// calls left. Only where the harness cannot re-derive the bytes (an edit of a file no recorded
+// write produced, or a tool such as shell whose effect on files is opaque) is the boundary's
+// observation (Outcome.Files) taken, and such a path is listed in observed. A succeeded edit whose
+// operations do not apply to the re-derived bytes maps to "" with the reason in conflicts: the
+// runtime says it succeeded at something that cannot have happened. The asked arguments are the
+// intents' (unaskedCalls holds each intent to the raw response that asked for it). A simulated
+// (dry_run) call wrote nothing.
+func recordedWrites(recs []tool.Record) (sums map[string]string, observed, conflicts []string) {
 	intents := map[string]tool.Intent{}
-	out := map[string]string{}
+	sums = map[string]string{}
+	bytesOf := map[string]*string{} // re-derived content; nil when only observed
+	set := func(id string, text *string, sum string) {
+		bytesOf[id] = text
+		if text != nil {
+			d := sha256.Sum256([]byte(*text))
+			sum = hex.EncodeToString(d[:])
+		}
+		sums[id] = sum
+	}
 	for _, r := range recs {
 		if r.Intent != nil {
 			intents[r.Intent.IdempotencyKey] = *r.Intent
@@ -154,22 +175,85 @@ func recordedWrites(recs []tool.Record) map[string]string {
 		if o.State != tool.StateSucceeded || o.Simulated {
 			continue
 		}
-		for p, sum := range o.Files {
-			out[o.MemberID+"/"+p] = sum
-		}
 		in, ok := intents[o.IdempotencyKey]
-		if len(o.Files) == 0 && ok && in.Tool == "write_file" && (o.Source == "reconciliation" || o.Source == "operator") {
-			var a struct {
-				Path    string `json:"path"`
-				Content string `json:"content"`
+		var a struct {
+			Path       string        `json:"path"`
+			Content    *string       `json:"content"`
+			Operations []tool.EditOp `json:"operations"`
+		}
+		parsed := ok && json.Unmarshal(in.Arguments, &a) == nil && a.Path != ""
+		id := o.MemberID + "/" + path.Clean(a.Path)
+		switch {
+		case parsed && in.Tool == "write_file" && a.Content != nil:
+			set(id, a.Content, "")
+			continue
+		case parsed && in.Tool == "edit_file":
+			if prior := bytesOf[id]; prior != nil {
+				text, err := editText(*prior, a.Operations)
+				if err != nil {
+					conflicts = append(conflicts, fmt.Sprintf("%s (call %s succeeded, but its operations do not apply to the bytes the earlier calls left: %v)", id, in.CallID, err))
+					set(id, nil, "")
+					continue
+				}
+				set(id, &text, "")
+				continue
 			}
-			if json.Unmarshal(in.Arguments, &a) == nil && a.Path != "" {
-				sum := sha256.Sum256([]byte(a.Content))
-				out[o.MemberID+"/"+path.Clean(a.Path)] = hex.EncodeToString(sum[:])
-			}
+		}
+		// Not re-derivable: take the observation, and say so.
+		for p, sum := range o.Files {
+			oid := o.MemberID + "/" + p
+			set(oid, nil, sum)
+			observed = append(observed, oid)
 		}
 	}
-	return out
+	sort.Strings(observed)
+	return sums, slices.Compact(observed), conflicts
+}
+
+// editText applies edit_file's operations to text as the tool's documented contract says
+// (runtime/tool's edit_file Doc: replace Old with New, Old occurring exactly Count times, default
+// 1; insert Text before or after an Anchor occurring exactly once; delete an Old occurring exactly
+// once; append or prepend Text), all or nothing. It is the harness's own reading of that contract,
+// so a runtime that applies edits otherwise is contradicted by the file on disk.
+func editText(text string, ops []tool.EditOp) (string, error) {
+	once := func(what, s string) (int, error) {
+		if n := strings.Count(text, s); s == "" || n != 1 {
+			return 0, fmt.Errorf("%s %q occurs %d times, want exactly 1", what, s, n)
+		}
+		return strings.Index(text, s), nil
+	}
+	for i, op := range ops {
+		switch op.Op {
+		case "replace":
+			want := max(op.Count, 1)
+			if n := strings.Count(text, op.Old); op.Old == "" || n != want {
+				return "", fmt.Errorf("operation %d: old text occurs %d times, want %d", i+1, n, want)
+			}
+			text = strings.ReplaceAll(text, op.Old, op.New)
+		case "insert_before", "insert_after":
+			at, err := once("anchor", op.Anchor)
+			if err != nil {
+				return "", fmt.Errorf("operation %d: %w", i+1, err)
+			}
+			if op.Op == "insert_after" {
+				at += len(op.Anchor)
+			}
+			text = text[:at] + op.Text + text[at:]
+		case "delete":
+			at, err := once("old text", op.Old)
+			if err != nil {
+				return "", fmt.Errorf("operation %d: %w", i+1, err)
+			}
+			text = text[:at] + text[at+len(op.Old):]
+		case "append":
+			text += op.Text
+		case "prepend":
+			text = op.Text + text
+		default:
+			return "", fmt.Errorf("operation %d: unknown op %q", i+1, op.Op)
+		}
+	}
+	return text, nil
 }
 
 // wireCallID is the runtime's call id of a tool call a response carried: "r<request seq>-<the

@@ -79,6 +79,7 @@ func adaptiveEvidence(d *derivation) (string, string) {
 		history = append(history, name)
 		sub := *d
 		sub.attempt, sub.ok, sub.why = true, false, ""
+		sub.formation, sub.scoreAsked = name, strategy == formation.StrategyFeedback
 		if i > 0 {
 			sub.from = at[i-1]
 		}
@@ -136,7 +137,7 @@ func adaptiveEvidence(d *derivation) (string, string) {
 			md["current_formation"], md["switch_count"], md["formation_history"], history[len(history)-1], len(switches), strings.Join(history, ",")))
 	}
 	problems = append(problems, d.teamClaim(ok, why)...)
-	return verdict(problems, fmt.Sprintf("attempts %s re-derived from the raw replies (%s strategy, %d switch(es) of at most %d)",
+	return d.verdict(problems, fmt.Sprintf("attempts %s re-derived from the raw replies (%s strategy, %d switch(es) of at most %d)",
 		strings.Join(history, " -> "), strategy, len(switches), maxSwitches))
 }
 

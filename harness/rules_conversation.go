@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/event"
@@ -21,23 +22,41 @@ type spoken struct {
 	t  speakingReply
 }
 
-func (d *derivation) speakingTurns(speakers []string) ([]spoken, string) {
+func (d *derivation) speakingTurns(speakers []string, mayHandOff bool) ([]spoken, string) {
 	var all []*memberTurn
 	for _, id := range speakers {
 		all = append(all, d.turns[id]...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Start.before(all[j].Start) })
+	limit := d.opts.Conversation.TranscriptMaxChars
+	if limit == 0 {
+		limit = defaultTranscriptMaxChars
+	}
 	var out []spoken
+	var transcript []string
+	prior := map[string]int{}
+	chars := 0
 	for _, mt := range all {
+		seq := len(out) + 1
+		d.want(mt, runtime.ContractLine{Contract: runtime.ContractSpeakingTurn, Candidates: speakers, Round: seq,
+			PriorTurns: prior[mt.Member], MayHandOff: mayHandOff})
+		if len(transcript) > 0 {
+			// The transcript travels with every turn.
+			if err := shownTo(mt, transcript); err != nil {
+				return out, fmt.Sprintf("turn %d was not shown the conversation so far: %v", seq, err)
+			}
+		}
 		o := d.outcome(mt)
 		if !o.OK {
 			return out, o.Why
 		}
-		if o.Line.Contract != runtime.ContractSpeakingTurn {
-			return out, fmt.Sprintf("%s invocation %d was asked %s, not a speaking turn", mt.Member, mt.Invocation, o.Line.Contract)
+		t, _ := readSpeaking(o.Reply, mt.Member, speakers, mayHandOff)
+		if chars += utf8.RuneCountInString(t.Content); chars > limit {
+			return out, fmt.Sprintf("transcript_max_chars %d exceeded at sequence %d (%d characters): the conversation fails there", limit, seq, chars)
 		}
-		t, _ := readSpeaking(o.Reply, mt.Member, o.Line.Candidates, o.Line.MayHandOff)
 		out = append(out, spoken{mt, o, t})
+		transcript = append(transcript, fmt.Sprintf("[%d] %s: %s", seq, mt.Member, t.Content))
+		prior[mt.Member]++
 	}
 	return out, ""
 }
@@ -85,7 +104,7 @@ func groupChatEvidence(d *derivation) (string, string) {
 	if router != nil {
 		speakers = specIDs(d.without(router.ID))
 	}
-	turns, stop := d.speakingTurns(speakers)
+	turns, stop := d.speakingTurns(speakers, false)
 	var problems []string
 	last := -1
 	ended, ok := "", false
@@ -97,12 +116,13 @@ func groupChatEvidence(d *derivation) (string, string) {
 				problems = append(problems, fmt.Sprintf("turn %d has no router turn before it", i+1))
 				break
 			}
+			d.want(rts[i], runtime.ContractLine{Contract: runtime.ContractRouter, Candidates: speakers, Round: i + 1})
 			ro := d.outcome(rts[i])
 			if !ro.OK {
 				stop = ro.Why
 				break
 			}
-			want = mustRouterChoice(ro.Reply, ro.Line.Candidates)
+			want = mustRouterChoice(ro.Reply, speakers)
 		}
 		if t.mt.Member != want {
 			problems = append(problems, fmt.Sprintf("turn %d was %s's, the %s gives %s", i+1, t.mt.Member, map[bool]string{true: "router's raw reply", false: "round-robin"}[router != nil], want))
@@ -123,11 +143,11 @@ func groupChatEvidence(d *derivation) (string, string) {
 		problems = append(problems, fmt.Sprintf("%d turns, over max_turns %d", len(turns), d.maxTurns()))
 	}
 	problems = append(problems, d.spokeClaims(turns)...)
-	if md, mok := d.metadata(); mok && ok && (md["turns"] != fmt.Sprint(len(turns)) || md["ended_by"] != ended) {
-		problems = append(problems, fmt.Sprintf("the runtime recorded %s turns ended by %q, the raw replies give %d ended by %s", md["turns"], md["ended_by"], len(turns), ended))
+	if md, mok := d.metadata(); mok && ok {
+		problems = append(problems, compareMeta(md, map[string]string{"turns": fmt.Sprint(len(turns)), "ended_by": ended})...)
 	}
 	problems = append(problems, d.teamClaim(ok, labelOr(stop, "the chat neither ended with done nor reached max_turns"))...)
-	return verdict(problems, fmt.Sprintf("%d turns re-read from the raw replies, ended by %s", len(turns), ended))
+	return d.verdict(problems, fmt.Sprintf("%d turns re-read from the raw replies, ended by %s", len(turns), ended))
 }
 
 // debateEvidence: debaters speak in rounds (each until it says done, within max_turns), then the
@@ -143,7 +163,7 @@ func debateEvidence(d *derivation) (string, string) {
 	if rounds == 0 {
 		rounds = defaultDebateRounds
 	}
-	turns, stop := d.speakingTurns(debaters)
+	turns, stop := d.speakingTurns(debaters, false)
 	var problems []string
 	var want []string
 	finished := map[string]bool{}
@@ -167,7 +187,17 @@ func debateEvidence(d *derivation) (string, string) {
 	problems = append(problems, d.spokeClaims(turns)...)
 	ok, why := stop == "", stop
 	sel := ""
+	d.wantAll(judge.ID, runtime.ContractLine{Contract: runtime.ContractJudgeVerdict, Candidates: debaters})
 	if ok {
+		var transcript []string
+		for i, t := range turns {
+			transcript = append(transcript, fmt.Sprintf("[%d] %s: %s", i+1, t.mt.Member, t.t.Content))
+		}
+		if jt := d.lastTurnOf(judge.ID); jt != nil && len(transcript) > 0 {
+			if err := shownTo(jt, transcript); err != nil {
+				problems = append(problems, "the judge was not shown the debate: "+err.Error())
+			}
+		}
 		jt, jo := d.lastOutcome(judge.ID)
 		switch {
 		case !jo.OK:
@@ -192,17 +222,20 @@ func debateEvidence(d *derivation) (string, string) {
 				problems = append(problems, fmt.Sprintf("the runtime recorded judge %s selecting %q (judge_verdict, %s), the judge's raw reply selects %q (%s)",
 					judge.ID, claimed[0].SelectedMemberID, d.at(at[0]), sel, jo.X.where()))
 			}
+			if md, mok := d.metadata(); mok && ok {
+				problems = append(problems, compareMeta(md, map[string]string{"judge": judge.ID, "selected_member_id": sel, "verdict": verdictText})...)
+			}
 		}
 	}
 	problems = append(problems, d.teamClaim(ok, why)...)
-	return verdict(problems, fmt.Sprintf("%d contributions; judge %s selected %s, re-read from its raw reply", len(turns), judge.ID, sel))
+	return d.verdict(problems, fmt.Sprintf("%d contributions; judge %s selected %s, re-read from its raw reply", len(turns), judge.ID, sel))
 }
 
 // handoffEvidence: the first member speaks first, each unfinished turn's raw handoff_to names the
 // next speaker, and the conversation ends at done (within max_turns).
 func handoffEvidence(d *derivation) (string, string) {
 	ids := d.ids()
-	turns, stop := d.speakingTurns(ids)
+	turns, stop := d.speakingTurns(ids, true)
 	var problems []string
 	next := ids[0]
 	ok := false
@@ -246,7 +279,10 @@ func handoffEvidence(d *derivation) (string, string) {
 		}
 		problems = append(problems, fmt.Sprintf("the runtime recorded handoffs %s%s, the raw replies give %s", formatHops(hops), where, formatHops(want)))
 	}
+	if md, mok := d.metadata(); mok && ok {
+		problems = append(problems, compareMeta(md, map[string]string{"turns": fmt.Sprint(len(turns)), "ended_by": "done"})...)
+	}
 	why := labelOr(stop, fmt.Sprintf("no turn said done within max_turns %d", d.maxTurns()))
 	problems = append(problems, d.teamClaim(ok, why)...)
-	return verdict(problems, "handoffs re-read from the raw replies: "+strings.Join(path, " -> ")+", done")
+	return d.verdict(problems, "handoffs re-read from the raw replies: "+strings.Join(path, " -> ")+", done")
 }

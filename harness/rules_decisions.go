@@ -47,21 +47,29 @@ func consensusEvidence(d *derivation) (string, string) {
 	active := proposers
 	agreed := false
 	var agreeing []string
+	var shown []string // the previous round's proposals, as each proposer of a later round must see them
 	proposal := map[string]string{}
 	round := 0
 	for round = 1; round <= rounds && len(active) > 0; round++ {
 		groups := map[string][]string{}
-		var next []string
+		var next, lines []string
 		for _, id := range active {
 			ts := d.turns[id]
 			if len(ts) < round {
 				problems = append(problems, fmt.Sprintf("proposer %s has no recorded turn for round %d", id, round))
 				continue
 			}
+			d.want(ts[round-1], runtime.ContractLine{Contract: runtime.ContractConsensusProposal, Round: round})
+			if len(shown) > 0 {
+				if err := shownTo(ts[round-1], shown); err != nil {
+					problems = append(problems, fmt.Sprintf("round %d: %v", round, err))
+				}
+			}
 			o := d.outcome(ts[round-1])
 			if !o.OK {
 				continue
 			}
+			lines = append(lines, outcomeLine(id, o))
 			key, prop, _ := readProposal(o.Reply)
 			proposal[id] = prop
 			next = append(next, id)
@@ -71,7 +79,7 @@ func consensusEvidence(d *derivation) (string, string) {
 			}
 			groups[g] = append(groups[g], id)
 		}
-		active = next
+		active, shown = next, lines
 		_, agreeing = largestGroup(groups)
 		agreed = float64(len(agreeing)) >= threshold*float64(len(proposers))
 		if len(claimed) < round {
@@ -113,6 +121,10 @@ func consensusEvidence(d *derivation) (string, string) {
 				"agreement of %v in round %d, decision %q", c.ConsensusAchieved, c.AgreeingMembers, quoted(c.Decision), c.TieBreaker, d.at(dat[0]), agreeing, roundsRun, want))
 		}
 	case sup != nil && len(d.turns[sup.ID]) > 0:
+		d.want(d.turns[sup.ID][0], runtime.ContractLine{Contract: runtime.ContractConsensusProposal, Round: roundsRun + 1})
+		if err := shownTo(d.turns[sup.ID][0], shown); err != nil {
+			problems = append(problems, "the tie-break: "+err.Error())
+		}
 		o := d.outcome(d.turns[sup.ID][0])
 		if o.OK {
 			_, want, _ = readProposal(o.Reply)
@@ -134,12 +146,36 @@ func consensusEvidence(d *derivation) (string, string) {
 	if c.Rounds != roundsRun {
 		problems = append(problems, fmt.Sprintf("the runtime recorded %d round(s) (%s), the raw proposals give %d", c.Rounds, d.at(dat[0]), roundsRun))
 	}
+	if sup != nil && (agreed || len(d.turns[sup.ID]) == 0) && len(d.turns[sup.ID]) > 0 {
+		problems = append(problems, fmt.Sprintf("supervisor %s proposed although %s", sup.ID, map[bool]string{true: "the members agreed", false: "nobody asked it"}[agreed]))
+	}
+	if md, mok := d.metadata(); mok {
+		wantMeta := map[string]string{"consensus_achieved": fmt.Sprint(agreed), "rounds": fmt.Sprint(roundsRun), "threshold": fmt.Sprint(threshold)}
+		if agreed {
+			wantMeta["decision"], wantMeta["agreeing_members"] = want, strings.Join(agreeing, ",")
+		} else if ok {
+			wantMeta["decision"], wantMeta["tie_breaker"] = want, sup.ID
+		}
+		problems = append(problems, compareMeta(md, wantMeta)...)
+	}
 	problems = append(problems, d.teamClaim(ok, why)...)
 	how := fmt.Sprintf("agreement of %s in round %d (threshold %v of %d proposers)", strings.Join(agreeing, ", "), roundsRun, threshold, len(proposers))
 	if !agreed {
 		how = "tie broken by " + labelOr(c.TieBreaker, "nobody") + " (consensus_achieved=false)"
 	}
-	return verdict(problems, fmt.Sprintf("%s, decision %q, re-derived from the raw proposals", how, truncateText(want, 60)))
+	return d.verdict(problems, fmt.Sprintf("%s, decision %q, re-derived from the raw proposals", how, truncateText(want, 60)))
+}
+
+// compareMeta compares the runtime's team_completed metadata with the re-derived values of the
+// keys want names (the metadata is a claim too: a report shows it).
+func compareMeta(md map[string]string, want map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if md[k] != want[k] {
+			out = append(out, fmt.Sprintf("the runtime recorded %s %q in team_completed's metadata, the raw replies give %q", k, truncateText(md[k], 60), truncateText(want[k], 60)))
+		}
+	}
+	return out
 }
 
 func errText(err error) string {
@@ -185,14 +221,23 @@ func reflectionEvidence(d *derivation) (string, string) {
 	}
 	var problems, seq []string
 	gens, crits := d.turns[gen.ID], d.turns[critic.ID]
+	d.wantAll(gen.ID, runtime.ContractLine{Contract: runtime.ContractCompletion})
 	ok, why := false, ""
+	lastFeedback := ""
 	it := 0
 	for it = 1; it <= limit; it++ {
 		if len(gens) < it {
 			why = fmt.Sprintf("no generator turn for iteration %d", it)
 			break
 		}
-		if g := d.outcome(gens[it-1]); !g.OK {
+		if lastFeedback != "" {
+			// The generator revises with the critic's feedback on its previous attempt.
+			if err := shownTo(gens[it-1], []string{"[" + critic.ID + "] " + lastFeedback}); err != nil {
+				problems = append(problems, fmt.Sprintf("iteration %d: the critic's feedback did not reach the generator: %v", it, err))
+			}
+		}
+		g := d.outcome(gens[it-1])
+		if !g.OK {
 			why = g.Why
 			break
 		}
@@ -201,8 +246,13 @@ func reflectionEvidence(d *derivation) (string, string) {
 			break
 		}
 		ct := crits[it-1]
+		gc, _ := readCompletion(g.Reply, d.scoreAsked)
+		d.want(ct, runtime.ContractLine{Contract: runtime.ContractCriticVerdict, Round: it, Files: gc.Files})
 		if ct.Start.before(gens[it-1].End) || gens[it-1].End.zero() {
 			problems = append(problems, fmt.Sprintf("critic iteration %d started before the generator's ended", it))
+		}
+		if err := shownTo(ct, []string{outcomeLine(gen.ID, g)}); err != nil {
+			problems = append(problems, fmt.Sprintf("iteration %d: the critic was not shown the generator's reply: %v", it, err))
 		}
 		o := d.outcome(ct)
 		if !o.OK {
@@ -221,6 +271,7 @@ func reflectionEvidence(d *derivation) (string, string) {
 			ok = true
 			break
 		}
+		lastFeedback = v.Feedback
 	}
 	if !ok && why == "" {
 		why = fmt.Sprintf("the critic was not satisfied within %d iteration(s)", limit)
@@ -232,12 +283,12 @@ func reflectionEvidence(d *derivation) (string, string) {
 	if len(gens) > ran || len(crits) > ran {
 		problems = append(problems, fmt.Sprintf("the loop ran on after it ended: %d generator and %d critic turns for %d iteration(s)", len(gens), len(crits), ran))
 	}
-	if md, mok := d.metadata(); mok && ok && md["iterations"] != fmt.Sprint(len(seq)) {
-		got := md["iterations"]
-		problems = append(problems, fmt.Sprintf("the runtime recorded %s iterations, the raw replies give %d", got, len(seq)))
+	if md, mok := d.metadata(); mok && len(seq) > 0 {
+		problems = append(problems, compareMeta(md, map[string]string{"iterations": fmt.Sprint(min(it, limit)), "satisfied": fmt.Sprint(ok),
+			"verdict": seq[len(seq)-1], "generator": gen.ID, "critic": critic.ID})...)
 	}
 	problems = append(problems, d.teamClaim(ok, why)...)
-	return verdict(problems, "critic verdicts re-read from the raw replies: "+strings.Join(seq, ", "))
+	return d.verdict(problems, "critic verdicts re-read from the raw replies: "+strings.Join(seq, ", "))
 }
 
 // routerEvidence re-derives the selection (the router member's raw reply, or the configured routes
@@ -254,9 +305,15 @@ func routerEvidence(d *derivation) (string, string) {
 	var problems []string
 	want, method := "", ""
 	if router != nil {
-		_, o := d.lastOutcome(router.ID)
+		d.wantAll(router.ID, runtime.ContractLine{Contract: runtime.ContractRouter, Candidates: specIDs(candidates), Round: 1})
+		rt, o := d.lastOutcome(router.ID)
+		if rt != nil {
+			if err := shownTo(rt, []string{d.s.team.Task}); err != nil {
+				problems = append(problems, "the router was not shown the task: "+err.Error())
+			}
+		}
 		if !o.OK {
-			return verdict(d.teamClaim(false, o.Why), "")
+			return d.verdict(append(problems, d.teamClaim(false, o.Why)...), "")
 		}
 		want, method = mustRouterChoice(o.Reply, specIDs(candidates)), "router"
 	} else {
@@ -269,6 +326,15 @@ func routerEvidence(d *derivation) (string, string) {
 	case sel[0].SelectedMemberID != want || sel[0].Method != method:
 		problems = append(problems, fmt.Sprintf("the runtime recorded %s selected by %s (router_selected, %s), the %s gives %s",
 			sel[0].SelectedMemberID, sel[0].Method, d.at(at[0]), method, want))
+	default:
+		// The selection is made, and recorded, before the selected member runs.
+		if mt := d.firstTurnOf(want); mt != nil && mt.Start.before(at[0]) {
+			problems = append(problems, fmt.Sprintf("router_selected (%s) was recorded after %s started (%s)", d.at(at[0]), want, d.at(mt.Start)))
+		}
+	}
+	d.wantAll(want, runtime.ContractLine{Contract: runtime.ContractCompletion})
+	if md, mok := d.metadata(); mok {
+		problems = append(problems, compareMeta(md, map[string]string{"selected_member_id": want, "selection_method": method})...)
 	}
 	for _, m := range candidates {
 		if n := len(d.turns[m.ID]); m.ID != want && n > 0 {
@@ -284,7 +350,7 @@ func routerEvidence(d *derivation) (string, string) {
 	}
 	_, o := d.lastOutcome(want)
 	problems = append(problems, d.teamClaim(o.OK, o.Why)...)
-	return verdict(problems, fmt.Sprintf("exactly one member selected and run: %s (by %s, re-derived)", want, method))
+	return d.verdict(problems, fmt.Sprintf("exactly one member selected and run: %s (by %s, re-derived)", want, method))
 }
 
 func mustRouterChoice(reply string, candidates []string) string {
@@ -360,6 +426,13 @@ func ensembleEvidence(d *derivation) (string, string) {
 	votes := map[string]int{}
 	var valid, invalid []string
 	for _, id := range candidates {
+		for k, mt := range d.turns[id] {
+			round := 0 // a parallel candidate answers once; a consensus candidate per round
+			if d.formation == "consensus" {
+				round = k + 1
+			}
+			d.want(mt, runtime.ContractLine{Contract: runtime.ContractEnsembleProposal, Round: round})
+		}
 		_, o := d.lastOutcome(id)
 		if !o.OK {
 			invalid = append(invalid, id)
@@ -374,6 +447,30 @@ func ensembleEvidence(d *derivation) (string, string) {
 		votes[k]++
 		valid = append(valid, id)
 	}
+	// The aggregator is asked about, and shown, exactly the valid candidates' answers.
+	var validKeys, shown []string
+	for _, id := range valid {
+		validKeys = append(validKeys, keys[id])
+		shown = append(shown, fmt.Sprintf("[%s] vote_key=%q answer=%q", id, keys[id], answers[id]))
+	}
+	if aggregator != "" {
+		switch mode {
+		case formation.EnsembleJudge:
+			d.wantAll(aggregator, runtime.ContractLine{Contract: runtime.ContractEnsembleJudge, Candidates: valid, VoteKeys: validKeys})
+		case formation.EnsembleSynthesizer:
+			d.wantAll(aggregator, runtime.ContractLine{Contract: runtime.ContractSynthesis, Candidates: valid})
+		}
+		if at := d.lastTurnOf(aggregator); at != nil {
+			if err := shownTo(at, shown); err != nil {
+				problems = append(problems, fmt.Sprintf("the %s was not shown the candidates' answers: %v", mode, err))
+			}
+			for _, id := range candidates {
+				if ct := d.lastTurnOf(id); ct != nil && (ct.End.zero() || at.Start.before(ct.End)) {
+					problems = append(problems, fmt.Sprintf("%s %s started before candidate %s ended", mode, aggregator, id))
+				}
+			}
+		}
+	}
 	claimed, at, err := claims[event.EnsembleDecision](d)
 	if err != nil || len(claimed) != 1 {
 		return failedf("%d ensemble_decision events, want 1%s", len(claimed), because(errText(err)))
@@ -383,7 +480,7 @@ func ensembleEvidence(d *derivation) (string, string) {
 		problems = append(problems, fmt.Sprintf("the runtime recorded mode %q (%s), the case configures %q", c.Mode, where, mode))
 	}
 	if !maps.Equal(c.Votes, votes) {
-		problems = append(problems, fmt.Sprintf("the runtime recorded votes %v (%s), the candidates' raw proposals give %v", c.Votes, where, votes))
+		problems = append(problems, fmt.Sprintf("the runtime recorded votes %s (%s), the candidates' raw proposals give %s", formatVotes(c.Votes), where, formatVotes(votes)))
 	}
 	ok, why, decided := false, "", ""
 	switch mode {
@@ -414,7 +511,7 @@ func ensembleEvidence(d *derivation) (string, string) {
 				labelOr(c.SelectedMemberID, "nobody"), truncateText(c.Decision, 60), where, why))
 		}
 	case formation.EnsembleJudge:
-		jt, jo := d.lastOutcome(aggregator)
+		_, jo := d.lastOutcome(aggregator)
 		switch {
 		case len(valid) == 0:
 			why = "no candidate gave a valid proposal"
@@ -430,11 +527,6 @@ func ensembleEvidence(d *derivation) (string, string) {
 			if c.SelectedMemberID != sel || c.Decision != answers[sel] || c.VoteKey != keys[sel] || c.Judge != aggregator {
 				problems = append(problems, fmt.Sprintf("the runtime recorded judge %q selecting %q with decision %q (%s); judge %s's raw reply selects %q (%s), whose answer is %q",
 					c.Judge, c.SelectedMemberID, truncateText(c.Decision, 60), where, aggregator, sel, jo.X.where(), truncateText(answers[sel], 60)))
-			}
-			for _, id := range candidates {
-				if ct := d.lastTurnOf(id); ct != nil && jt != nil && (ct.End.zero() || jt.Start.before(ct.End)) {
-					problems = append(problems, fmt.Sprintf("judge %s started before candidate %s ended", aggregator, id))
-				}
 			}
 		}
 		if !ok && c.Decision != "none" {
@@ -465,10 +557,25 @@ func ensembleEvidence(d *derivation) (string, string) {
 	default:
 		return failedf("unknown ensemble mode %q", mode)
 	}
+	if md, mok := d.metadata(); mok && ok {
+		wantMeta := map[string]string{"ensemble_mode": mode}
+		switch mode {
+		case formation.EnsembleVote:
+			wantMeta["vote_key"], wantMeta["decision"] = decided, c.Decision
+			if answers[c.SelectedMemberID] != "" {
+				wantMeta["decision"] = answers[c.SelectedMemberID]
+			}
+		case formation.EnsembleJudge:
+			wantMeta["selected_member_id"], wantMeta["judge"], wantMeta["vote_key"], wantMeta["decision"] = decided, aggregator, keys[decided], answers[decided]
+		case formation.EnsembleSynthesizer:
+			wantMeta["synthesizer"], wantMeta["decision"] = aggregator, decided
+		}
+		problems = append(problems, compareMeta(md, wantMeta)...)
+	}
 	failed, fwhy := d.failedMembers(d.ids())
 	if ok && len(failed) > 0 {
 		ok, why = false, fwhy
 	}
 	problems = append(problems, d.teamClaim(ok, why)...)
-	return verdict(problems, fmt.Sprintf("ensemble %s re-derived from the raw proposals: %s (votes %s)", mode, truncateText(decided, 60), formatVotes(votes)))
+	return d.verdict(problems, fmt.Sprintf("ensemble %s re-derived from the raw proposals: %s (votes %s)", mode, truncateText(decided, 60), formatVotes(votes)))
 }

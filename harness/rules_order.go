@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/event"
@@ -18,6 +19,9 @@ import (
 // of the members before it; the team succeeds when every member did.
 func sequentialEvidence(d *derivation) (string, string) {
 	ids := d.ids()
+	for _, id := range ids {
+		d.wantAll(id, runtime.ContractLine{Contract: runtime.ContractCompletion})
+	}
 	problems := append(d.onceEach(ids), d.inOrder(ids)...)
 	var shown []string
 	ok, why := true, ""
@@ -34,13 +38,16 @@ func sequentialEvidence(d *derivation) (string, string) {
 		}
 	}
 	problems = append(problems, d.teamClaim(ok, why)...)
-	return verdict(problems, fmt.Sprintf("%s ran in order, each shown the recorded replies before it", strings.Join(ids, " -> ")))
+	return d.verdict(problems, fmt.Sprintf("%s ran in order, each shown the recorded replies before it", strings.Join(ids, " -> ")))
 }
 
 // pipelineEvidence: stages in order, each given the previous stage's recorded reply as input; a
 // failed stage stops the line.
 func pipelineEvidence(d *derivation) (string, string) {
 	ids := d.ids()
+	for _, id := range ids {
+		d.wantAll(id, runtime.ContractLine{Contract: runtime.ContractCompletion})
+	}
 	var problems []string
 	ran := 0
 	ok, why := true, ""
@@ -67,7 +74,7 @@ func pipelineEvidence(d *derivation) (string, string) {
 			}
 			_, po := d.lastOutcome(ids[i-1])
 			if err := shownTo(mt, []string{po.Reply}); err != nil {
-				problems = append(problems, "the input of "+err.Error()[len(id)+1:])
+				problems = append(problems, fmt.Sprintf("stage %d's input: %v", i+1, err))
 			}
 		}
 		if !o.OK {
@@ -79,7 +86,7 @@ func pipelineEvidence(d *derivation) (string, string) {
 		problems = append(problems, fmt.Sprintf("the runtime recorded stages_run %q, the trace shows %d", got, ran))
 	}
 	problems = append(problems, d.teamClaim(ok && ran == len(ids), why)...)
-	return verdict(problems, fmt.Sprintf("%d stages in order, each fed the previous stage's recorded reply", len(ids)))
+	return d.verdict(problems, fmt.Sprintf("%d stages in order, each fed the previous stage's recorded reply", len(ids)))
 }
 
 // failedMembers lists, sorted, the members of ids whose last recorded reply is not OK.
@@ -125,14 +132,38 @@ func parallelEvidence(d *derivation) (string, string) {
 	ids := d.ids()
 	var problems []string
 	for _, id := range ids {
+		d.wantAll(id, runtime.ContractLine{Contract: runtime.ContractCompletion})
 		if len(d.turns[id]) == 0 {
 			problems = append(problems, id+" did not run")
 		}
 	}
+	problems = append(problems, d.independent(ids)...)
 	failed, why := d.failedMembers(ids)
 	problems = append(problems, d.failedSummary(failed)...)
 	problems = append(problems, d.teamClaim(len(failed) == 0, why)...)
-	return verdict(problems, fmt.Sprintf("%d members ran independently, each reply valid", len(ids)))
+	return d.verdict(problems, fmt.Sprintf("%d members ran independently (none shown another's reply), each reply valid", len(ids)))
+}
+
+// independent checks no member of ids was shown another's outcome ("[other] ..." in any of its
+// recorded requests): their contexts are independent (FORMATIONS.md, parallel).
+func (d *derivation) independent(ids []string) []string {
+	var problems []string
+	for _, id := range ids {
+		for _, mt := range d.turns[id] {
+			for _, x := range mt.Exchanges {
+				text := ""
+				if r, err := parseWireRequest(x.Request); err == nil {
+					text = r.userText()
+				}
+				for _, other := range ids {
+					if other != id && strings.Contains(text, "["+other+"] ") {
+						problems = append(problems, fmt.Sprintf("%s request %d was shown %s's outcome: the members' contexts are not independent", id, x.P.Seq, other))
+					}
+				}
+			}
+		}
+	}
+	return slices.Compact(problems)
 }
 
 // supervisorOf is the member with role supervisor, else the first.
@@ -147,8 +178,12 @@ func (d *derivation) supervisorOf() runtime.MemberSpec {
 func hierarchicalEvidence(d *derivation) (string, string) {
 	sup := d.supervisorOf()
 	workers := specIDs(d.without(sup.ID))
-	problems := d.onceEach(d.ids())
-	st, so := d.lastOutcome(sup.ID)
+	for _, id := range workers {
+		d.wantAll(id, runtime.ContractLine{Contract: runtime.ContractCompletion})
+	}
+	d.wantAll(sup.ID, runtime.ContractLine{Contract: runtime.ContractSynthesis, Candidates: workers})
+	problems := append(d.onceEach(d.ids()), d.independent(workers)...)
+	st := d.lastTurnOf(sup.ID)
 	var lines []string
 	for _, id := range workers {
 		wt, wo := d.lastOutcome(id)
@@ -161,9 +196,6 @@ func hierarchicalEvidence(d *derivation) (string, string) {
 		if err := shownTo(st, lines); err != nil {
 			problems = append(problems, err.Error())
 		}
-		if so.OK && so.Line.Contract != runtime.ContractSynthesis {
-			problems = append(problems, fmt.Sprintf("supervisor %s was asked %s, not a synthesis", sup.ID, so.Line.Contract))
-		}
 	}
 	if md, ok := d.metadata(); ok && md["supervisor"] != sup.ID {
 		got := md["supervisor"]
@@ -171,7 +203,7 @@ func hierarchicalEvidence(d *derivation) (string, string) {
 	}
 	failed, why := d.failedMembers(d.ids())
 	problems = append(problems, d.teamClaim(len(failed) == 0, why)...)
-	return verdict(problems, fmt.Sprintf("supervisor %s synthesized after %s, shown their recorded replies", sup.ID, strings.Join(workers, ", ")))
+	return d.verdict(problems, fmt.Sprintf("supervisor %s synthesized after %s, shown their recorded replies", sup.ID, strings.Join(workers, ", ")))
 }
 
 // treeOf is the configured hierarchy tree, or the one built from member order (breadth-first,
@@ -200,6 +232,39 @@ func (d *derivation) treeOf() formation.TreeNode {
 func multiLevelEvidence(d *derivation) (string, string) {
 	tree := d.treeOf()
 	problems := d.onceEach(d.ids())
+	var leaves []string
+	var collect func(n formation.TreeNode)
+	collect = func(n formation.TreeNode) {
+		if len(n.Children) == 0 {
+			leaves = append(leaves, n.MemberID)
+		}
+		for _, c := range n.Children {
+			collect(c)
+		}
+	}
+	collect(tree)
+	// Every leaf gets its own portion of the team task, verbatim (an empty one said to be empty).
+	strategy := d.opts.Hierarchy.Split
+	if strategy == "" {
+		strategy = "auto"
+	}
+	portions, used := splitPortions(d.s.team.Task, len(leaves), strategy)
+	sizes := make([]string, len(portions))
+	for i, id := range leaves {
+		sizes[i] = fmt.Sprint(utf8.RuneCountInString(portions[i]))
+		d.wantAll(id, runtime.ContractLine{Contract: runtime.ContractCompletion})
+		mt := d.lastTurnOf(id)
+		if mt == nil {
+			continue
+		}
+		want := fmt.Sprintf("Your portion (%d of %d) of the task, verbatim between the markers:\n<<<\n%s\n>>>", i+1, len(leaves), portions[i])
+		if portions[i] == "" {
+			want = fmt.Sprintf("Your portion (%d of %d) of the task is empty", i+1, len(leaves))
+		}
+		if err := shownTo(mt, []string{want}); err != nil {
+			problems = append(problems, fmt.Sprintf("leaf %s was not given its portion %d of %d (%s split): %v", id, i+1, len(leaves), used, err))
+		}
+	}
 	depth := 0
 	var walk func(n formation.TreeNode, level int)
 	walk = func(n formation.TreeNode, level int) {
@@ -207,6 +272,11 @@ func multiLevelEvidence(d *derivation) (string, string) {
 		if len(n.Children) == 0 {
 			return
 		}
+		var kids []string
+		for _, c := range n.Children {
+			kids = append(kids, c.MemberID)
+		}
+		d.wantAll(n.MemberID, runtime.ContractLine{Contract: runtime.ContractSynthesis, Candidates: kids})
 		st := d.lastTurnOf(n.MemberID)
 		var lines []string
 		for _, c := range n.Children {
@@ -224,11 +294,58 @@ func multiLevelEvidence(d *derivation) (string, string) {
 		}
 	}
 	walk(tree, 1)
-	if md, ok := d.metadata(); ok && (md["root"] != tree.MemberID || md["depth"] != fmt.Sprint(depth)) {
-		problems = append(problems, fmt.Sprintf("the runtime recorded root %q depth %q, the configured tree gives %s depth %d", md["root"], md["depth"], tree.MemberID, depth))
+	if md, ok := d.metadata(); ok && (md["root"] != tree.MemberID || md["depth"] != fmt.Sprint(depth) || md["split"] != used ||
+		md["portion_chars"] != strings.Join(sizes, ",")) {
+		problems = append(problems, fmt.Sprintf("the runtime recorded root %q, depth %q, split %q, portions %q characters; the configured tree and the task give %s, %d, %s, %s",
+			md["root"], md["depth"], md["split"], md["portion_chars"], tree.MemberID, depth, used, strings.Join(sizes, ",")))
 	}
 	failed, why := d.failedMembers(d.ids())
 	problems = append(problems, d.failedSummary(failed)...)
 	problems = append(problems, d.teamClaim(len(failed) == 0, why)...)
-	return verdict(problems, fmt.Sprintf("tree of depth %d ran bottom-up, each supervisor shown its members' recorded replies", depth))
+	return d.verdict(problems, fmt.Sprintf("tree of depth %d ran bottom-up, each leaf given its own portion (%s split), each supervisor shown its members' recorded replies", depth, used))
+}
+
+// splitPortions divides input into n contiguous portions whose concatenation is exactly input
+// (FORMATIONS.md, multi_level_hierarchy): "line" cuts between lines (each keeps its newline),
+// "count" between characters, "auto" is line when input has at least n lines, else count. Sizes
+// differ by at most one unit, the first portions taking the remainder; portions may be empty. It
+// returns the portions and the strategy used.
+func splitPortions(input string, n int, strategy string) ([]string, string) {
+	if n < 1 {
+		return nil, strategy
+	}
+	var lines []string
+	for rest := input; rest != ""; {
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			lines = append(lines, rest)
+			break
+		}
+		lines = append(lines, rest[:i+1])
+		rest = rest[i+1:]
+	}
+	if strategy == "auto" {
+		strategy = "count"
+		if len(lines) >= n {
+			strategy = "line"
+		}
+	}
+	units := lines
+	if strategy != "line" {
+		units = nil
+		for _, r := range input {
+			units = append(units, string(r))
+		}
+	}
+	out := make([]string, n)
+	base, rem, at := len(units)/n, len(units)%n, 0
+	for i := range out {
+		size := base
+		if i < rem {
+			size++
+		}
+		out[i] = strings.Join(units[at:at+size], "")
+		at += size
+	}
+	return out, strategy
 }

@@ -302,8 +302,9 @@ func truncateText(s string, n int) string {
 type wireRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Role    string  `json:"role"`
-		Content *string `json:"content"`
+		Role       string  `json:"role"`
+		Content    *string `json:"content"`
+		ToolCallID string  `json:"tool_call_id"`
 	} `json:"messages"`
 }
 
@@ -325,4 +326,15 @@ func (r wireRequest) userText() string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// toolResults returns the request's tool messages: tool call id -> the content shown to the model.
+func (r wireRequest) toolResults() map[string]string {
+	out := map[string]string{}
+	for _, m := range r.Messages {
+		if m.Role == "tool" && m.Content != nil {
+			out[m.ToolCallID] = *m.Content
+		}
+	}
+	return out
 }

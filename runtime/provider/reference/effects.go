@@ -560,6 +560,29 @@ func (r *EffectsReader) Receipt(ctx context.Context, key string) (EffectReceipt,
 	return receiptOf(ctx, r.db, r.path, key)
 }
 
+// Receipts returns every receipt the service committed, ordered by key, or an error
+// when the database could not be read: what an auditor reads to find effects no recorded intent
+// accounts for.
+func (r *EffectsReader) Receipts(ctx context.Context) ([]EffectReceipt, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT `+receiptColumns+` FROM effect_receipts ORDER BY idempotency_key`)
+	if err != nil {
+		return nil, fmt.Errorf("effects database %s: receipts: %w", r.path, err)
+	}
+	defer rows.Close()
+	var out []EffectReceipt
+	for rows.Next() {
+		rc, err := scanReceipt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("effects database %s: receipts: %w", r.path, err)
+		}
+		out = append(out, rc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("effects database %s: receipts: %w", r.path, err)
+	}
+	return out, nil
+}
+
 // Value returns the value committed under name and the idempotency key of
 // the PUT that committed it, found=false when nothing was committed under it.
 func (r *EffectsReader) Value(ctx context.Context, name string) (value, key string, found bool, err error) {
