@@ -77,7 +77,8 @@ type caseState struct {
 	// window is every gateway record that arrived while the team ran (ids in (gwFrom, gwTo]);
 	// windowErr why it could not be read. owned says whether a record (its session and id) belongs
 	// to a case of this matrix run (teamRuns.owns); ownsKey whether an effect's idempotency key names
-	// one of its team runs. teamFrom and teamTo are when the team started and returned.
+	// one of its team runs. teamFrom and teamTo bound the case's window in time: from the gateway mark
+	// before the team started to when it returned.
 	gwFrom, gwTo     int64
 	window           []gateway.Record
 	windowErr        error
@@ -164,7 +165,7 @@ var filesExist = Check{
 				parts = append(parts, "missing or empty: "+strings.Join(p.missing, ", "))
 			}
 			if len(p.unproven) > 0 {
-				parts = append(parts, "not the bytes the member's recorded writes produced: "+strings.Join(p.unproven, ", "))
+				parts = append(parts, "not the bytes the member's asked writes and edits re-derive to: "+strings.Join(p.unproven, ", "))
 			}
 			if len(p.secret) > 0 {
 				parts = append(parts, "holding a credential value (stored masked): "+strings.Join(p.secret, ", "))
@@ -198,7 +199,7 @@ var independentTests = Check{
 			dir, ok := s.proof.verified[p.Spec.ID]
 			if !ok {
 				status = statusFailed
-				parts = append(parts, p.Spec.ID+" not run: its deliverables are not all what its recorded writes produced (see the files check)")
+				parts = append(parts, p.Spec.ID+" not run: its deliverables are not all what its asked writes re-derive to (see the files check)")
 				continue
 			}
 			var r oracle.TestRunResult
@@ -246,7 +247,7 @@ var oracleCheck = Check{
 			dir, ok := s.proof.verified[p.Spec.ID]
 			if !ok {
 				status = statusFailed
-				parts = append(parts, p.Spec.ID+" not run: its deliverables are not all what its recorded writes produced (see the files check)")
+				parts = append(parts, p.Spec.ID+" not run: its deliverables are not all what its asked writes re-derive to (see the files check)")
 				continue
 			}
 			path := filepath.Join(dir, p.Artifact)

@@ -652,8 +652,8 @@ type testHooks struct {
 	event func(runtime.Event) runtime.Event
 	// result rewrites the team result the runtime returned.
 	result func(*runtime.TeamResult)
-	// duringTeam runs just before the team, with the gateway's URL.
-	duringTeam func(ctx context.Context, gatewayURL string)
+	// duringTeam runs just before the team, with where the case's services are and its run id.
+	duringTeam func(ctx context.Context, env hookEnv)
 	// afterTeam runs when the team returned, before the evidence is read, with the gateway's
 	// usage database path (a defective gateway's records).
 	afterTeam func(ctx context.Context, gatewayDB string)
@@ -663,6 +663,10 @@ type testHooks struct {
 	// checks narrows the checks a test needs (the tests and oracle build member code).
 	checks func([]Check) []Check
 }
+
+// hookEnv is what a duringTeam hook is told: the gateway's base URL, the effect service's ("" when
+// none) and the case's run id.
+type hookEnv struct{ gatewayURL, effectsURL, runID string }
 
 func labelOr(s, empty string) string {
 	if s == "" {
@@ -853,10 +857,10 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 			return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
 		}
 	}
-	gwFrom := env.gateway.Mark()
+	gwFrom, windowFrom := env.gateway.Mark(), time.Now()
 	env.teams.add(team, gwFrom)
 	if opts.hooks != nil && opts.hooks.duringTeam != nil {
-		opts.hooks.duringTeam(ctx, env.gateway.URL())
+		opts.hooks.duringTeam(ctx, hookEnv{gatewayURL: env.gateway.URL(), effectsURL: env.effectsURL, runID: runID})
 	}
 	teamStart := time.Now()
 	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
@@ -886,7 +890,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
 		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor,
 		mode: opts.Mode, modelAliases: opts.ModelAliases, reference: env.reference != nil, gwFrom: gwFrom, gwTo: gwTo, owned: env.teams.owns,
-		ownsKey: env.teams.ownsKey, teamFrom: teamStart, teamTo: teamEnd}
+		ownsKey: env.teams.ownsKey, teamFrom: windowFrom, teamTo: teamEnd}
 	if cr.resume != nil {
 		state.priorRuns = cr.resume.lineage
 	}

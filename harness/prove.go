@@ -92,7 +92,7 @@ func proveDeliverables(ctx context.Context, s *caseState) (*proof, error) {
 				p.unproven = append(p.unproven, id+" (no recorded write produced it)")
 				clean = false
 			} else if want != hex.EncodeToString(sum[:]) {
-				p.unproven = append(p.unproven, fmt.Sprintf("%s (sha256 %.12s, the member's last recorded write produced %.12s)",
+				p.unproven = append(p.unproven, fmt.Sprintf("%s (sha256 %.12s, the member's asked calls re-derive to %.12s)",
 					id, hex.EncodeToString(sum[:]), labelOr(want, "no file")))
 				clean = false
 			}

@@ -284,9 +284,9 @@ func TestRequestsOutsideEveryMemberSessionAreAccountedFor(t *testing.T) {
 	for _, session := range []string{"", "intruder"} {
 		t.Run("session "+strconv.Quote(session), func(t *testing.T) {
 			t.Parallel()
-			h := &testHooks{duringTeam: func(ctx context.Context, gatewayURL string) {
-				postStray(t, gatewayURL, session)
-				postStray(t, gatewayURL, session)
+			h := &testHooks{duringTeam: func(ctx context.Context, env hookEnv) {
+				postStray(t, env.gatewayURL, session)
+				postStray(t, env.gatewayURL, session)
 			}}
 			c := runHooked(t, "sequential", nil, h)
 			name := strconv.Quote(session)
@@ -423,6 +423,14 @@ func TestEachUsageSourceDisagreeingAloneFailsUsage(t *testing.T) {
 				}
 			}}
 		}, []string{"mismatch", "gateway="}},
+		{"cached tokens the reference never reports", nil, func(t *testing.T) *testHooks {
+			return &testHooks{artifact: func(name string, data []byte) []byte {
+				if strings.HasSuffix(name, "-exec-1/0/response") {
+					return bytes.Replace(data, []byte(`"cached_tokens":0`), []byte(`"cached_tokens":5`), 1)
+				}
+				return data
+			}}
+		}, []string{"cached 5, reasoning 0; its documented rule gives"}},
 		{"the provider's count", []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultMiscountUsage}},
 			func(t *testing.T) *testHooks { return &testHooks{} }, []string{"its documented rule gives"}},
 	}
