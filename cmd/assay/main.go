@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, io IOStreams) int {
 	if err == nil {
 		return 0
 	}
-	msg := withFixes(strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " "), err)
+	msg := message(err)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if msg != "" {

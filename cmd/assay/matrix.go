@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -130,23 +129,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	if len(h.Formations) == 0 {
 		return badInput(errors.New("--formations is empty"))
 	}
-	if opts.APIKeyEnv != "" {
-		if h.BaseURL == "" {
-			return badInput(errors.New("--api-key-env needs --base-url: the embedded reference provider takes no key"))
-		}
-		key, ok := os.LookupEnv(opts.APIKeyEnv)
-		if !ok || key == "" {
-			return badInput(fmt.Errorf("environment variable %s (named by --api-key-env) is not set", opts.APIKeyEnv))
-		}
-		h.APIKey = key
-		h.APIKeyEnv = opts.APIKeyEnv
-	}
-	if h.MemberToolCalls <= 0 || h.TeamToolCalls <= 0 {
-		return badInput(fmt.Errorf("--member-tool-calls %d and --team-tool-calls %d must be positive", h.MemberToolCalls, h.TeamToolCalls))
-	}
-	if h.MemberTokens < 0 || h.TeamTokens < 0 {
-		return badInput(fmt.Errorf("--member-tokens %d and --team-tokens %d must not be negative (0 = no limit)", h.MemberTokens, h.TeamTokens))
-	}
+	h.APIKeyEnv = opts.APIKeyEnv
 	for _, a := range opts.ModelAliases {
 		req, ans, ok := strings.Cut(a, "=")
 		if h.ModelAliases == nil {
@@ -164,19 +147,10 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		}
 		h.ReferenceFaults = append(h.ReferenceFaults, fault)
 	}
-	if len(h.ReferenceFaults) > 0 && h.BaseURL != "" {
-		return badInput(errors.New("--reference-fault applies only to the embedded reference provider, not with --base-url"))
-	}
 	h.ToolVersion = version
 	h.Command = "assay matrix run"
 	if h.OutDir == "" {
 		return badInput(errors.New("--out is empty; name an output directory"))
-	}
-	if h.RequestTimeout <= 0 {
-		return badInput(fmt.Errorf("--request-timeout %s must be positive", h.RequestTimeout))
-	}
-	if h.StoreWait < 0 {
-		return badInput(fmt.Errorf("--wait %s is negative", h.StoreWait))
 	}
 	h.Progress = opts.IO.ErrOut
 	if err := h.Normalize(); err != nil {

@@ -69,7 +69,7 @@ func TestMatrixRunBadCatalogInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"--formations", "swarm"}, `unknown formation "swarm"`},
-		{[]string{"--formations", "vote,parallel+vote"}, "listed twice"},
+		{[]string{"--formations", "vote,parallel+vote"}, `--formations lists case "parallel+vote" twice`},
 		{[]string{"--profile", "triple"}, "single-file"},
 		{[]string{"--language", "rust"}, "python"},
 		{[]string{"--concurrency", "-2"}, "--concurrency"},

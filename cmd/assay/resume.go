@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,34 +102,16 @@ not verify, or paused at calls no approval names), nothing written.`,
 
 func runResume(ctx context.Context, opts *ResumeOptions) error {
 	h := opts.Harness
-	switch {
-	case opts.Format != "table" && opts.Format != "json":
+	if opts.Format != "table" && opts.Format != "json" {
 		return badInput(fmt.Errorf("--format must be table or json, got %q", opts.Format))
-	case h.OutDir == "":
-		return badInput(errors.New("--out is empty; name the matrix run's output directory"))
-	case h.RequestTimeout <= 0:
-		return badInput(fmt.Errorf("--request-timeout %s must be positive", h.RequestTimeout))
-	case h.StoreWait < 0:
-		return badInput(fmt.Errorf("--wait %s is negative", h.StoreWait))
 	}
-	if opts.APIKeyEnv != "" {
-		key, ok := os.LookupEnv(opts.APIKeyEnv)
-		if !ok || key == "" {
-			return badInput(fmt.Errorf("environment variable %s (named by --api-key-env) is not set", opts.APIKeyEnv))
-		}
-		h.APIKey, h.APIKeyEnv = key, opts.APIKeyEnv
-	}
+	h.APIKeyEnv = opts.APIKeyEnv
 	for _, spec := range opts.Faults {
 		fault, err := reference.ParseFault(spec)
 		if err != nil {
 			return badInput(fmt.Errorf("--reference-fault: %w", err))
 		}
 		h.ReferenceFaults = append(h.ReferenceFaults, fault)
-	}
-	if h.ApprovalsFile == "" {
-		if p := filepath.Join(h.OutDir, "approvals.json"); fileExists(p) {
-			h.ApprovalsFile = p
-		}
 	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
 	sum, err := harness.ResumeRun(ctx, h, opts.Run)
