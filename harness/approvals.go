@@ -81,19 +81,11 @@ func PrepareApproval(ctx context.Context, req ApprovalRequest) (*PendingApproval
 	case strings.TrimSpace(req.Approver) == "":
 		return nil, optionErr("Approver", "is required: say who approves")
 	}
-	store, err := evidence.Open(ctx, req.StorePath, evidence.OpenOptions{ReadOnly: true, Wait: req.Wait, Command: req.Command})
+	store, all, runs, err := openRuns(ctx, req.StorePath, evidence.OpenOptions{ReadOnly: true, Wait: req.Wait, Command: req.Command}, []string{req.RunID})
 	if err != nil {
 		return nil, err
 	}
 	defer store.Close()
-	all, err := store.Runs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	runs, err := selectRuns(all, store.Path(), []string{req.RunID})
-	if err != nil {
-		return nil, err
-	}
 	effs, err := teamEffects(ctx, store, all, runs[0])
 	if err != nil {
 		return nil, err

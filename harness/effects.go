@@ -63,19 +63,11 @@ func Effects(ctx context.Context, q EffectsQuery) ([]tool.Effect, error) {
 	if q.State != "" && !effect.State(q.State).Valid() {
 		return nil, optionErr("State", "%q is not one of %s", q.State, stateNames())
 	}
-	store, err := evidence.Open(ctx, q.StorePath, evidence.OpenOptions{ReadOnly: true, Wait: q.Wait, Command: q.Command})
+	store, all, runs, err := openRuns(ctx, q.StorePath, evidence.OpenOptions{ReadOnly: true, Wait: q.Wait, Command: q.Command}, q.Runs)
 	if err != nil {
 		return nil, err
 	}
 	defer store.Close()
-	all, err := store.Runs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	runs, err := selectRuns(all, store.Path(), q.Runs)
-	if err != nil {
-		return nil, err
-	}
 	var out []tool.Effect
 	for _, r := range runs {
 		effs, err := teamEffects(ctx, store, all, r)
@@ -98,6 +90,26 @@ func stateNames() string {
 		names = append(names, string(s))
 	}
 	return strings.Join(names, ", ")
+}
+
+// openRuns opens the store at path, lists its runs (all) and selects the named ones (selectRuns).
+// The caller closes the store; on error it is closed already.
+func openRuns(ctx context.Context, path string, opts evidence.OpenOptions, names []string) (*evidence.Store, []evidence.RunSummary, []evidence.RunSummary, error) {
+	store, err := evidence.Open(ctx, path, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	all, err := store.Runs(ctx)
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, fmt.Errorf("list runs: %w", err)
+	}
+	selected, err := selectRuns(all, store.Path(), names)
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
+	return store, all, selected, nil
 }
 
 // selectRuns returns the named runs of all (each must exist: no fallback to another), or, with none
@@ -213,19 +225,11 @@ func Reconcile(ctx context.Context, req ReconcileRequest) (Reconciliation, error
 	if err := req.validate(); err != nil {
 		return Reconciliation{}, err
 	}
-	store, err := evidence.Open(ctx, req.StorePath, evidence.OpenOptions{Wait: req.Wait, Command: req.Command})
+	store, all, runs, err := openRuns(ctx, req.StorePath, evidence.OpenOptions{Wait: req.Wait, Command: req.Command}, []string{req.RunID})
 	if err != nil {
 		return Reconciliation{}, err
 	}
 	defer store.Close()
-	all, err := store.Runs(ctx)
-	if err != nil {
-		return Reconciliation{}, fmt.Errorf("list runs: %w", err)
-	}
-	runs, err := selectRuns(all, store.Path(), []string{req.RunID})
-	if err != nil {
-		return Reconciliation{}, err
-	}
 	r := runs[0]
 	if r.Status == evidence.StatusOpen {
 		return Reconciliation{}, fmt.Errorf("%w: run %s is still executing (status open); reconcile its effects after it ends", ErrEffectState, r.RunID)
