@@ -166,7 +166,7 @@ func TestReconcileRecordsAnOperatorDecisionInACorrectionRun(t *testing.T) {
 		{[]string{"reconcile", "--operator", "alice", "--store", path, runID, "call_2", "--outcome", "succeeded"}, "--note"},
 		{[]string{"reconcile", "--operator", "alice", "--store", path, runID, "call_1", "--outcome", "failed", "--note", "x"}, "not unknown"},
 		{[]string{"reconcile", "--operator", "alice", "--store", path, runID, "call_9", "--outcome", "failed", "--note", "x"}, "no tool call"},
-		{[]string{"reconcile", "--operator", "alice", "--store", path, "run-other", "call_2", "--outcome", "failed", "--note", "x"}, "no run"},
+		{[]string{"reconcile", "--operator", "alice", "--store", path, "run-other", "call_2", "--outcome", "failed", "--note", "x"}, `no such run "run-other"`},
 	} {
 		r := runCLI(t, c.args...)
 		if r.code != 2 {

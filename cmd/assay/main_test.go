@@ -470,7 +470,7 @@ func TestSQLJSONKeepsTypesAndColumnOrder(t *testing.T) {
 	if missing.code != 2 {
 		t.Fatalf("missing store: exit %d", missing.code)
 	}
-	oneLine(t, missing, "run `assay matrix run` first")
+	oneLine(t, missing, "no evidence store at "+filepath.Join(out, "nowhere", "evidence.duckdb")+"; run 'assay matrix run' first")
 }
 
 // secretProvider is an OpenAI-compatible endpoint that leaks secrets the way real ones do: its

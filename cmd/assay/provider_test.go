@@ -77,7 +77,7 @@ func TestProviderServeBadInput(t *testing.T) {
 		{[]string{"provider", "serve", "--faults", "a:0:explode"}, "explode"},
 		{[]string{"provider", "serve", "--faults", "a:zero:drop_usage"}, "turn"},
 		{[]string{"provider", "serve", "--addr", "not-an-address"}, "listen"},
-		{[]string{"provider", "serve", "--parallel-capacity", "0"}, "--parallel-capacity"},
+		{[]string{"provider", "serve", "--addr", "127.0.0.1:99999"}, "listen address"},
 		{[]string{"provider", "serve", "--format", "xml"}, "--format"},
 		{[]string{"provider", "serve", "extra"}, "takes no arguments"},
 	} {

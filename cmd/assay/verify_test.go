@@ -363,15 +363,21 @@ func TestSQLWaitsForTheWriter(t *testing.T) {
 	}
 }
 
-// What the hashes cannot show, and the defense, are in the help.
+// The defense is in the help; what the hashes cannot show, in the reference it points to.
 func TestVerifyHelpNamesTheManifestDefense(t *testing.T) {
 	r := runCLI(t, "verify", "--help")
 	if r.code != 0 {
 		t.Fatalf("verify --help: exit %d %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"admissions chain", "check_recorded", "most recently admitted runs erased", "manifest kept elsewhere", "--manifest FILE --write"} {
+	for _, want := range []string{"admissions chain", "manifest kept elsewhere", "--manifest FILE --write", "docs/cli.md"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("verify --help lacks %q", want)
+		}
+	}
+	ref := cliReference(t, "## assay verify")
+	for _, want := range []string{"check_recorded", "most recently admitted runs erased", "manifest kept elsewhere", "--manifest FILE --write"} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("docs/cli.md, assay verify, lacks %q", want)
 		}
 	}
 }
