@@ -284,8 +284,8 @@ func (req ReconcileRequest) validate() error {
 	case req.Lookup:
 		return nil
 	case req.Outcome == "":
-		return optionErrRelated("Outcome", []string{"Lookup", "Note"}, "is required without Lookup: say how to resolve it, by Lookup (the backend's receipt) "+
-			"or by an Outcome succeeded or failed with a Note")
+		return optionErrRelated("Outcome", []string{"Lookup", "Note"}, "is required without Lookup: say how to resolve it, Lookup (the backend's receipt) "+
+			"or Outcome succeeded or failed with a Note")
 	case req.Outcome != tool.StateSucceeded && req.Outcome != tool.StateFailed:
 		return optionErr("Outcome", "must be %s or %s, got %q", tool.StateSucceeded, tool.StateFailed, req.Outcome)
 	case strings.TrimSpace(req.Note) == "":
@@ -306,9 +306,9 @@ func (req ReconcileRequest) lookup(ctx context.Context, e tool.Effect) (tool.Out
 	db, err := reference.OpenEffectsReader(ctx, path)
 	switch {
 	case errors.Is(err, reference.ErrNoEffectsDB) && req.EffectsDB != "":
-		return tool.Outcome{}, optionErrRelated("EffectsDB", []string{"Outcome"}, "names no file: there is no effects database at %s; name the file the effect service kept its receipts in, or decide with an Outcome", path)
+		return tool.Outcome{}, optionErrRelated("EffectsDB", []string{"Outcome"}, "names no file: there is no effects database at %s; name the file the effect service kept its receipts in, or decide with Outcome", path)
 	case errors.Is(err, reference.ErrNoEffectsDB):
-		return tool.Outcome{}, optionErrRelated("EffectsDB", []string{"Outcome"}, "is not given and there is no effects database at %s: the run's effects were not served by the embedded effect service there; name the database, or decide with an Outcome", path)
+		return tool.Outcome{}, optionErrRelated("EffectsDB", []string{"Outcome"}, "is not given and there is no effects database at %s: the run's effects were not served by the embedded effect service there; name the database, or decide with Outcome", path)
 	case err != nil:
 		return tool.Outcome{}, err
 	}
