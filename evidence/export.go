@@ -58,7 +58,7 @@ type ExportResult struct {
 // for a named run that does not exist; I/O and DuckDB errors naming the table.
 func ExportParquet(ctx context.Context, path, dir string, opts ExportOptions) (ExportResult, error) {
 	if dir == "" {
-		return ExportResult{}, fieldErr(ErrInvalidArgument, "dir", "is empty: name the directory to write the Parquet files into")
+		return ExportResult{}, fieldErr(ErrInvalidArgument, "dir", "is required: name the directory to write the Parquet files into")
 	}
 	for i, r := range opts.Runs {
 		if !validRunID(r) {

@@ -90,7 +90,7 @@ func TestMessageNamesFlagsForFields(t *testing.T) {
 			_, err := evidence.ExportParquet(context.Background(), "x", "", evidence.ExportOptions{})
 			return err
 		}(),
-			"invalid argument: --parquet is empty"},
+			"invalid argument: --parquet is required"},
 		{"an oracle option", oracle.Options{Deadline: -1}.Validate(), "--deadline -1ns is negative"},
 		{"a lock", &evidence.LockedError{Path: "s.duckdb", PID: 7, Command: "assay matrix run"},
 			"evidence store s.duckdb is open for writing by pid 7 (assay matrix run); wait for it or pass --wait DURATION"},

@@ -160,7 +160,7 @@ func TestExportParquet(t *testing.T) {
 	}{
 		{ExportOptions{Parquet: out}, "--parquet " + out + " exists and is not empty"},
 		{ExportOptions{Parquet: filepath.Join(dir, "x"), Runs: []string{"run-none"}}, "run-none"},
-		{ExportOptions{}, "--parquet is empty"},
+		{ExportOptions{}, "--parquet is required"},
 	} {
 		r := export(c.opts)
 		if r.code != 2 {
