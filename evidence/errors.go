@@ -12,6 +12,15 @@ var (
 	// ErrLocked: another process holds the store's lock. Returned wrapped in a
 	// *LockedError naming the holder.
 	ErrLocked = errors.New("evidence store is locked")
+	// ErrNoStore: nothing exists at the store path given to a call that never
+	// creates a store (Open with ReadOnly, Migrate, ExportParquet). Returned in
+	// a *NoStoreError, which also unwraps to the fs.ErrNotExist of the lookup.
+	ErrNoStore = errors.New("no evidence store")
+	// ErrBadQuery: the SQL statement given to Query was refused or failed as a
+	// statement (syntax, binding, a write on the read-only connection, a
+	// conversion error), as opposed to the store failing to read (I/O, out of
+	// memory, interruption). Returned in a *QueryError.
+	ErrBadQuery = errors.New("query refused or failed")
 	// ErrNotStore: the file is not a DuckDB database, or is a DuckDB database
 	// that is not an assay evidence store (no meta table, wrong app marker).
 	ErrNotStore = errors.New("not an assay evidence store")
@@ -82,19 +91,46 @@ type LockedError struct {
 	Command string // holder's command line as recorded; "" when unknown
 }
 
+// Error names the store and its holder. It says nothing of how to wait: that
+// is OpenOptions.Wait to a caller, and a flag to a command's user.
 func (e *LockedError) Error() string {
 	if e.PID > 0 {
 		cmd := e.Command
 		if cmd == "" {
 			cmd = "unknown command"
 		}
-		return fmt.Sprintf("evidence store %s is open for writing by pid %d (%s); wait for it or pass --wait", e.Path, e.PID, cmd)
+		return fmt.Sprintf("evidence store %s is open for writing by pid %d (%s)", e.Path, e.PID, cmd)
 	}
-	return fmt.Sprintf("evidence store %s is locked by another process (a reader, or a writer that has not recorded its pid); wait for it or pass --wait", e.Path)
+	return fmt.Sprintf("evidence store %s is locked by another process (a reader, or a writer that has not recorded its pid)", e.Path)
 }
 
 // Unwrap returns ErrLocked.
 func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// NoStoreError reports that no file exists at Path, the store path given to a
+// call that never creates a store. It unwraps to ErrNoStore and to Err, the
+// lookup's error (wrapping fs.ErrNotExist).
+type NoStoreError struct {
+	Path string // the store path as given
+	Err  error  // the lookup's error, wrapping fs.ErrNotExist
+}
+
+func (e *NoStoreError) Error() string { return "evidence: no evidence store at " + e.Path }
+
+// Unwrap returns ErrNoStore and Err.
+func (e *NoStoreError) Unwrap() []error { return []error{ErrNoStore, e.Err} }
+
+// QueryError reports a statement Query refused or that failed as a statement
+// (see ErrBadQuery). Err is DuckDB's error (a *duckdb.Error) or the driver's
+// refusal of a second statement. It unwraps to ErrBadQuery and to Err.
+type QueryError struct {
+	Err error
+}
+
+func (e *QueryError) Error() string { return "evidence: query refused or failed: " + e.Err.Error() }
+
+// Unwrap returns ErrBadQuery and Err.
+func (e *QueryError) Unwrap() []error { return []error{ErrBadQuery, e.Err} }
 
 // SchemaVersionError reports a store whose schema_version differs from the one
 // this build supports. Newer files are refused rather than misread. It unwraps
@@ -109,7 +145,7 @@ func (e *SchemaVersionError) Error() string {
 	if e.Found > e.Supported {
 		return fmt.Sprintf("evidence store %s has schema version %d, newer than the supported version %d; upgrade assay to read it", e.Path, e.Found, e.Supported)
 	}
-	return fmt.Sprintf("evidence store %s has schema version %d, older than the supported version %d; upgrade it with: assay store migrate --store %s", e.Path, e.Found, e.Supported, e.Path)
+	return fmt.Sprintf("evidence store %s has schema version %d, older than the supported version %d; it must be migrated (Migrate) to be read", e.Path, e.Found, e.Supported)
 }
 
 // Unwrap returns ErrSchemaVersion.

@@ -52,10 +52,14 @@ type ExportResult struct {
 // directory that is renamed to dir only when every table is written: a failed
 // export leaves nothing that looks complete.
 //
-// Errors: those of Open (read-only); *FieldError (ErrInvalidArgument) for a
-// malformed run id or a dir that is a non-empty directory or a file; ErrNoRun
+// Errors: those of Open (read-only; ErrNoStore when path names no file);
+// *FieldError (ErrInvalidArgument) for a malformed run id, an empty dir, or a
+// dir that is a non-empty directory or a file; ErrNoRun
 // for a named run that does not exist; I/O and DuckDB errors naming the table.
 func ExportParquet(ctx context.Context, path, dir string, opts ExportOptions) (ExportResult, error) {
+	if dir == "" {
+		return ExportResult{}, fieldErr(ErrInvalidArgument, "dir", "is required: name the directory to write the Parquet files into")
+	}
 	for i, r := range opts.Runs {
 		if !validRunID(r) {
 			return ExportResult{}, fieldErr(ErrInvalidArgument, fmt.Sprintf("runs[%d]", i), "%q is not a run id", r)

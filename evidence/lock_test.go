@@ -106,8 +106,12 @@ func wantLocked(t *testing.T, err error, pid int, command string) {
 	if le.PID != pid || le.Command != command {
 		t.Fatalf("LockedError names pid %d (%q), want pid %d (%q)", le.PID, le.Command, pid, command)
 	}
-	if pid > 0 && !strings.Contains(err.Error(), fmt.Sprintf("open for writing by pid %d (%s); wait for it or pass --wait", pid, command)) {
+	if pid > 0 && !strings.HasSuffix(err.Error(), fmt.Sprintf("open for writing by pid %d (%s)", pid, command)) {
 		t.Fatalf("message %q does not name the holder", err)
+	}
+	// A library error names no command-line flag: the command says how to wait.
+	if strings.Contains(err.Error(), "--") {
+		t.Fatalf("message %q names a flag", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,12 @@ const ManifestFormat = "assay-evidence-manifest/1"
 // ErrManifestRefused: a manifest was requested for a store with runs that do
 // not verify; writing one would certify tampered evidence.
 var ErrManifestRefused = errors.New("manifest refused: runs do not verify")
+
+// ErrBadManifest: the manifest file to check against is missing (also
+// fs.ErrNotExist), is not JSON, has another format, or holds a malformed run
+// entry. A manifest that cannot be read for another reason (a permission, an
+// I/O error) is not this error.
+var ErrBadManifest = errors.New("not a usable manifest")
 
 // Manifest lists finalized runs and their terminal hashes, to be kept apart
 // from the store (another machine, a signed commit, a ticket): replacing the
@@ -99,23 +106,28 @@ func WriteManifest(path string, m Manifest) error {
 	return nil
 }
 
-// ReadManifest reads and validates a manifest file. Errors name the path:
-// unreadable, not JSON, another format, or a malformed run entry.
+// ReadManifest reads and validates a manifest file. Errors name the path and
+// wrap ErrBadManifest for a missing file (and fs.ErrNotExist), one that is not
+// JSON, of another format, or with a malformed run entry; another read error
+// is wrapped as it is.
 func ReadManifest(path string) (Manifest, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Manifest{}, fmt.Errorf("evidence: %w: no manifest at %s (%w)", ErrBadManifest, path, err)
+	}
 	if err != nil {
 		return Manifest{}, fmt.Errorf("evidence: read manifest: %w", err)
 	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return Manifest{}, fmt.Errorf("evidence: manifest %s is not JSON: %w", path, err)
+		return Manifest{}, fmt.Errorf("evidence: %w: %s is not JSON: %v", ErrBadManifest, path, err)
 	}
 	if m.Format != ManifestFormat {
-		return Manifest{}, fmt.Errorf("evidence: manifest %s has format %q, not %q", path, m.Format, ManifestFormat)
+		return Manifest{}, fmt.Errorf("evidence: %w: %s has format %q, not %q", ErrBadManifest, path, m.Format, ManifestFormat)
 	}
 	for i, r := range m.Runs {
 		if !validRunID(r.RunID) || !isDigest(r.TerminalHash) {
-			return Manifest{}, fmt.Errorf("evidence: manifest %s: runs[%d] needs a run id and a SHA-256 terminal hash", path, i)
+			return Manifest{}, fmt.Errorf("evidence: %w: %s: runs[%d] needs a run id and a SHA-256 terminal hash", ErrBadManifest, path, i)
 		}
 	}
 	return m, nil

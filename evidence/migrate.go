@@ -136,6 +136,19 @@ type MigrateResult struct {
 	Interrupted []string
 }
 
+// Unverified returns the entries of Verification whose run does not verify: neither ok nor
+// unfinalized (a run left open verifies as far as it goes). The migration itself succeeded; these
+// runs did not verify before it either.
+func (r MigrateResult) Unverified() []RunVerification {
+	var bad []RunVerification
+	for _, v := range r.Verification {
+		if v.Status != VerifyOK && v.Status != VerifyUnfinalized {
+			bad = append(bad, v)
+		}
+	}
+	return bad
+}
+
 // Migrate upgrades the store at path to SchemaVersion in place, holding the
 // writer lock (opts.Wait and opts.Command as for Open; opts.ReadOnly is
 // ignored). All steps and the schema_version update run in one transaction.

@@ -27,10 +27,13 @@ type QueryResult struct {
 // enable_external_access=false and lock_configuration=true, so INSERT, CREATE,
 // COPY ... TO, ATTACH, INSTALL and LOAD all fail and cannot be re-enabled.
 //
-// Errors: ErrNotReadOnly when the store is open for writing;
-// ErrMultipleStatements when query holds more than one statement; DuckDB's
-// error (*duckdb.Error) for a refused or malformed statement; ctx's error when
-// cancelled (DuckDB interrupts the query); ErrClosed.
+// Errors: ErrNotReadOnly when the store is open for writing; a *QueryError
+// (ErrBadQuery) for a statement refused or failing as a statement: more than
+// one statement (also ErrMultipleStatements), DuckDB's error (*duckdb.Error)
+// for a malformed statement, a write, a failed conversion; DuckDB's error
+// alone when the store failed to read (I/O, out of memory, an internal or
+// fatal error); ctx's error when cancelled (DuckDB interrupts the query);
+// ErrClosed.
 func (s *Store) Query(ctx context.Context, query string) (*QueryResult, error) {
 	if !s.readOnly {
 		return nil, fmt.Errorf("evidence: %s: %w", s.path, ErrNotReadOnly)
@@ -56,21 +59,21 @@ func (s *Store) Query(ctx context.Context, query string) (*QueryResult, error) {
 			if errors.As(err, &de) {
 				return err
 			}
-			return fmt.Errorf("%w: %v", ErrMultipleStatements, err)
+			return &QueryError{Err: fmt.Errorf("%w: %v", ErrMultipleStatements, err)}
 		}
 		return st.Close()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("evidence: query: %w", err)
+		return nil, queryErr(err)
 	}
 	rows, err := conn.QueryContext(ctx, query)
 	if err != nil {
-		return nil, fmt.Errorf("evidence: query: %w", err)
+		return nil, queryErr(err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return nil, fmt.Errorf("evidence: query: %w", err)
+		return nil, queryErr(err)
 	}
 	res := &QueryResult{Columns: cols, Rows: [][]any{}}
 	for rows.Next() {
@@ -80,12 +83,33 @@ func (s *Store) Query(ctx context.Context, query string) (*QueryResult, error) {
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, fmt.Errorf("evidence: query: %w", err)
+			return nil, queryErr(err)
 		}
 		res.Rows = append(res.Rows, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("evidence: query: %w", err)
+		return nil, queryErr(err)
 	}
 	return res, nil
+}
+
+// queryErr tells a statement refused or failing as a statement (a
+// *QueryError) from the store failing to run it: DuckDB's I/O, connection,
+// memory, interruption, internal and fatal errors, and errors that are not
+// DuckDB's (the context's), pass through wrapped as they are.
+func queryErr(err error) error {
+	var qe *QueryError
+	if errors.As(err, &qe) {
+		return err
+	}
+	var de *duckdb.Error
+	if !errors.As(err, &de) {
+		return fmt.Errorf("evidence: query: %w", err)
+	}
+	switch de.Type {
+	case duckdb.ErrorTypeIO, duckdb.ErrorTypeConnection, duckdb.ErrorTypeOutOfMemory, duckdb.ErrorTypeInterrupt,
+		duckdb.ErrorTypeInternal, duckdb.ErrorTypeFatal:
+		return fmt.Errorf("evidence: query: %w", err)
+	}
+	return &QueryError{Err: err}
 }

@@ -63,17 +63,21 @@ func TestQueryReadOnly(t *testing.T) {
 		`SELECT * FROM read_csv('` + path + `.lock')`,
 	}
 	for _, q := range refused {
-		if _, err := ro.Query(ctx, q); err == nil {
-			t.Errorf("Query(%q) succeeded on a read-only store", q)
+		// A refusal is the statement's fault, not the store's: ErrBadQuery.
+		if _, err := ro.Query(ctx, q); !errors.Is(err, ErrBadQuery) {
+			t.Errorf("Query(%q) on a read-only store: %v, want ErrBadQuery", q, err)
 		}
 	}
-	if _, err := ro.Query(ctx, "SELECT 1; SELECT 2"); !errors.Is(err, ErrMultipleStatements) {
-		t.Errorf("two statements: %v, want ErrMultipleStatements", err)
+	if _, err := ro.Query(ctx, "SELECT 1; SELECT 2"); !errors.Is(err, ErrMultipleStatements) || !errors.Is(err, ErrBadQuery) {
+		t.Errorf("two statements: %v, want ErrMultipleStatements and ErrBadQuery", err)
+	}
+	if _, err := ro.Query(ctx, "SELECT 1 / 0::INTEGER, 'x'::INTEGER"); !errors.Is(err, ErrBadQuery) {
+		t.Errorf("a failing conversion: %v, want ErrBadQuery", err)
 	}
 	if _, err := ro.Query(ctx, "SET lock_configuration = false; COPY (SELECT 1) TO '"+copyTarget+"'"); err == nil {
 		t.Errorf("multi-statement escape succeeded")
 	}
-	if _, err := ro.Query(ctx, "SELEC 1"); err == nil || errors.Is(err, ErrMultipleStatements) {
+	if _, err := ro.Query(ctx, "SELEC 1"); !errors.Is(err, ErrBadQuery) || errors.Is(err, ErrMultipleStatements) {
 		t.Errorf("syntax error reported as %v", err)
 	}
 	// The store still answers after the refusals.
@@ -173,11 +177,24 @@ func TestOpenRefusesNonStores(t *testing.T) {
 	}
 	t.Run("missing file read-only", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "nope.duckdb")
-		if _, err := Open(ctx, path, OpenOptions{ReadOnly: true}); !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("%v, want fs.ErrNotExist", err)
+		_, err := Open(ctx, path, OpenOptions{ReadOnly: true})
+		var ns *NoStoreError
+		if !errors.Is(err, ErrNoStore) || !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &ns) || ns.Path != path {
+			t.Fatalf("%v, want a *NoStoreError naming %s (ErrNoStore, fs.ErrNotExist)", err, path)
 		}
 		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("read-only Open created %s", path)
+		}
+	})
+	t.Run("path through a file read-only", func(t *testing.T) {
+		// Not a missing store but a path that cannot be looked up: not ErrNoStore.
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(ctx, filepath.Join(file, "evidence.duckdb"), OpenOptions{ReadOnly: true})
+		if err == nil || errors.Is(err, ErrNoStore) || errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%v, want an error that is neither ErrNoStore nor fs.ErrNotExist", err)
 		}
 	})
 	t.Run("empty duckdb is initialised by a writer", func(t *testing.T) {

@@ -49,7 +49,8 @@ type OpenOptions struct {
 	// shared lock; every write method then returns ErrReadOnly.
 	ReadOnly bool
 	// Wait is how long Open waits for a conflicting lock holder to go away
-	// before returning *LockedError; 0 fails at once.
+	// before returning *LockedError; 0 fails at once. A negative Wait is
+	// refused (a *FieldError for field "wait").
 	Wait time.Duration
 	// Command is the holder's command line a writer records in the lock file
 	// (e.g. "assay matrix run"), shown to anyone the lock turns away.
@@ -86,7 +87,8 @@ type Store struct {
 // creating the file, its parent directory and the schema when it is missing and
 // opts.ReadOnly is false.
 //
-// Errors: a missing file opened ReadOnly wraps fs.ErrNotExist; a conflicting
+// Errors: a missing file opened ReadOnly is a *NoStoreError (ErrNoStore, and
+// fs.ErrNotExist); another failure to look the file up wraps the os error; a conflicting
 // lock holder yields *LockedError (ErrLocked) after opts.Wait; a file that is
 // not a DuckDB database or not an assay store wraps ErrNotStore; a store of
 // another schema version yields *SchemaVersionError. ctx bounds the wait for
@@ -115,11 +117,14 @@ func openWith(ctx context.Context, path string, opts OpenOptions, migrating, exp
 	if strings.Contains(path, "?") {
 		return nil, fieldErr(ErrInvalidArgument, "path", "%q contains '?', which DuckDB reads as options", path)
 	}
+	if opts.Wait < 0 {
+		return nil, fieldErr(ErrInvalidArgument, "wait", "%s is negative", opts.Wait)
+	}
 	s := &Store{path: path, dir: filepath.Dir(path), readOnly: opts.ReadOnly, command: opts.Command,
 		required: requiredPayloadKeys(), chains: map[string]chainHead{}, exporting: exporting}
 	if opts.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("evidence: open %s read-only: %w", path, err)
+		if _, err := statExisting(path); err != nil {
+			return nil, err
 		}
 	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("evidence: create directory for %s: %w", path, err)
@@ -596,10 +601,15 @@ func (s *Store) beginRead() error {
 	return nil
 }
 
-// statExisting returns path's FileInfo, or an error wrapping fs.ErrNotExist
-// (or the stat error) naming the path.
+// statExisting returns the FileInfo of the store file at path: a
+// *NoStoreError (ErrNoStore, fs.ErrNotExist) when there is none, the stat
+// error naming the path when it cannot be looked up (a path through a file,
+// a permission).
 func statExisting(path string) (os.FileInfo, error) {
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &NoStoreError{Path: path, Err: err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("evidence: %s: %w", path, err)
 	}

@@ -93,8 +93,8 @@ func TestMigrateV1(t *testing.T) {
 	for _, ro := range []bool{false, true} {
 		_, err := Open(ctx, path, OpenOptions{ReadOnly: ro})
 		var se *SchemaVersionError
-		if !errors.As(err, &se) || se.Found != 1 || se.Supported != SchemaVersion || !strings.Contains(err.Error(), "assay store migrate") {
-			t.Fatalf("Open(read-only %v) of a v1 store: %v, want *SchemaVersionError naming assay store migrate", ro, err)
+		if !errors.As(err, &se) || se.Found != 1 || se.Supported != SchemaVersion || !strings.Contains(err.Error(), "must be migrated") {
+			t.Fatalf("Open(read-only %v) of a v1 store: %v, want *SchemaVersionError saying it must be migrated", ro, err)
 		}
 	}
 	if after := fileDigest(t, path); after != before {
@@ -134,6 +134,9 @@ func TestMigrateV1(t *testing.T) {
 	if err != nil || again.From != SchemaVersion || len(again.Steps) != 0 {
 		t.Fatalf("second Migrate: %+v %v", again, err)
 	}
+	if u := again.Unverified(); len(u) != 0 {
+		t.Fatalf("a migrated store with an interrupted run: Unverified %+v, want none", u)
+	}
 	// Tampering a migrated v1 run is still detected under the v1 definition.
 	rawExec(t, path, `UPDATE checks SET detail = 'edited' WHERE run_id = 'v1-final'`)
 	ro := mustOpen(t, path, OpenOptions{ReadOnly: true})
@@ -141,12 +144,17 @@ func TestMigrateV1(t *testing.T) {
 	if vs[0].Status != VerifyTampered {
 		t.Fatalf("edited migrated run: %+v", vs[0])
 	}
+	mustClose(t, ro)
+	third, err := Migrate(ctx, path, OpenOptions{})
+	if u := third.Unverified(); err != nil || len(u) != 1 || u[0].RunID != "v1-final" || u[0].Status != VerifyTampered {
+		t.Fatalf("Migrate of a store with an edited run: Unverified %+v (%v), want v1-final tampered", u, err)
+	}
 }
 
 func TestMigrateRefusals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	if _, err := Migrate(ctx, filepath.Join(dir, "none.duckdb"), OpenOptions{}); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Migrate(ctx, filepath.Join(dir, "none.duckdb"), OpenOptions{}); !errors.Is(err, os.ErrNotExist) || !errors.Is(err, ErrNoStore) {
 		t.Errorf("Migrate of a missing file: %v", err)
 	}
 	path := filepath.Join(dir, "v1.duckdb")

@@ -37,12 +37,12 @@ func TestNormalizeRefusesBadBoundaryInputBeforeWriting(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"bad policy", Options{PolicyFile: badPolicy}, "--policy"},
-		{"missing policy", Options{PolicyFile: filepath.Join(dir, "nope.yaml")}, "--policy"},
+		{"bad policy", Options{PolicyFile: badPolicy}, "PolicyFile"},
+		{"missing policy", Options{PolicyFile: filepath.Join(dir, "nope.yaml")}, "PolicyFile"},
 		{"a deny rule naming no tool", Options{PolicyFile: typoPolicy}, `tool pattern "WRITE_FILE" matches no tool`},
-		{"bad approvals", Options{ApprovalsFile: badApprovals}, "--approvals"},
-		{"unknown mode", Options{Mode: "pretend"}, "--mode"},
-		{"negative budget", Options{MemberToolCalls: -1}, "budgets"},
+		{"bad approvals", Options{ApprovalsFile: badApprovals}, "ApprovalsFile"},
+		{"unknown mode", Options{Mode: "pretend"}, "Mode"},
+		{"negative budget", Options{MemberToolCalls: -1}, "MemberToolCalls -1 is negative"},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

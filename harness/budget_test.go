@@ -244,8 +244,9 @@ func TestNegativeTokenBudgetsAreRefusedBeforeWriting(t *testing.T) {
 	for _, o := range []Options{{MemberTokens: -1}, {TeamTokens: -5}} {
 		o.OutDir = t.TempDir() + "/out"
 		_, err := Run(context.Background(), o)
-		if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "token budgets") || strings.Contains(err.Error(), "\n") {
-			t.Fatalf("%+v: err %v, want one line with ErrBadOptions naming the token budgets", o, err)
+		var oe *OptionError
+		if !errors.As(err, &oe) || !strings.HasSuffix(oe.Field, "Tokens") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("%+v: err %v, want one line with an *OptionError naming the token budget", o, err)
 		}
 		if _, err := os.Stat(o.OutDir); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s was created", o.OutDir)

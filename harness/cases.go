@@ -224,14 +224,15 @@ func CatalogNames() []string {
 }
 
 // LookupCase returns the catalog entry named name; the ensemble modes are also found by their bare
-// names (vote, judge, synthesizer).
+// names (vote, judge, synthesizer). An unknown name is an *OptionError for field Formations
+// (ErrBadOptions) naming the catalog.
 func LookupCase(name string) (CatalogEntry, error) {
 	for _, e := range Catalog() {
 		if e.Name == name || e.Name == "parallel+"+name {
 			return e, nil
 		}
 	}
-	return CatalogEntry{}, fmt.Errorf("%w: unknown formation %q (catalog: %s, or all)", ErrBadOptions, name, strings.Join(CatalogNames(), ", "))
+	return CatalogEntry{}, optionErr("Formations", "names unknown formation %q (catalog: %s, or all)", name, strings.Join(CatalogNames(), ", "))
 }
 
 // Case is one matrix case: a catalog entry run on a task profile in a language.
@@ -521,8 +522,8 @@ func (o *Options) checkEffectFaults() error {
 		if f.Member == "" {
 			who = "any member"
 		}
-		return fmt.Errorf("%w: reference fault %s names %s, which publishes with remote_put in no selected case (select sequential+remote)",
-			ErrBadOptions, f.Kind, who)
+		return optionErr("ReferenceFaults", "name a %s fault for %s, which publishes with remote_put in no selected case (select sequential+remote)",
+			f.Kind, who)
 	}
 	return nil
 }

@@ -60,7 +60,9 @@ type Options struct {
 	BaseURL string
 	// Model is the model id; required with BaseURL, default reference.ModelID without.
 	Model string
-	// APIKey is sent to the provider; it is never recorded.
+	// APIKey is sent to the provider; it is never recorded. It needs BaseURL (the embedded
+	// reference provider takes no key). When it is empty and APIKeyEnv is set, Normalize reads it
+	// from that environment variable.
 	APIKey string
 	// SessionHeader carries each member's session id (default "X-Session-Id").
 	SessionHeader string
@@ -113,9 +115,10 @@ type Options struct {
 	// budget (a budget_refused event) and nothing is sent.
 	MemberTokens int64
 	TeamTokens   int64
-	// APIKeyEnv names the environment variable that held APIKey; its value, APIKey itself and the
-	// values of secret-looking environment variables (policy.SecretsFromEnv) are masked in every
-	// event payload, artifact, check detail and progress line.
+	// APIKeyEnv names the environment variable that holds APIKey (Normalize reads it when APIKey is
+	// empty; the variable must then be set and not empty); its value, APIKey itself and the values
+	// of secret-looking environment variables (policy.SecretsFromEnv) are masked in every event
+	// payload, artifact, check detail and progress line.
 	APIKeyEnv string
 
 	// ModelAliases maps a requested model id to another id that may answer for it (routing accepts
@@ -196,18 +199,18 @@ func (s Summary) Accepted() bool {
 	return true
 }
 
-// ErrBadOptions is returned (wrapped, naming the problem) for options that cannot run.
-var ErrBadOptions = errors.New("invalid matrix options")
-
-// Normalize fills defaults and validates the options without touching the file system beyond
-// inspecting OutDir. It is separate from Run so a command can refuse bad input before anything is
-// written.
+// Normalize fills defaults and validates the options, reading nothing but OutDir's file type, the
+// policy and approval files and the environment variable APIKeyEnv names. It is separate from Run
+// so a command can refuse bad input before anything is written. Zero values mean the defaults
+// documented on each field; it is the only place options are validated.
+//
+// Errors: ErrBadOptions wrapping an *OptionError that names the field (by its Go name) and why.
 func (o *Options) Normalize() error {
 	if o.OutDir == "" {
 		o.OutDir = "assay-out"
 	}
 	if fi, err := os.Stat(o.OutDir); err == nil && !fi.IsDir() {
-		return fmt.Errorf("%w: --out %s is a file, not a directory", ErrBadOptions, o.OutDir)
+		return optionErr("OutDir", "%s is a file, not a directory", o.OutDir)
 	}
 	if len(o.Formations) == 0 {
 		o.Formations = []string{"sequential", "parallel"}
@@ -222,7 +225,7 @@ func (o *Options) Normalize() error {
 			return err
 		}
 		if seen[e.Name] {
-			return fmt.Errorf("%w: case %q listed twice", ErrBadOptions, e.Name)
+			return optionErr("Formations", "lists case %q twice", e.Name)
 		}
 		seen[e.Name] = true
 		o.Formations[i] = e.Name
@@ -231,16 +234,16 @@ func (o *Options) Normalize() error {
 		o.Profile = "standard"
 	}
 	if _, ok := Profiles()[o.Profile]; !ok {
-		return fmt.Errorf("%w: unknown profile %q (known: %s)", ErrBadOptions, o.Profile, strings.Join(ProfileNames(), ", "))
+		return optionErr("Profile", "%q is unknown (known: %s)", o.Profile, strings.Join(ProfileNames(), ", "))
 	}
 	if o.Language == "" {
 		o.Language = "go"
 	}
 	if !slices.Contains(Languages, o.Language) {
-		return fmt.Errorf("%w: unknown language %q (known: %s)", ErrBadOptions, o.Language, strings.Join(Languages, ", "))
+		return optionErr("Language", "%q is unknown (known: %s)", o.Language, strings.Join(Languages, ", "))
 	}
 	if o.Concurrency < 0 {
-		return fmt.Errorf("%w: --concurrency %d is negative", ErrBadOptions, o.Concurrency)
+		return optionErr("Concurrency", "%d is negative (0 means 1)", o.Concurrency)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
@@ -248,21 +251,24 @@ func (o *Options) Normalize() error {
 	if o.BaseURL != "" {
 		u, err := url.Parse(o.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: --base-url %q is not an http(s) URL", ErrBadOptions, o.BaseURL)
+			return optionErr("BaseURL", "%q is not an http(s) URL", o.BaseURL)
 		}
 		if o.Model == "" {
-			return fmt.Errorf("%w: --model is required with --base-url", ErrBadOptions)
+			return optionErrRelated("Model", []string{"BaseURL"}, "is required with BaseURL")
 		}
 	} else if o.Model == "" {
 		o.Model = reference.ModelID
 	}
 	for req, ans := range o.ModelAliases {
 		if req == "" || ans == "" || req == ans {
-			return fmt.Errorf("%w: model alias %q=%q: both ids are required and must differ", ErrBadOptions, req, ans)
+			return optionErr("ModelAliases", "%q=%q: both ids are required and must differ", req, ans)
 		}
 	}
+	if err := o.resolveAPIKey(); err != nil {
+		return err
+	}
 	if _, err := reference.New(reference.Config{Faults: o.ReferenceFaults}); err != nil {
-		return fmt.Errorf("%w: reference provider faults: %v", ErrBadOptions, err)
+		return optionErr("ReferenceFaults", "are invalid: %v", err)
 	}
 	if err := o.checkFaultsTarget(); err != nil {
 		return err
@@ -277,7 +283,10 @@ func (o *Options) Normalize() error {
 		o.Tenant = "local"
 	}
 	if o.RequestTimeout < 0 {
-		return fmt.Errorf("%w: --request-timeout %s is negative", ErrBadOptions, o.RequestTimeout)
+		return optionErr("RequestTimeout", "%s is negative (0 means 60s)", o.RequestTimeout)
+	}
+	if o.StoreWait < 0 {
+		return optionErr("StoreWait", "%s is negative (0 means not to wait)", o.StoreWait)
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 60 * time.Second
@@ -293,13 +302,21 @@ func (o *Options) Normalize() error {
 		o.Mode = string(tool.Live)
 	case string(tool.Live), string(tool.DryRun), string(tool.Observe):
 	default:
-		return fmt.Errorf("%w: --mode %q is not one of live, dry_run, observe", ErrBadOptions, o.Mode)
+		return optionErr("Mode", "%q is not one of %s, %s, %s", o.Mode, tool.Live, tool.DryRun, tool.Observe)
 	}
-	if o.MemberToolCalls < 0 || o.TeamToolCalls < 0 {
-		return fmt.Errorf("%w: tool-call budgets must not be negative (member %d, team %d)", ErrBadOptions, o.MemberToolCalls, o.TeamToolCalls)
-	}
-	if o.MemberTokens < 0 || o.TeamTokens < 0 {
-		return fmt.Errorf("%w: token budgets must not be negative (member %d, team %d)", ErrBadOptions, o.MemberTokens, o.TeamTokens)
+	for _, b := range []struct {
+		field string
+		n     int64
+		zero  string
+	}{
+		{"MemberToolCalls", o.MemberToolCalls, fmt.Sprintf("the default, %d", DefaultMemberToolCalls)},
+		{"TeamToolCalls", o.TeamToolCalls, fmt.Sprintf("the default, %d", DefaultTeamToolCalls)},
+		{"MemberTokens", o.MemberTokens, "no limit"},
+		{"TeamTokens", o.TeamTokens, "no limit"},
+	} {
+		if b.n < 0 {
+			return optionErr(b.field, "%d is negative (0 means %s)", b.n, b.zero)
+		}
 	}
 	if o.MemberToolCalls == 0 {
 		o.MemberToolCalls = DefaultMemberToolCalls
@@ -311,20 +328,42 @@ func (o *Options) Normalize() error {
 	if o.PolicyFile != "" {
 		f, digest, err := policy.LoadFile(o.PolicyFile)
 		if err != nil {
-			return fmt.Errorf("%w: --policy %s: %s", ErrBadOptions, o.PolicyFile, oneLine(err.Error()))
+			return optionErr("PolicyFile", "%s: %s", o.PolicyFile, oneLine(err.Error()))
 		}
 		if err := checkPolicyTools(f); err != nil {
-			return fmt.Errorf("%w: --policy %s: %v", ErrBadOptions, o.PolicyFile, err)
+			return optionErr("PolicyFile", "%s: %v", o.PolicyFile, err)
 		}
 		o.policyFile, o.policyDigest = f, digest
 	}
 	if o.ApprovalsFile != "" {
 		f, err := policy.LoadApprovalFile(o.ApprovalsFile)
 		if err != nil {
-			return fmt.Errorf("%w: --approvals %s: %s", ErrBadOptions, o.ApprovalsFile, oneLine(err.Error()))
+			return optionErr("ApprovalsFile", "%s: %s", o.ApprovalsFile, oneLine(err.Error()))
 		}
 		o.approvals = f
 	}
+	return nil
+}
+
+// resolveAPIKey reads APIKey from the variable APIKeyEnv names when it is not given, and refuses a
+// key (or a variable naming one) without BaseURL: the embedded reference provider takes none, and a
+// key that is never sent would suggest a provider that was never asked.
+func (o *Options) resolveAPIKey() error {
+	if o.BaseURL == "" && (o.APIKey != "" || o.APIKeyEnv != "") {
+		field := "APIKey"
+		if o.APIKeyEnv != "" {
+			field = "APIKeyEnv"
+		}
+		return optionErrRelated(field, []string{"BaseURL"}, "needs BaseURL: the embedded reference provider takes no key")
+	}
+	if o.APIKey != "" || o.APIKeyEnv == "" {
+		return nil
+	}
+	key, ok := os.LookupEnv(o.APIKeyEnv)
+	if !ok || key == "" {
+		return optionErr("APIKeyEnv", "names %s, which is not set (or is empty)", o.APIKeyEnv)
+	}
+	o.APIKey = key
 	return nil
 }
 
@@ -382,15 +421,15 @@ var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie
 // manages, or that carries credentials.
 func checkSessionHeader(h string) error {
 	if !provider.ValidHeaderName(h) {
-		return fmt.Errorf("%w: --session-header %q is not a valid HTTP header name", ErrBadOptions, h)
+		return optionErr("SessionHeader", "%q is not a valid HTTP header name", h)
 	}
 	canon := http.CanonicalHeaderKey(h)
 	if slices.Contains(credentialHeaders, canon) {
-		return fmt.Errorf("%w: --session-header %s carries credentials; the gateway records the session header's value, so pick another name", ErrBadOptions, canon)
+		return optionErr("SessionHeader", "%s carries credentials; the gateway records the session header's value, so pick another name", canon)
 	}
 	switch canon {
 	case "Content-Length", "Content-Type", "Host", "Transfer-Encoding", "Connection", "Te", "Trailer", "Upgrade", "Accept-Encoding", "Content-Encoding":
-		return fmt.Errorf("%w: --session-header %s is managed by HTTP itself; pick a header of your own such as X-Session-Id", ErrBadOptions, canon)
+		return optionErr("SessionHeader", "%s is managed by HTTP itself; pick a header of your own such as X-Session-Id", canon)
 	}
 	return nil
 }
@@ -402,7 +441,7 @@ func (o *Options) checkFaultsTarget() error {
 		return nil
 	}
 	if o.BaseURL != "" {
-		return fmt.Errorf("%w: reference faults apply only to the embedded reference provider, not with --base-url", ErrBadOptions)
+		return optionErrRelated("ReferenceFaults", []string{"BaseURL"}, "apply only to the embedded reference provider, not with BaseURL")
 	}
 	members := map[string]bool{}
 	for _, name := range o.Formations {
@@ -421,7 +460,7 @@ func (o *Options) checkFaultsTarget() error {
 				known = append(known, m)
 			}
 			slices.Sort(known)
-			return fmt.Errorf("%w: reference fault names member %q, which no selected case has (members: %s)", ErrBadOptions, f.Member, strings.Join(known, ", "))
+			return optionErr("ReferenceFaults", "name member %q, which no selected case has (members: %s)", f.Member, strings.Join(known, ", "))
 		}
 	}
 	return o.checkEffectFaults()
@@ -449,7 +488,7 @@ func preflight(ctx context.Context, o Options) error {
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("provider %s refused the request for its models with status %d: check --api-key-env", o.BaseURL, resp.StatusCode)
+		return optionErr("APIKey", "was refused by provider %s (status %d to GET /models): check it", o.BaseURL, resp.StatusCode)
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
 		return nil
 	case resp.StatusCode != http.StatusOK:
@@ -487,7 +526,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if opts.BaseURL != "" {
 		// Before anything is written: an unreachable provider or an unserved model is bad input,
 		// not a matrix of rejected cases.
-		if err := preflight(ctx, opts); err != nil {
+		if err := preflight(ctx, opts); errors.Is(err, ErrBadOptions) {
+			return Summary{}, err
+		} else if err != nil {
 			return Summary{}, fmt.Errorf("%w: %v", ErrBadOptions, err)
 		}
 	}

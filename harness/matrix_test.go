@@ -156,9 +156,9 @@ func TestNormalizeRefusesBadOptionsBeforeWriting(t *testing.T) {
 		want string
 	}{
 		{"unknown formation", Options{OutDir: filepath.Join(dir, "a"), Formations: []string{"nosuch"}}, "unknown formation"},
-		{"unknown profile", Options{OutDir: filepath.Join(dir, "b"), Profile: "huge"}, "unknown profile"},
-		{"unknown language", Options{OutDir: filepath.Join(dir, "c"), Language: "cobol"}, "unknown language"},
-		{"base url without model", Options{OutDir: filepath.Join(dir, "d"), BaseURL: "http://127.0.0.1:1/v1"}, "--model"},
+		{"unknown profile", Options{OutDir: filepath.Join(dir, "b"), Profile: "huge"}, `Profile "huge" is unknown`},
+		{"unknown language", Options{OutDir: filepath.Join(dir, "c"), Language: "cobol"}, `Language "cobol" is unknown`},
+		{"base url without model", Options{OutDir: filepath.Join(dir, "d"), BaseURL: "http://127.0.0.1:1/v1"}, "Model is required with BaseURL"},
 		{"base url not http", Options{OutDir: filepath.Join(dir, "e"), BaseURL: "ftp://x", Model: "m"}, "not an http"},
 	}
 	for _, c := range cases {

@@ -133,7 +133,8 @@ func (p *resumePoint) recover(ctx context.Context, e *runtime.Engine, team runti
 // Resume continues run runID of the evidence store in opts.OutDir in a new run and returns that
 // run's result (accepted, rejected, or paused again). The case is the one the run's manifest names;
 // provider, policy, approvals, mode, budgets and tenant come from opts as for Run (the model and
-// base URL default to the run's). Errors: ErrBadOptions for options that cannot run,
+// base URL default to the run's; ApprovalsFile defaults to ApprovalsPath(OutDir) when that file
+// exists, where Grant writes). Errors: ErrBadOptions for options that cannot run,
 // ErrNotResumable (nothing written) for a run that cannot be resumed, evidence.ErrLocked when
 // another process holds the store, and what stopped the run itself.
 func Resume(ctx context.Context, opts Options, runID string) (CaseResult, error) {
@@ -156,7 +157,13 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	}
 	storePath := filepath.Join(opts.OutDir, "evidence.duckdb")
 	if _, err := os.Stat(storePath); err != nil {
-		return Summary{}, fmt.Errorf("%w: no evidence store at %s (--out names the matrix run's output directory): %v", ErrBadOptions, storePath, err)
+		return Summary{}, optionErr("OutDir", "%s holds no evidence store (it names the matrix run's output directory): %v", opts.OutDir, err)
+	}
+	if opts.ApprovalsFile == "" {
+		// Where Grant writes by default: approving and resuming need no file named in between.
+		if fi, err := os.Stat(ApprovalsPath(opts.OutDir)); err == nil && fi.Mode().IsRegular() {
+			opts.ApprovalsFile = ApprovalsPath(opts.OutDir)
+		}
 	}
 	store, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: opts.Command, Wait: opts.StoreWait})
 	if err != nil {
@@ -393,7 +400,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	}
 	if err != nil {
 		if errors.Is(err, evidence.ErrEnvelopeMismatch) {
-			return nil, notResumable("%v (give the run's options again: the same --policy file, --mode and --tenant; a case definition changed since the run cannot be resumed)", err)
+			return nil, notResumable("%v (give the run's options again: the same policy file, mode and tenant; a case definition changed since the run cannot be resumed)", err)
 		}
 		return nil, notResumable("%v", err)
 	}
@@ -435,8 +442,8 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	}
 	if run.Status == evidence.StatusFinalized {
 		if waits := uncoveredWaits(state, journal, opts.approvals); len(waits) > 0 {
-			return nil, notResumable("nothing it waits for was given: no approval names %s (approve with 'assay approve %s CALL'; resume reads OUT/approvals.json or --approvals)",
-				strings.Join(waits, ", "), runID)
+			return nil, notResumable("nothing it waits for was given: no approval names %s (approvals read from: %s)",
+				strings.Join(waits, ", "), labelOr(opts.ApprovalsFile, "none"))
 		}
 	}
 

@@ -52,6 +52,13 @@ const (
 	VerdictNoTests = "no_tests"
 )
 
+// CheckVerdicts returns every verdict [Check] gives (no_tests is the test
+// runners' alone); only passed passes. The slice is new on every call.
+func CheckVerdicts() []string {
+	return []string{VerdictPassed, VerdictFailed, VerdictTimeout, VerdictCrashed, VerdictIncompleteReport,
+		VerdictArtifactModified, VerdictCleanupFault, VerdictCancelled, VerdictUnavailable}
+}
+
 // DefaultOutputLimit bounds the driver's output file (stdout and stderr)
 // when Options.OutputLimit is zero or negative: 256 MiB.
 const DefaultOutputLimit = 256 << 20
@@ -129,6 +136,25 @@ type Options struct {
 	Python Python
 }
 
+// Validate refuses negative durations and limits with an [*OptionError]
+// naming the field: zero means the default, and a negative one was never
+// meant. Check calls it; a caller may call it first to refuse options before
+// announcing a check.
+func (o Options) Validate() error {
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"Deadline", o.Deadline}, {"Cleanup", o.Cleanup}, {"BuildDeadline", o.BuildDeadline}} {
+		if d.v < 0 {
+			return &OptionError{Field: d.field, Reason: fmt.Sprintf("%s is negative (0 means the default)", d.v)}
+		}
+	}
+	if o.OutputLimit < 0 {
+		return &OptionError{Field: "OutputLimit", Reason: fmt.Sprintf("%d is negative (0 means the default)", o.OutputLimit)}
+	}
+	return nil
+}
+
 // execution is what a language runner observed. early, when set, is a
 // verdict reached before a driver run could say anything (unavailable, a
 // build failure or timeout, a cancellation); otherwise run describes the
@@ -176,8 +202,9 @@ func languages() []language {
 // outcome of building and running the artifact is a Result verdict;
 // Check returns an error only for bad input: an invalid spec (wrapping
 // [ErrInvalidSpec]), a language with no runner (wrapping [ErrUnknownLanguage]),
-// or an artifact that cannot be read (wrapping the os error, e.g.
-// fs.ErrNotExist).
+// a negative duration or limit in opts (an [*OptionError]), a path that names
+// no regular file (wrapping [ErrNoArtifact]), or an artifact that cannot be
+// read (wrapping the os error).
 //
 // Verdict precedence, first match wins: cancelled; artifact_modified; a
 // verdict reached before the run (unavailable, or the build's crashed,
@@ -196,6 +223,9 @@ func Check(ctx context.Context, spec Spec, artifactPath string, opts Options) (R
 	if err := spec.Validate(); err != nil {
 		return Result{}, err
 	}
+	if err := opts.Validate(); err != nil {
+		return Result{}, err
+	}
 	var lang *language
 	for _, l := range languages() {
 		if l.name == spec.Language {
@@ -207,6 +237,9 @@ func Check(ctx context.Context, spec Spec, artifactPath string, opts Options) (R
 		return Result{}, fmt.Errorf("%w: %q (spec %s)", ErrUnknownLanguage, spec.Language, spec.Name)
 	}
 	if err := lang.validate(spec); err != nil {
+		return Result{}, err
+	}
+	if err := artifactFile(artifactPath); err != nil {
 		return Result{}, err
 	}
 	data, err := os.ReadFile(artifactPath)

@@ -3,6 +3,7 @@ package oracle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -283,6 +284,8 @@ func TestCheckBadInput(t *testing.T) {
 		want error
 	}{
 		{name: "missing artifact", spec: DoubleSpec(), path: filepath.Join(t.TempDir(), "none.go"), want: fs.ErrNotExist},
+		{name: "missing artifact is no artifact", spec: DoubleSpec(), path: filepath.Join(t.TempDir(), "none.go"), want: ErrNoArtifact},
+		{name: "a directory", spec: DoubleSpec(), path: t.TempDir(), want: ErrNoArtifact},
 		{name: "unknown language", spec: cobol, path: path, want: ErrUnknownLanguage},
 		{name: "spec without domains", spec: noDomains, path: path, want: ErrInvalidSpec},
 		{name: "unexported function", spec: badFunc, path: path, want: ErrInvalidSpec},
@@ -294,6 +297,54 @@ func TestCheckBadInput(t *testing.T) {
 				t.Fatalf("Check error = %v, want %v", err, tt.want)
 			}
 		})
+	}
+	// Zero means the default; a negative duration or limit is refused, naming the field.
+	for _, o := range []struct {
+		opts  Options
+		field string
+	}{
+		{Options{Deadline: -time.Second}, "Deadline"},
+		{Options{Cleanup: -1}, "Cleanup"},
+		{Options{BuildDeadline: -time.Minute}, "BuildDeadline"},
+		{Options{OutputLimit: -1}, "OutputLimit"},
+	} {
+		_, err := Check(context.Background(), DoubleSpec(), path, o.opts)
+		var oe *OptionError
+		if !errors.Is(err, ErrInvalidOptions) || !errors.As(err, &oe) || oe.Field != o.field || !strings.Contains(err.Error(), "negative") {
+			t.Fatalf("%+v: %v, want an *OptionError for %s", o.opts, err, o.field)
+		}
+	}
+}
+
+func TestSpecForFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	py := filepath.Join(dir, "double.py")
+	rs := filepath.Join(dir, "double.rs")
+	for _, p := range []string{py, rs} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec, err := SpecForFile("double", py)
+	if err != nil || spec.Language != LanguagePython || spec.Name != "double" {
+		t.Fatalf("double for %s: %+v %v", py, spec, err)
+	}
+	for _, c := range []struct {
+		name, spec, path string
+		want             error
+	}{
+		{"unknown spec", "triple", py, ErrInvalidSpec},
+		{"no such file", "double", filepath.Join(dir, "none.py"), ErrNoArtifact},
+		{"a directory", "double", dir, ErrNoArtifact},
+		{"unknown extension", "double", rs, ErrUnknownLanguage},
+	} {
+		if _, err := SpecForFile(c.spec, c.path); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, err := SpecForFile("triple", py); !strings.Contains(fmt.Sprint(err), "built-in: double, abs, clamp") {
+		t.Errorf("an unknown spec does not name the built-in ones: %v", err)
 	}
 }
 
@@ -337,5 +388,19 @@ func TestJudgeCancelledWins(t *testing.T) {
 	ex = execution{early: VerdictCancelled}
 	if verdict, _ := judge(DoubleSpec(), ex, "aa", "aa", &res); verdict != VerdictCancelled {
 		t.Fatalf("verdict = %q, want cancelled", verdict)
+	}
+}
+
+// CheckVerdicts names each verdict once, passed among them, and not the test runners' no_tests.
+func TestCheckVerdictsAreDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range CheckVerdicts() {
+		if v == "" || seen[v] || v == VerdictNoTests {
+			t.Fatalf("CheckVerdicts() has %q (seen %v)", v, seen[v])
+		}
+		seen[v] = true
+	}
+	if !seen[VerdictPassed] || !seen[VerdictUnavailable] || len(seen) != 9 {
+		t.Fatalf("CheckVerdicts() = %v", CheckVerdicts())
 	}
 }

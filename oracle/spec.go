@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"go/token"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -69,6 +71,29 @@ var ErrInvalidSpec = errors.New("oracle: invalid spec")
 // supported language, and by [Spec.ForLanguage] for a spec without a target
 // in the requested language.
 var ErrUnknownLanguage = errors.New("oracle: unknown language")
+
+// ErrNoArtifact is returned (wrapped, naming the path) by [Check] and
+// [SpecForFile] when the artifact path names no regular file: nothing there
+// (the error also wraps fs.ErrNotExist), or a directory or device. An artifact
+// that exists but cannot be read is the read's error alone.
+var ErrNoArtifact = errors.New("oracle: no artifact file")
+
+// ErrInvalidOptions is returned (in an *OptionError naming the field) by
+// [Check] for Options it cannot honour: a negative duration or limit.
+var ErrInvalidOptions = errors.New("oracle: invalid options")
+
+// OptionError names the field of [Options] that was refused and why: its text
+// is the field's Go name and the reason ("Deadline -1s is negative"). It
+// unwraps to ErrInvalidOptions.
+type OptionError struct {
+	Field  string // e.g. "Deadline"
+	Reason string // e.g. "-1s is negative"
+}
+
+func (e *OptionError) Error() string { return e.Field + " " + e.Reason }
+
+// Unwrap returns ErrInvalidOptions.
+func (e *OptionError) Unwrap() error { return ErrInvalidOptions }
 
 // Range is the inputs of one argument: every value Min + i*Step for
 // i = 0 .. Size()-1.
@@ -612,6 +637,46 @@ func ClampSpec() Spec {
 // every call.
 func Specs() []Spec {
 	return []Spec{DoubleSpec(), AbsSpec(), ClampSpec()}
+}
+
+// SpecForFile returns the built-in spec name set up for the artifact at path
+// (Spec.ForLanguage), the language coming from path's extension (LanguageOf).
+// Errors: ErrInvalidSpec (wrapped, naming the built-in specs) for a name with
+// no built-in spec; ErrNoArtifact when path names no regular file;
+// ErrUnknownLanguage for an extension of no supported language or a language
+// the spec has no target in; the stat's error when path cannot be looked up.
+func SpecForFile(name, path string) (Spec, error) {
+	spec, ok := SpecByName(name)
+	if !ok {
+		var names []string
+		for _, s := range Specs() {
+			names = append(names, s.Name)
+		}
+		return Spec{}, fmt.Errorf("%w: no built-in spec %q (built-in: %s)", ErrInvalidSpec, name, strings.Join(names, ", "))
+	}
+	if err := artifactFile(path); err != nil {
+		return Spec{}, err
+	}
+	lang, err := LanguageOf(path)
+	if err != nil {
+		return Spec{}, err
+	}
+	return spec.ForLanguage(lang)
+}
+
+// artifactFile returns nil when path names a regular file, ErrNoArtifact when
+// it names nothing or something else, and the stat's error otherwise.
+func artifactFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist (%w)", ErrNoArtifact, path, err)
+	case err != nil:
+		return fmt.Errorf("oracle: artifact %s: %w", path, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is not a regular file", ErrNoArtifact, path)
+	}
+	return nil
 }
 
 // SpecByName returns the built-in spec with the given name (set up for Go),

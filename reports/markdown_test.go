@@ -2,6 +2,8 @@ package reports
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +65,49 @@ func TestWriteFileAtomicReplacesWhole(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {
 		t.Fatalf("temporary files left behind: %v", entries)
+	}
+}
+
+// The report file is built from what the store holds: a run's verdict as finalized there.
+func TestWriteMatrixMarkdownReadsTheRunsBackFromTheStore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	storePath := filepath.Join(dir, "evidence.duckdb")
+	s, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := evidence.Envelope{Tenant: "t", ManifestDigest: strings.Repeat("a", 64), Mode: "live", EnvironmentFingerprint: strings.Repeat("b", 64),
+		Formation: "sequential"}
+	if err := s.OpenRun(ctx, "run-a", env, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordCheck(ctx, "run-a", evidence.Check{Name: "usage", Required: true, Status: "unknown"}); err != nil {
+		t.Fatal(err)
+	}
+	// The writer claims accepted; the store decides rejected (a required check is unknown).
+	if _, err := s.Finalize(ctx, "run-a", evidence.Verdict{Verdict: "accepted"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	path := filepath.Join(dir, "report.md")
+	r := MatrixReport{Provider: "reference", Model: "assay-reference-1", Reference: true, StorePath: storePath,
+		Runs: []evidence.RunSummary{{RunID: "run-a", Verdict: &evidence.Verdict{Verdict: "accepted"}}}}
+	if err := WriteMatrixMarkdown(ctx, path, r, []string{"run-a"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "cases: 1, accepted: 0") || !strings.Contains(string(out), "**Reference results.**") {
+		t.Fatalf("report.md does not say what the store holds:\n%s", out)
+	}
+	if err := WriteMatrixMarkdown(ctx, path, r, []string{"run-none"}); !errors.Is(err, evidence.ErrNoRun) {
+		t.Fatalf("a run the store lacks: %v, want evidence.ErrNoRun", err)
+	}
+	r.StorePath = filepath.Join(dir, "none.duckdb")
+	if err := WriteMatrixMarkdown(ctx, path, r, []string{"run-a"}); !errors.Is(err, evidence.ErrNoStore) {
+		t.Fatalf("no store: %v, want evidence.ErrNoStore", err)
 	}
 }

@@ -26,14 +26,13 @@ func NewCmdExport(io IOStreams, runF func(context.Context, *ExportOptions) error
 	cmd := &cobra.Command{
 		Use:   "export --parquet DIR [RUN...]",
 		Short: "Export the evidence store as one Parquet file per table",
-		Long: `Write every table of the evidence store (opened read-only) into DIR as <table>.parquet, using DuckDB's
-COPY, plus export.json listing each file with its row count and SHA-256, so the evidence can be queried
-by other engines (DuckDB, Spark, Trino, pandas). Name runs to export only them (with the artifacts and
-writer records they reference). DIR must not exist or be empty; files are written to a temporary
-directory that becomes DIR only when every table is written. Payloads of artifacts above 256 KiB stay
-under artifacts/sha256 beside the store.
-
-Exit status: 0 written; 2 on bad input (no store, DIR not empty, unknown run, lock held).`,
+		Long: longHelp("0 written; 1 when it could not be written or the store could not be read; 2 on bad input: no store, "+
+			"no --parquet, DIR not empty, an unknown run, a store a writer holds.",
+			fmt.Sprintf("Write every table of the evidence store (opened read-only) into DIR as <table>.parquet with "+
+				"DuckDB's COPY, plus export.json listing each file with its row count and SHA-256, so other engines can query "+
+				"the evidence. Named runs are exported alone, with the artifacts and writer records they reference. DIR must "+
+				"not exist or be empty; it appears only once every table is written. Artifact payloads above %d KiB stay "+
+				"under artifacts/sha256 beside the store. Reference: docs/cli.md.", evidence.InlineLimit>>10)),
 		Example: `  assay export --parquet evidence-parquet
   assay export --out assay-out --parquet /tmp/run1 run-20261130t101500-0a1b2c3d4e5f`,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -52,18 +51,16 @@ Exit status: 0 written; 2 on bad input (no store, DIR not empty, unknown run, lo
 }
 
 func runExport(ctx context.Context, opts *ExportOptions) error {
-	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json")
+	if err != nil {
 		return err
-	}
-	if opts.Parquet == "" {
-		return badInput(fmt.Errorf("assay export needs --parquet DIR"))
 	}
 	res, err := evidence.ExportParquet(ctx, opts.Store.path(), opts.Parquet,
 		evidence.ExportOptions{Wait: opts.Wait, Command: "assay export", Runs: opts.Runs})
 	if err != nil {
-		return badInput(err)
+		return err
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		return writeJSON(opts.IO.Out, res)
 	}
 	t := table{header: []string{"TABLE", "ROWS", "FILE", "SHA256"}}

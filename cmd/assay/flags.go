@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -20,21 +18,21 @@ func refuseEmptyFlags(c *cobra.Command) error {
 		case "string":
 			if f.Value.String() == "" {
 				if f.DefValue != "" {
-					err = badInput(fmt.Errorf("--%s is empty; leave it out for the default (%q)", f.Name, f.DefValue))
+					err = usageErrorf("--%s is empty; leave it out for the default (%q)", f.Name, f.DefValue)
 				} else {
-					err = badInput(fmt.Errorf("--%s is empty; leave it out to leave it unset", f.Name))
+					err = usageErrorf("--%s is empty; leave it out to leave it unset", f.Name)
 				}
 			}
 		case "stringSlice", "stringArray":
 			if sv, ok := f.Value.(pflag.SliceValue); ok {
 				for _, s := range sv.GetSlice() {
 					if s == "" {
-						err = badInput(fmt.Errorf("--%s has an empty value", f.Name))
+						err = usageErrorf("--%s has an empty value", f.Name)
 						return
 					}
 				}
 				if len(sv.GetSlice()) == 0 {
-					err = badInput(fmt.Errorf("--%s is empty; leave it out for the default", f.Name))
+					err = usageErrorf("--%s is empty; leave it out for the default", f.Name)
 				}
 			}
 		}

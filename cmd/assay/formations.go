@@ -21,10 +21,11 @@ func NewCmdFormations(io IOStreams, runF func(context.Context, *FormationsOption
 	cmd := &cobra.Command{
 		Use:   "formations",
 		Short: "List the registered formations with their durability and contracts",
-		Long: `List every formation of the registry the coordinator dispatches through: its name, whether it supports
-durable pause/resume (one that does not refuses a resume request before executing anything), and its
-contract, including the exact structured replies its members must give. The ensemble aggregation
-modes (vote, judge, synthesizer) are modes of parallel and consensus, listed after the table.`,
+		Long: longHelp("0 listed; 2 on bad input.",
+			"List every formation of the registry the coordinator dispatches through: its name, whether it pauses and "+
+				"resumes durably (one that does not refuses a resume before executing anything), and its contract, including "+
+				"the exact structured replies its members give. The ensemble aggregation modes ("+list("and", ensembleModeNames()...)+
+				") are modes of parallel and consensus, listed after the table. Reference: docs/cli.md."),
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {
@@ -44,14 +45,15 @@ type formationRow struct {
 }
 
 func runFormations(ctx context.Context, opts *FormationsOptions) error {
-	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json")
+	if err != nil {
 		return err
 	}
 	var rows []formationRow
 	for _, f := range formation.Registry() {
 		rows = append(rows, formationRow{Name: f.Name, Durable: f.Durable, Doc: f.Doc})
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		return writeJSON(opts.IO.Out, rows)
 	}
 	t := table{header: []string{"FORMATION", "DURABLE", "CONTRACT"}}
@@ -61,10 +63,9 @@ func runFormations(ctx context.Context, opts *FormationsOptions) error {
 	if err := t.writeText(opts.IO.Out); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(opts.IO.Out, "\nensemble modes of parallel and consensus: every candidate answers exactly "+
-		"{\"vote_key\":\"...\",\"answer\":\"...\"} (answers over %d characters are rejected: return an artifact reference); "+
-		"vote = strict majority of vote keys, a tie or an invalid proposal fails; judge = one judge answers "+
-		"{\"selected_member_id\":\"<candidate>\"}; synthesizer = one pass answers {\"answer\":\"...\"}. "+
-		"Ensemble runs refuse resume before any member executes.\n", formation.DefaultMaxAnswerChars)
-	return err
+	fmt.Fprintf(opts.IO.Out, "\nensemble modes of parallel and consensus: %s.\n", formation.EnsembleContract())
+	for _, m := range formation.EnsembleModes() {
+		fmt.Fprintf(opts.IO.Out, "  %-12s %s\n", m.Name, m.Doc)
+	}
+	return nil
 }

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/assay-audit/assay/runtime/formation"
 )
 
 func TestFormationsListsEveryFormationWithDurabilityAndContract(t *testing.T) {
-	r := runCLI(t, "formations", "--format", "json")
+	formations := func(format string) result {
+		return call(t, "", func(ctx context.Context, io IOStreams) error {
+			return runFormations(ctx, &FormationsOptions{IO: io, Format: format})
+		})
+	}
+	r := formations("json")
 	if r.code != 0 {
 		t.Fatal(r.stderr)
 	}
@@ -32,8 +40,17 @@ func TestFormationsListsEveryFormationWithDurabilityAndContract(t *testing.T) {
 			t.Fatalf("%s: listed %v durable %v, want durable %v", name, ok, got, d)
 		}
 	}
-	table := runCLI(t, "formations")
-	if table.code != 0 || !strings.Contains(table.stdout, "DURABLE") || !strings.Contains(table.stdout, "ensemble") {
+	table := formations("table")
+	if table.code != 0 || !strings.Contains(table.stdout, "DURABLE") || !strings.Contains(table.stdout, `{"vote_key":"...","answer":"..."}`) {
 		t.Fatalf("table:\n%s", table.stdout)
+	}
+	// The ensemble modes after the table are the registry's, each with its contract.
+	for _, m := range formation.EnsembleModes() {
+		if !strings.Contains(table.stdout, m.Name) || !strings.Contains(table.stdout, m.Doc) {
+			t.Errorf("the table does not give ensemble mode %s with its contract:\n%s", m.Name, table.stdout)
+		}
+	}
+	if bad := formations("xml"); bad.code != 2 {
+		t.Errorf("--format xml: exit %d", bad.code)
 	}
 }

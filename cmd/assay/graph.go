@@ -34,38 +34,11 @@ func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) 
 	cmd := &cobra.Command{
 		Use:   "graph",
 		Short: "Query the code graph: callers, callees, import paths, symbols in a file, load errors",
-		Long: `Query the graph database 'assay index' wrote (default assay-out/graph.db).
-
-A SYMBOL is a node id (func:example.com/m/p.F, method:example.com/m/p.T.M, imethod:..., type:...), or the
-same without its prefix (example.com/m/p.T.M), or a unique suffix of one (p.T.M, T.M). A short form
-names base variants only; give the full id for a test variant (func:p [p.test].F). Names are matched
-exactly and case-sensitively: no character is a wildcard.
-
-A package of 'graph path' (FROM, TO) is an import path (its base variant), a package node id
-(pkg:p [p.test] for a test variant), or the last elements of one import path (cobra/doc, doc) when
-exactly one base package's import path ends with them; when several do, the error lists them.
-
-A FILE is an absolute path, a path relative to its module root (cmd/a/main.go), or a suffix of one
-made of whole path elements (main.go, a/main.go) when exactly one indexed file has it; when several
-do, the error lists them. A file compiled in several builds of its package (the base package and its
-test variant) has its declarations once per build, with different ids and a VARIANT column; 'graph
-symbols' shows only base package variants unless --variant all, so a _test.go file needs --variant all.
-
-Calls through interfaces and func values appear as calls_dynamic to the interface method or field they
-go through, or as dynamic call sites without a target: never as a resolved callee. 'graph callers' of
-an interface method or a func-valued field lists the calls that go through it.
-
-A closure's calls are recorded on the declaration it is in (callees of cx.F list the calls made in F's
-closures too); a closure called where it is written (func() {...}()) is a callee of what it is in.
-
-The graph stores a call as a relation between two declarations, not per call: in the callers and
-callees table CALLER_DECL is where the caller is declared (file:line), and CALL_SITE (file:line:col of
-the call's opening parenthesis) is known only for a dynamic call site without a target ("-" for an
-edge). In JSON, src.file and src.line are the caller's declaration; a dynamic site's call_file,
-call_line and call_col are its call.
-
-'assay graph errors' lists the load errors the index recorded (packages that did not load or
-type-check, patterns that matched nothing) and the snapshot's coverage.`,
+		Long: longHelp("",
+			"Query the graph database 'assay index' wrote (default assay-out/graph.db): the callers and callees of a "+
+				"function, a shortest import path between packages, the declarations in a file, the load errors recorded. "+
+				"Calls through interfaces and func values are never shown as resolved. What a SYMBOL, a FILE and a package "+
+				"may be, and what the columns mean: the help of each query, and docs/cli.md."),
 		Example: `  assay graph callers github.com/spf13/cobra.Command.Execute
   assay graph callees --format dot cobra.Command.ExecuteC | dot -Tsvg > callees.svg
   assay graph path github.com/spf13/cobra/doc github.com/spf13/pflag
@@ -86,12 +59,20 @@ type-check, patterns that matched nothing) and the snapshot's coverage.`,
 		sub := &cobra.Command{
 			Use:   q.use,
 			Short: q.short,
-			// The parent's text says what SYMBOL and FILE may be and what
-			// the columns mean; `assay graph symbols --help` must say it too.
-			Long: q.short + ".\n\n" + cmd.Long,
+			// What SYMBOL and FILE may be and what the columns mean is
+			// said here too: `assay graph symbols --help` is where one looks.
+			Long: longHelp("0 answered, also when the answer is empty; 1 when there is no import path (graph path) or the "+
+				"database could not be read; 2 on bad input: no graph database, an unknown or ambiguous symbol, package or "+
+				"file, a query that does not apply to what is named.",
+				q.short+".",
+				"A SYMBOL is a node id (func:example.com/m/p.F), the same without its prefix, or a unique suffix of one "+
+					"(p.T.M), matched exactly and case-sensitively; a package is an import path, a node id or a unique suffix of "+
+					"one; a FILE is an absolute path, one relative to its module root, or a unique suffix of whole elements "+
+					"(main.go). A _test.go file needs --variant all. In the callers and callees table CALLER_DECL is where the "+
+					"caller is declared and CALL_SITE, known only for a dynamic site, where the call is. Reference: docs/cli.md."),
 			Args: func(c *cobra.Command, args []string) error {
 				if len(args) != nargs {
-					return badInput(fmt.Errorf("%s takes %d argument(s), got %d", c.CommandPath(), nargs, len(args)))
+					return usageErrorf("%s takes %d argument(s), got %d", c.CommandPath(), nargs, len(args))
 				}
 				return nil
 			},
@@ -120,24 +101,16 @@ func newCmdGraphErrors(io IOStreams, runF func(context.Context, *GraphOptions) e
 	sub := &cobra.Command{
 		Use:   "errors",
 		Short: "Load errors the index recorded, and the snapshot's coverage",
-		Long: `List every load error 'assay index' recorded in the graph database: the package (its go/packages
-ID: a test variant is "p [p.test]"), the kind (list, parse, type, module, file, unknown), the position
-(file:line:col, the file relative to its module root; "-" when the error has none, as for the go
-command's own errors, which may name one in their message) and the message, sorted by package then
-position. The footer (in JSON, packages_ok, packages_matched and coverage) gives the coverage of the
-whole snapshot: the fraction of matched packages that loaded without errors and are not ill-typed.
-
---package keeps the errors of the packages a pattern matches: an import path, or a pattern with "..."
-as the go command reads it (example.com/m/... is example.com/m and every package below). A package's
-test variants and external test package count as the package. A pattern that matches no package of
-the graph is refused (exit 2): no errors would read as a clean package.`,
+		Long: longHelp("0 listed; 1 when the database could not be read; 2 on bad input: no graph database, a --package "+
+			"that matches nothing.",
+			"List every load error 'assay index' recorded (the package, the kind, the position, the message), sorted by "+
+				"package then position, and the coverage of the snapshot. --package keeps the errors of the packages an "+
+				"import path or a pattern with ... matches; a pattern that matches no package is refused, since no errors "+
+				"would read as a clean package. Reference: docs/cli.md."),
 		Example: `  assay graph errors
   assay graph errors --package example.com/m/internal/... --format json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := refuseEmptyFlags(c); err != nil {
-				return err
-			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -155,12 +128,14 @@ func runGraph(ctx context.Context, opts *GraphOptions) error {
 	if opts.Query == "errors" {
 		formats = formats[:2]
 	}
-	if err := checkFormat(opts.Format, formats...); err != nil {
+	format, err := outputFormat(opts.Format, formats...)
+	if err != nil {
 		return err
 	}
+	opts.Format = format
 	db, err := indexer.OpenDatabase(ctx, opts.Graph.path())
 	if err != nil {
-		return badInput(err)
+		return err
 	}
 	defer db.Close()
 	switch opts.Query {
@@ -173,23 +148,13 @@ func runGraph(ctx context.Context, opts *GraphOptions) error {
 	case "errors":
 		return graphErrors(ctx, db, opts)
 	}
-	return badInput(fmt.Errorf("unknown graph query %q", opts.Query))
-}
-
-// queryError maps a query's refusal to bad input.
-func queryError(err error) error {
-	var amb *indexer.AmbiguousSymbolError
-	var ambFile *indexer.AmbiguousFileError
-	if errors.Is(err, indexer.ErrSymbolNotFound) || errors.Is(err, indexer.ErrNoSuchPackage) || errors.As(err, &amb) || errors.As(err, &ambFile) {
-		return badInput(err)
-	}
-	return err
+	return usageErrorf("unknown graph query %q", opts.Query)
 }
 
 func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	id, err := indexer.ResolveSymbol(ctx, db, opts.Args[0])
 	if err != nil {
-		return queryError(err)
+		return err
 	}
 	// Only functions call and are called: "no callers" of a package, type
 	// or field would read as a finding about it.
@@ -204,9 +169,9 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	case kind == "func" || kind == "method" || kind == "closure":
 	case opts.Query == "callers" && (kind == "interface_method" || kind == "field"):
 	case opts.Query == "callers":
-		return badInput(fmt.Errorf("%s is a %s: callers lists the calls to functions, methods, closures, interface methods and func-valued fields", id, kind))
+		return usageErrorf("%s is a %s: callers lists the calls to functions, methods, closures, interface methods and func-valued fields", id, kind)
 	default:
-		return badInput(fmt.Errorf("%s is a %s, which has no body: callees lists the calls made by functions, methods and closures", id, kind))
+		return usageErrorf("%s is a %s, which has no body: callees lists the calls made by functions, methods and closures", id, kind)
 	}
 	var rels []indexer.Relation
 	var dyn []indexer.DynamicCall
@@ -221,7 +186,7 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	if kind == "field" && len(rels) == 0 {
 		// "No callers" of a field that is not a func would read as a
 		// finding about it.
-		return badInput(fmt.Errorf("%s is a field that no call goes through: callers lists the calls to functions, methods, closures, interface methods and func-valued fields", id))
+		return usageErrorf("%s is a field that no call goes through: callers lists the calls to functions, methods, closures, interface methods and func-valued fields", id)
 	}
 	switch opts.Format {
 	case "json":
@@ -297,7 +262,7 @@ func graphPath(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		return failed("%v", err)
 	}
 	if err != nil {
-		return queryError(err)
+		return err
 	}
 	switch opts.Format {
 	case "json":
@@ -320,11 +285,11 @@ func graphPath(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 
 func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	if opts.Variant != "base" && opts.Variant != "all" {
-		return badInput(fmt.Errorf("--variant %q is not base or all", opts.Variant))
+		return usageErrorf("--variant %q is not base or all", opts.Variant)
 	}
 	syms, err := indexer.FileSymbols(ctx, db, opts.Args[0])
 	if err != nil {
-		return queryError(err)
+		return err
 	}
 	if opts.Variant == "base" {
 		var others []string
@@ -335,7 +300,7 @@ func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		}
 		syms = slices.DeleteFunc(syms, func(s indexer.FileSymbol) bool { return s.Variant != "base" })
 		if len(syms) == 0 {
-			return badInput(fmt.Errorf("%s has declarations only in %s package variants; give --variant all to show them", opts.Args[0], strings.Join(others, ", ")))
+			return usageErrorf("%s has declarations only in %s package variants; give --variant all to show them", opts.Args[0], strings.Join(others, ", "))
 		}
 	}
 	switch opts.Format {
@@ -358,7 +323,7 @@ func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 func graphErrors(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	rep, err := indexer.LoadErrors(ctx, db, opts.Package)
 	if err != nil {
-		return queryError(err)
+		return err
 	}
 	if opts.Format == "json" {
 		return writeJSON(opts.IO.Out, rep)

@@ -167,10 +167,16 @@ func TestGraphCallsNameDeclarationAndCallSite(t *testing.T) {
 func TestGraphSubcommandHelpSaysWhatArgumentsMayBe(t *testing.T) {
 	for _, q := range []string{"symbols", "callers", "callees"} {
 		r := runCLI(t, "graph", q, "--help")
-		for _, want := range []string{"A FILE is", "--variant all", "A SYMBOL is", "case-sensitively", "CALL_SITE"} {
+		for _, want := range []string{"a FILE is", "--variant all", "A SYMBOL is", "case-sensitively", "CALL_SITE", "docs/cli.md"} {
 			if r.code != 0 || !strings.Contains(r.stdout, want) {
 				t.Errorf("graph %s --help: exit %d, want %q in\n%s", q, r.code, want, r.stdout)
 			}
+		}
+	}
+	ref := oneSpaced(cliReference(t, "## assay graph"))
+	for _, want := range []string{"A FILE is", "A SYMBOL is", "case-sensitively", "CALL_SITE (file:line:col", "a _test.go file needs `--variant all`"} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("docs/cli.md, assay graph, lacks %q", want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,54 +39,26 @@ func NewCmdIndex(io IOStreams, runF func(context.Context, *IndexOptions) error) 
 	cmd := &cobra.Command{
 		Use:   "index [PATH]",
 		Short: "Index a Go module into a SQLite code graph",
-		Long: `Load the Go packages under PATH (default ".") with golang.org/x/tools/go/packages, test packages
-included unless --tests=false, and write the code graph into a SQLite graph database (default
-<out>/graph.db): modules, packages (each test variant its own node), files, named types, fields,
-interface methods, functions, methods and closures, with edges contains, imports, calls (static,
-resolved by go/types), calls_dynamic (through interfaces and func values, never claimed resolved),
-references, implements, embeds, field_access, receiver_method and instantiates. Then compute every
-metric (see 'assay metrics explain') into the same database, and print the counts and the database
-file's SHA-256. The counts are of graph nodes: a package's test variant is a package of its own, and a
-file compiled into several variants (p and p [p.test]) counts once per variant, as do its types and
-functions. COVERAGE is the share of matched packages that loaded and type-checked without errors.
-
-The build context (--tags, --goos, --goarch, and CGO_ENABLED from the environment) decides which files
-exist; it is recorded in the snapshot and with every metric value. In a go.work workspace, "./..."
-indexes every module of the workspace.
-
-Packages that fail to load are indexed as far as their syntax allows, their errors recorded in
-load_errors, coverage lowered, and a warning printed; the exit status is still 0. When no package
-matches, nothing is written and the exit status is 2.
-
-A re-run on an unchanged tree (same build context, options, VCS state and file contents) reuses the
-database without loading anything. When some packages' files changed, only those packages and the
-packages that import them are re-indexed; the rest of the graph is kept (the result has the rows of a
-full index). --reuse=false forces a full index.
-
-Two runs writing the same database take turns: a run holds an exclusive lock (flock) on the file
-<db>-lock beside the database from start to end, and a second run waits for it (it says so on stderr,
-terminal or not; Ctrl-C stops the wait and leaves the database as it is), then starts, so it sees what
-the first wrote and reuses it when nothing changed. The sha256 a run prints is that of the file when
-it finished. The kernel releases the lock when its process exits, however it exits; the lock file is
-removed at the end of a run but may be left behind (after a crash), and whether it exists means
-nothing: only a live lock on it makes a run wait.
-
-Beside the database, <db>-sha256 records the SHA-256 the run printed. A later run reuses the
-database only while the file still has it: a database damaged or edited since is indexed again in
-full, saying why.`,
+		Long: longHelp("0 indexed, also when packages had load errors (they are recorded, coverage lowered, a warning "+
+			"printed); 1 when it could not index (an I/O or go command failure); 2 on bad input: no package matched, a PATH "+
+			"that is not a directory, invalid options.",
+			"Load the Go packages under PATH (default \".\") with go/packages, test packages included unless --tests=false, "+
+				"write the code graph (modules, packages and their test variants, files, types, fields, functions, methods, "+
+				"closures and the edges between them) into a SQLite graph database (default <out>/graph.db), compute every "+
+				"metric into it ('assay metrics explain'), and print the counts and the database's SHA-256. The build context "+
+				"(--tags, --goos, --goarch, CGO_ENABLED) is recorded with the snapshot. An unchanged tree reuses the "+
+				"database, a changed one re-indexes the changed packages and their importers; runs writing one database take "+
+				"turns through a lock beside it. What the counts and COVERAGE count, reuse, the lock: docs/cli.md."),
 		Example: `  assay index
   assay index --tags integration --goos windows ./...
   assay index --format json $(go env GOMODCACHE)/github.com/spf13/cobra@v1.10.2`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return badInput(fmt.Errorf("assay index takes at most one PATH, got %d", len(args)))
+				return usageErrorf("assay index takes at most one PATH, got %d", len(args))
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := refuseEmptyFlags(c); err != nil {
-				return err
-			}
 			opts.Dir = "."
 			if len(args) == 1 {
 				opts.Dir = args[0]
@@ -113,31 +84,32 @@ full, saying why.`,
 }
 
 func runIndex(ctx context.Context, opts *IndexOptions) error {
-	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json")
+	if err != nil {
 		return err
 	}
 	fi, err := os.Stat(opts.Dir)
 	if err != nil {
-		return badInput(fmt.Errorf("index %s: %w", opts.Dir, err))
+		return fmt.Errorf("index %s: %w", opts.Dir, err)
 	}
 	if !fi.IsDir() {
-		return badInput(fmt.Errorf("index %s: not a directory", opts.Dir))
+		return usageErrorf("index %s: not a directory", opts.Dir)
 	}
 	if opts.BetweennessSources < 0 {
-		return badInput(fmt.Errorf("--betweenness-sources %d is negative", opts.BetweennessSources))
+		return usageErrorf("--betweenness-sources %d is negative", opts.BetweennessSources)
 	}
 	db := opts.DB
 	if db == "" {
 		// The directory is created when the database is written, so that a
 		// refused run leaves nothing behind.
 		if fi, err := os.Stat(opts.Out); err == nil && !fi.IsDir() {
-			return badInput(fmt.Errorf("--out %s is a file, not a directory", opts.Out))
+			return usageErrorf("--out %s is a file, not a directory", opts.Out)
 		}
 		db = filepath.Join(opts.Out, "graph.db")
 	}
 	abs, err := filepath.Abs(db)
 	if err != nil {
-		return badInput(err)
+		return err
 	}
 	iopts := indexer.Options{Dir: opts.Dir, Patterns: opts.Patterns, Tests: opts.Tests, DBPath: abs, ToolVersion: version,
 		Tags: opts.Tags, GOOS: opts.GOOS, GOARCH: opts.GOARCH, Reuse: opts.Reuse}
@@ -149,10 +121,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	}
 	snap, err := indexer.Index(ctx, iopts)
 	if err != nil {
-		if errors.Is(err, indexer.ErrNoPackages) || errors.Is(err, indexer.ErrInvalidOptions) {
-			return badInput(err)
-		}
-		return badInput(fmt.Errorf("index %s: %w", opts.Dir, err))
+		return err
 	}
 	if c := snap.Counts; c.PackagesWithErrors > 0 || c.UnmatchedPatterns > 0 {
 		var what []string
@@ -181,7 +150,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: re-indexed %s (%s, with their test variants); kept the rest\n",
 			plural(len(snap.Reindexed), "package"), strings.Join(snap.Reindexed, ", "))
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		return writeJSON(opts.IO.Out, snap)
 	}
 	c := snap.Counts

@@ -87,15 +87,21 @@ func TestConcurrentIndexProcessesTakeTurns(t *testing.T) {
 }
 
 // TestIndexHelpNamesTheLock: --help says that runs of one database take
-// turns and what the lock file is.
+// turns, and the reference it points to what the lock file is.
 func TestIndexHelpNamesTheLock(t *testing.T) {
 	r := runCLI(t, "index", "--help")
 	if r.code != 0 {
 		t.Fatalf("index --help: exit %d", r.code)
 	}
-	for _, want := range []string{"<db>-lock", "waits", "means\nnothing"} {
-		if !strings.Contains(r.stdout, want) {
+	for _, want := range []string{"runs writing one database take turns through a lock beside it", "docs/cli.md"} {
+		if !strings.Contains(oneSpaced(r.stdout), want) {
 			t.Errorf("index --help does not say %q", want)
+		}
+	}
+	ref := oneSpaced(cliReference(t, "## assay index"))
+	for _, want := range []string{"`<db>-lock`", "a second run waits for it", "whether it exists means nothing"} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("docs/cli.md, assay index, does not say %q", want)
 		}
 	}
 }

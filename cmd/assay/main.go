@@ -2,14 +2,15 @@
 // matrices against OpenAI-compatible providers, records and verifies the evidence, and indexes Go
 // codebases. Commands here only parse flags, call a package and print.
 //
-// Exit codes: 0 success; 1 the thing checked failed (a rejected case, a tampered trace); 2 bad input
-// or usage. Errors are one line on stderr.
+// Exit codes (exitCode decides them from the error's type, in one place): 0 success; 1 the thing
+// checked failed (a rejected case, a tampered trace) or the command could not do its work (an I/O
+// or store failure); 2 bad input, usage, options, or a lock another process holds. Errors are one
+// line on stderr, naming flags where the libraries name option fields.
 package main
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -30,29 +31,6 @@ type IOStreams struct {
 	ErrOut io.Writer
 }
 
-// exitError carries an exit code. Code 1 means the thing checked failed; 2 bad input.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-// failed marks an outcome where the checked thing failed (exit 1), with a message for stderr.
-func failed(format string, args ...any) error {
-	return &exitError{code: 1, err: fmt.Errorf(format, args...)}
-}
-
-// badInput marks bad input or usage (exit 2).
-func badInput(err error) error {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return err
-	}
-	return &exitError{code: 2, err: err}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
@@ -64,54 +42,75 @@ func main() {
 func run(ctx context.Context, args []string, io IOStreams) int {
 	root := NewCmdRoot(io)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return 0
-	}
-	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if msg != "" {
-			fmt.Fprintln(io.ErrOut, "assay: "+msg)
-		}
-		return ee.code
-	}
-	// Flag parsing and unknown commands come back from cobra unwrapped: bad usage.
-	fmt.Fprintln(io.ErrOut, "assay: "+msg)
-	return 2
+	return report(io.ErrOut, root.ExecuteContext(ctx))
 }
 
 // NewCmdRoot builds the command tree.
 func NewCmdRoot(io IOStreams) *cobra.Command {
+	root := newRoot(io)
+	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
+		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
+		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil))
+	finishTree(root)
+	return root
+}
+
+// newRoot is the root command without its subcommands: what every command inherits in parsing
+// (flag errors and flags given empty are bad usage), so that a test parsing one command through
+// it parses as assay does.
+func newRoot(io IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "assay",
 		Short: "Audit agentic systems with evidence instead of self-reports",
-		Long: `assay runs multi-agent formations against OpenAI-compatible providers and decides, from
-evidence it records itself, whether each case is accepted: deliverables checked by independent tests
-and a finite-domain oracle, session ids and usage reconciled against an observing gateway, and every
-event hash-chained in a DuckDB evidence store that can be verified later. It also indexes Go codebases
-into a code graph.
-
-Start with:  assay matrix run      (on the embedded reference provider)`,
+		Long: longHelp("0 success; 1 what was checked failed (a case not accepted, a run that does not verify) or the "+
+			"command could not do its work (an I/O or store failure); 2 bad input, usage or options, or a store another "+
+			"process holds. An error is one line on stderr, naming the flag to fix where there is one.",
+			"assay runs multi-agent formations against OpenAI-compatible providers and decides, from evidence it records "+
+				"itself, whether each case is accepted: deliverables checked by independent tests and a finite-domain oracle, "+
+				"session ids and usage reconciled against an observing gateway, every event hash-chained in a DuckDB evidence "+
+				"store that can be verified later. It also indexes Go codebases into a code graph. Reference for every "+
+				"command: docs/cli.md.",
+			"Start with:\n  assay matrix run      (on the embedded reference provider)"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
+		// A flag given with an empty value is bad usage, not "not given".
+		PersistentPreRunE: func(c *cobra.Command, args []string) error { return refuseEmptyFlags(c) },
 	}
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return badInput(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+		return usageErrorf("%w (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
-		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
-		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil))
-	// cobra adds its `completion` group when the command runs; added now, it
-	// is a group like the others below.
+	return root
+}
+
+// finishTree completes the tree under root once every command is added: cobra's completion group
+// (added now, so that it is a group like the others), the help command, groups that refuse to run
+// without a subcommand, and argument checks that report bad usage.
+func finishTree(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	root.SetHelpCommand(newHelpCommand())
 	refuseUnknownSubcommands(root)
-	return root
+	argsAreUsage(root)
+}
+
+// argsAreUsage makes every argument check under c report bad usage (exit 2), cobra's own (the
+// completion commands') included.
+func argsAreUsage(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		argsAreUsage(sub)
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil && !errors.Is(err, errUsage) {
+				return &usageError{err: err}
+			} else {
+				return err
+			}
+		}
+	}
 }
 
 // refuseUnknownSubcommands makes every command group (a command with subcommands and no action of
@@ -130,11 +129,11 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 			// A subcommand's name reaches here only after "--", which ends
 			// the flags and the command path alike.
 			if slices.Contains(availableSubcommands(cmd), args[0]) && cmd.ArgsLenAtDash() == 0 {
-				return badInput(fmt.Errorf("%q after '--' is an argument, not a subcommand: put the subcommand before '--' (%s %s ... -- ARG); see '%s --help'",
-					args[0], cmd.CommandPath(), args[0], cmd.CommandPath()))
+				return usageErrorf("%q after '--' is an argument, not a subcommand: put the subcommand before '--' (%s %s ... -- ARG); see '%s --help'",
+					args[0], cmd.CommandPath(), args[0], cmd.CommandPath())
 			}
-			return badInput(fmt.Errorf("unknown command %q for %q (%s; see '%s --help')",
-				args[0], cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath()))
+			return usageErrorf("unknown command %q for %q (%s; see '%s --help')",
+				args[0], cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath())
 		}
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			// run prefixes "assay: "; a group names itself without it.
@@ -142,7 +141,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 			if !cmd.HasParent() {
 				what = "a command is required"
 			}
-			return badInput(fmt.Errorf("%s (%s); see '%s --help'", what, strings.Join(availableSubcommands(cmd), ", "), cmd.CommandPath()))
+			return usageErrorf("%s (%s); see '%s --help'", what, strings.Join(availableSubcommands(cmd), ", "), cmd.CommandPath())
 		}
 	}
 }
@@ -175,7 +174,7 @@ func subcommandList(c *cobra.Command) string {
 // noArgs refuses positional arguments as bad input.
 func noArgs(c *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return badInput(fmt.Errorf("%s takes no arguments, got %q", c.CommandPath(), strings.Join(args, " ")))
+		return usageErrorf("%s takes no arguments, got %q", c.CommandPath(), strings.Join(args, " "))
 	}
 	return nil
 }
@@ -191,7 +190,7 @@ func newHelpCommand() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			cmd, rest, err := c.Root().Find(args)
 			if err != nil || cmd == nil || len(rest) > 0 {
-				return badInput(fmt.Errorf("unknown help topic %q (see 'assay --help' for the commands)", strings.Join(args, " ")))
+				return usageErrorf("unknown help topic %q (see 'assay --help' for the commands)", strings.Join(args, " "))
 			}
 			cmd.InitDefaultHelpFlag()
 			return cmd.Help()

@@ -198,7 +198,7 @@ func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
 		{"bad format", []string{"matrix", "run", "--format", "xml", "--out", filepath.Join(dir, "o2")}, "--format", filepath.Join(dir, "o2")},
 		{"bad fault", []string{"matrix", "run", "--reference-fault", "exec-1:0:explode", "--out", filepath.Join(dir, "o3")}, "explode", filepath.Join(dir, "o3")},
 		{"api key env unset", []string{"matrix", "run", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--api-key-env", "ASSAY_TEST_UNSET_VAR", "--out", filepath.Join(dir, "o4")}, "ASSAY_TEST_UNSET_VAR", filepath.Join(dir, "o4")},
-		{"zero request timeout", []string{"matrix", "run", "--request-timeout", "0s", "--out", filepath.Join(dir, "o6")}, "--request-timeout", filepath.Join(dir, "o6")},
+		{"negative request timeout", []string{"matrix", "run", "--request-timeout", "-1s", "--out", filepath.Join(dir, "o6")}, "--request-timeout -1s is negative", filepath.Join(dir, "o6")},
 		{"empty out", []string{"matrix", "run", "--out", ""}, "--out is empty", ""},
 		{"credential session header", []string{"matrix", "run", "--session-header", "Authorization", "--out", filepath.Join(dir, "o7")}, "carries credentials", filepath.Join(dir, "o7")},
 		{"fault on an unknown member", []string{"matrix", "run", "--reference-fault", "exec-9:0:drop_usage", "--out", filepath.Join(dir, "o8")}, `"exec-9"`, filepath.Join(dir, "o8")},
@@ -470,7 +470,7 @@ func TestSQLJSONKeepsTypesAndColumnOrder(t *testing.T) {
 	if missing.code != 2 {
 		t.Fatalf("missing store: exit %d", missing.code)
 	}
-	oneLine(t, missing, "run `assay matrix run` first")
+	oneLine(t, missing, "no evidence store at "+filepath.Join(out, "nowhere", "evidence.duckdb")+"; run 'assay matrix run' first")
 }
 
 // secretProvider is an OpenAI-compatible endpoint that leaks secrets the way real ones do: its
@@ -603,7 +603,7 @@ func TestMatrixRunRefusesBadBoundaryFiles(t *testing.T) {
 		"missing policy": {[]string{"--policy", filepath.Join(dir, "none.yaml")}, "--policy"},
 		"approvals":      {[]string{"--approvals", badApprovals}, "--approvals"},
 		"mode":           {[]string{"--mode", "rehearsal"}, "--mode"},
-		"budget":         {[]string{"--team-tool-calls", "0"}, "--team-tool-calls"},
+		"budget":         {[]string{"--team-tool-calls", "-1"}, "--team-tool-calls -1 is negative"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(dir, "out-"+strings.ReplaceAll(name, " ", "-"))

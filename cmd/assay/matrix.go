@@ -1,34 +1,27 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/reports"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
-// MatrixRunOptions are the parsed flags of `assay matrix run`.
+// MatrixRunOptions are the parsed flags of `assay matrix run`: Harness holds the run's options as
+// parsed (its Formations split from --formations, its ReferenceFaults parsed from
+// --reference-fault); harness.Normalize validates them.
 type MatrixRunOptions struct {
-	IO         IOStreams
-	Harness    harness.Options
-	Formations string
-	APIKeyEnv  string
-	Faults     []string
-	Format     string
-	// ModelAliases are --model-alias values, REQUESTED=ANSWERED.
-	ModelAliases []string
+	IO      IOStreams
+	Harness harness.Options
+	Format  string
 }
 
 // NewCmdMatrix builds `assay matrix` and its `run` subcommand. runF replaces runMatrixRun in tests.
@@ -38,40 +31,21 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 		Short: "Run formation matrices against a provider",
 	}
 	opts := &MatrixRunOptions{IO: io}
+	var formations string
+	var faults, aliases []string
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run every selected formation on a task profile and accept or reject each case from evidence",
-		Long: `Run each selected case of the catalog — one per formation plus the ensemble modes parallel+vote,
-parallel+judge and parallel+synthesizer, and sequential+remote, whose members publish to a remote effect
-service with remote_put; 16 in all — against an OpenAI-compatible provider (by default
-the embedded reference provider on 127.0.0.1, not a language model) through the observing gateway,
-then check each case independently of what any member said: declared files exist, the members' tests
-pass under a bounded runner (go test, or pytest for --language python), the finite-domain oracle passes
-with the artifact unchanged, member outcomes succeeded, the formation's own evidence is in the trace
-(critic verdicts, consensus, the router's single selection, judge and ensemble decisions, handoffs),
-session ids are distinct and match the wire, routing matches, no tool call's effect is left unknown
-and every remote_put has its committed receipt in <out>/reference-effects.db, and token usage is
-conserved across wire, store and gateway. Every case is recorded and finalized in <out>/evidence.duckdb, accepted or
-rejected (a rejected case names every failed check and is never re-run); the gateway's records go to
-<out>/gateway-usage.db; <out>/report.md is the readable report. Progress goes to stderr.
-
-Every tool call of every member passes the execution boundary (docs/safety.md): --policy decides it
-(allow, deny, or ask an approver), --approvals preloads exact grants for calls policy asks about (a
-call no grant covers fails its member as "paused for approval"; nothing is dispatched), and the
-tool-call budgets are reserved before each dispatch. --member-tokens and --team-tokens limit provider
-tokens: before each provider request the member reserves on the same budget, and the request is
-refused (the member fails naming the budget; the case is rejected) once the tokens so far reach a
-limit, or when a limit is set and an earlier response reported no usage — unknown usage is never
-counted as zero. --mode dry_run simulates every tool that is not
-readonly and --mode observe records asks without enforcing them; both runs are finalized
-non_certifiable, never accepted, and say so in the table and the report. The provider API key and the
-values of secret-looking environment variables (…KEY, …TOKEN, …SECRET, …PASSWORD, …CREDENTIALS) are
-masked in every event, artifact, check detail, report and progress line.
-
-Profiles: standard (two files per implementing member: the function and its test) and single-file
-(one test file that also holds the function). Languages: go and python.
-
-Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad input.`,
+		Long: longHelp("0 when every case is accepted; 1 when any case is not, or the run could not go on (an I/O or "+
+			"store failure); 2 on bad input or options, or a store another process holds.",
+			fmt.Sprintf("Run each selected case of the catalog (%d: one per formation, the ensemble modes of parallel, "+
+				"sequential+remote) against an OpenAI-compatible provider (by default the embedded reference provider, not a "+
+				"language model) behind the observing gateway, and accept a case only when every required check passes: %s. "+
+				"Each case is finalized in <out>/evidence.duckdb, a rejected one naming every failed check, never re-run; "+
+				"<out>/report.md is the report. Every tool call passes the execution boundary (--policy, --approvals, "+
+				"budgets); --mode dry_run and observe are never accepted; secrets are masked. Profiles: %s; languages: %s. "+
+				"Reference: docs/cli.md, docs/safety.md.",
+				len(harness.Catalog()), strings.Join(checkNames(), ", "), list("and", harness.ProfileNames()...), list("and", harness.Languages...))),
 		Example: `  assay matrix run
   assay matrix run --formations all --concurrency 2
   assay matrix run --formations reflection,parallel+vote --profile single-file --language python
@@ -82,6 +56,16 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
   OPENAI_API_KEY=... assay matrix run --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			var err error
+			if opts.Harness.Formations, err = splitList("--formations", formations); err != nil {
+				return err
+			}
+			if opts.Harness.ReferenceFaults, err = parseFaults("--reference-fault", faults); err != nil {
+				return err
+			}
+			if opts.Harness.ModelAliases, err = parseAliases("--model-alias", aliases); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -90,26 +74,26 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	}
 	f := run.Flags()
 	f.StringVar(&opts.Harness.OutDir, "out", "assay-out", "output directory (evidence store, gateway database, case directories, report)")
-	f.StringVar(&opts.Formations, "formations", "sequential,parallel", "comma-separated catalog cases, or \"all\" (catalog: "+strings.Join(harness.CatalogNames(), ", ")+")")
+	f.StringVar(&formations, "formations", "sequential,parallel", "comma-separated catalog cases, or \"all\" (catalog: "+strings.Join(harness.CatalogNames(), ", ")+")")
 	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile: "+strings.Join(harness.ProfileNames(), " or "))
 	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages, " or "))
 	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once")
 	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")
-	f.StringVar(&opts.APIKeyEnv, "api-key-env", "", "name of the environment variable holding the provider API key (the key itself is never recorded)")
+	f.StringVar(&opts.Harness.APIKeyEnv, "api-key-env", "", "name of the environment variable holding the provider API key (the key itself is never recorded)")
 	f.StringVar(&opts.Harness.SessionHeader, "session-header", "X-Session-Id", "HTTP header that carries each member's session id")
 	f.BoolVar(&opts.Harness.Stream, "stream", false, "request SSE streaming responses")
 	f.StringVar(&opts.Harness.Tenant, "tenant", "local", "tenant recorded in every run's envelope")
-	f.DurationVar(&opts.Harness.RequestTimeout, "request-timeout", 60*time.Second, "deadline of one provider request")
-	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
+	f.DurationVar(&opts.Harness.RequestTimeout, "request-timeout", 60*time.Second, "deadline of one provider request (0 = the default)")
+	f.StringArrayVar(&faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
 		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
-	f.StringArrayVar(&opts.ModelAliases, "model-alias", nil, "REQUESTED=ANSWERED: a model id the provider may answer with for the one asked for (routing accepts and shows it; a dated snapshot such as gpt-4o-mini-2024-07-18 needs none); repeatable")
+	f.StringArrayVar(&aliases, "model-alias", nil, "REQUESTED=ANSWERED: a model id the provider may answer with for the one asked for (routing accepts and shows it; a dated snapshot such as gpt-4o-mini-2024-07-18 needs none); repeatable")
 	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file (YAML or JSON) deciding every tool call; its SHA-256 is each run's policy digest (default: allow every call within a member's allowed tools)")
 	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants are preloaded for unattended runs (assay approve writes one); a call policy asks about that no grant covers fails its member as paused for approval")
 	f.StringVar(&opts.Harness.Mode, "mode", "live", "run mode: live, dry_run (tools that are not readonly are simulated) or observe (asks recorded, not enforced); dry_run and observe runs are non_certifiable, never accepted")
-	f.Int64Var(&opts.Harness.MemberToolCalls, "member-tool-calls", harness.DefaultMemberToolCalls, "hard limit on tool calls per member over a case, reserved before each dispatch (retries and reconciliation included)")
-	f.Int64Var(&opts.Harness.TeamToolCalls, "team-tool-calls", harness.DefaultTeamToolCalls, "hard limit on tool calls per case's team, shared by its members")
+	f.Int64Var(&opts.Harness.MemberToolCalls, "member-tool-calls", harness.DefaultMemberToolCalls, "hard limit on tool calls per member over a case, reserved before each dispatch (retries and reconciliation included; 0 = the default)")
+	f.Int64Var(&opts.Harness.TeamToolCalls, "team-tool-calls", harness.DefaultTeamToolCalls, "hard limit on tool calls per case's team, shared by its members (0 = the default)")
 	f.Int64Var(&opts.Harness.MemberTokens, "member-tokens", 0, "hard limit on provider tokens per member over a case (total_tokens as responses reported them; 0 = no limit); a request is refused once the member's tokens reach it, or when earlier usage was not reported")
 	f.Int64Var(&opts.Harness.TeamTokens, "team-tokens", 0, "hard limit on provider tokens per case's team, shared by its members (0 = no limit); refused like --member-tokens")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
@@ -118,71 +102,12 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 }
 
 func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
-	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json")
+	if err != nil {
 		return err
 	}
 	h := opts.Harness
-	for _, f := range strings.Split(opts.Formations, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			h.Formations = append(h.Formations, f)
-		}
-	}
-	if len(h.Formations) == 0 {
-		return badInput(errors.New("--formations is empty"))
-	}
-	if opts.APIKeyEnv != "" {
-		if h.BaseURL == "" {
-			return badInput(errors.New("--api-key-env needs --base-url: the embedded reference provider takes no key"))
-		}
-		key, ok := os.LookupEnv(opts.APIKeyEnv)
-		if !ok || key == "" {
-			return badInput(fmt.Errorf("environment variable %s (named by --api-key-env) is not set", opts.APIKeyEnv))
-		}
-		h.APIKey = key
-		h.APIKeyEnv = opts.APIKeyEnv
-	}
-	if h.MemberToolCalls <= 0 || h.TeamToolCalls <= 0 {
-		return badInput(fmt.Errorf("--member-tool-calls %d and --team-tool-calls %d must be positive", h.MemberToolCalls, h.TeamToolCalls))
-	}
-	if h.MemberTokens < 0 || h.TeamTokens < 0 {
-		return badInput(fmt.Errorf("--member-tokens %d and --team-tokens %d must not be negative (0 = no limit)", h.MemberTokens, h.TeamTokens))
-	}
-	for _, a := range opts.ModelAliases {
-		req, ans, ok := strings.Cut(a, "=")
-		if h.ModelAliases == nil {
-			h.ModelAliases = map[string]string{}
-		}
-		if !ok {
-			return badInput(fmt.Errorf("--model-alias %q: want REQUESTED=ANSWERED", a))
-		}
-		h.ModelAliases[strings.TrimSpace(req)] = strings.TrimSpace(ans)
-	}
-	for _, spec := range opts.Faults {
-		fault, err := reference.ParseFault(spec)
-		if err != nil {
-			return badInput(fmt.Errorf("--reference-fault: %w", err))
-		}
-		h.ReferenceFaults = append(h.ReferenceFaults, fault)
-	}
-	if len(h.ReferenceFaults) > 0 && h.BaseURL != "" {
-		return badInput(errors.New("--reference-fault applies only to the embedded reference provider, not with --base-url"))
-	}
-	h.ToolVersion = version
-	h.Command = "assay matrix run"
-	if h.OutDir == "" {
-		return badInput(errors.New("--out is empty; name an output directory"))
-	}
-	if h.RequestTimeout <= 0 {
-		return badInput(fmt.Errorf("--request-timeout %s must be positive", h.RequestTimeout))
-	}
-	if h.StoreWait < 0 {
-		return badInput(fmt.Errorf("--wait %s is negative", h.StoreWait))
-	}
-	h.Progress = opts.IO.ErrOut
-	if err := h.Normalize(); err != nil {
-		return badInput(err)
-	}
-
+	h.ToolVersion, h.Command, h.Progress = version, "assay matrix run", opts.IO.ErrOut
 	sum, err := harness.Run(ctx, h)
 	if err != nil && ctx.Err() != nil {
 		// Interrupted: the case in progress stays open in the store and is marked interrupted (never
@@ -190,13 +115,13 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		return failed("interrupted after %d finished cases; the case in progress was not finalized and will be marked interrupted: %v", len(sum.Cases), err)
 	}
 	if err != nil {
-		return badInput(err)
+		return err
 	}
-	reportPath := filepath.Join(h.OutDir, "report.md")
-	if err := writeMatrixReport(ctx, sum, reportPath); err != nil {
-		return fmt.Errorf("write %s: %w", reportPath, err)
+	reportPath, err := writeMatrixReport(ctx, sum)
+	if err != nil {
+		return err
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		if err := writeJSON(opts.IO.Out, sum); err != nil {
 			return err
 		}
@@ -205,7 +130,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "\nprovider: %s\nevidence: %s\nreport:   %s\n", sum.Provider, sum.StorePath, reportPath)
-		writePausedHint(opts.IO.Out, sum.Cases, h.OutDir)
+		writePausedHint(opts.IO.Out, sum.Cases, sum.OutDir)
 	}
 	if !sum.Accepted() {
 		var rejected []string
@@ -217,6 +142,49 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		return failed("%d of %d cases not accepted: %s", len(rejected), len(sum.Cases), strings.Join(rejected, ", "))
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value into its elements; an empty element (",,") is bad
+// usage, not "not given".
+func splitList(flag, value string) ([]string, error) {
+	var out []string
+	for _, v := range strings.Split(value, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			return nil, usageErrorf("%s %q has an empty element", flag, value)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseAliases parses each REQUESTED=ANSWERED of flag into a map (nil for none); harness.Normalize
+// refuses an empty or identical pair.
+func parseAliases(flag string, values []string) (map[string]string, error) {
+	var out map[string]string
+	for _, a := range values {
+		req, ans, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, usageErrorf("%s %q: want REQUESTED=ANSWERED", flag, a)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.TrimSpace(req)] = strings.TrimSpace(ans)
+	}
+	return out, nil
+}
+
+// parseFaults parses each MEMBER:TURN:KIND[:ARG] of flag.
+func parseFaults(flag string, specs []string) ([]reference.Fault, error) {
+	var out []reference.Fault
+	for _, spec := range specs {
+		f, err := reference.ParseFault(spec)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // matrixTable is the printed table: one row per case.
@@ -265,25 +233,14 @@ func verdictLabel(c harness.CaseResult) string {
 	return c.Verdict.Verdict
 }
 
-// writeMatrixReport reads the matrix's runs back from the evidence store and writes report.md atomically.
-func writeMatrixReport(ctx context.Context, sum harness.Summary, path string) error {
-	store, err := evidence.Open(ctx, sum.StorePath, evidence.OpenOptions{ReadOnly: true, Command: "assay matrix run (report)"})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	rep := reports.MatrixReport{Provider: sum.Provider, Model: sum.Model, Reference: sum.Reference, StorePath: sum.StorePath,
-		CasesDir: filepath.Join(sum.OutDir, "cases")}
+// writeMatrixReport writes sum's report, OUT/report.md, from what the evidence store holds, and
+// returns its path.
+func writeMatrixReport(ctx context.Context, sum harness.Summary) (string, error) {
+	path := filepath.Join(sum.OutDir, "report.md")
+	var runIDs []string
 	for _, c := range sum.Cases {
-		r, err := store.Run(ctx, c.RunID)
-		if err != nil {
-			return err
-		}
-		rep.Runs = append(rep.Runs, r)
+		runIDs = append(runIDs, c.RunID)
 	}
-	var buf bytes.Buffer
-	if err := reports.Markdown(&buf, rep); err != nil {
-		return err
-	}
-	return reports.WriteFileAtomic(path, buf.Bytes())
+	return path, reports.WriteMatrixMarkdown(ctx, path, reports.MatrixReport{Provider: sum.Provider, Model: sum.Model,
+		Reference: sum.Reference, StorePath: sum.StorePath, CasesDir: filepath.Join(sum.OutDir, "cases")}, runIDs)
 }

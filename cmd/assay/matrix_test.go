@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,24 +66,57 @@ func TestMatrixRunRejectedCaseNamesEveryFailedCheck(t *testing.T) {
 	oneLine(t, result{stderr: lastLine(r.stderr)}, "reflection/standard/go rejected")
 }
 
+// matrixRun runs `assay matrix run` with h (OutDir set by the caller) and format.
+func matrixRun(t *testing.T, h harness.Options, format string) result {
+	t.Helper()
+	return call(t, "", func(ctx context.Context, io IOStreams) error {
+		return runMatrixRun(ctx, &MatrixRunOptions{IO: io, Harness: h, Format: format})
+	})
+}
+
 func TestMatrixRunBadCatalogInput(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
-		args []string
+		opts harness.Options
 		want string
 	}{
-		{[]string{"--formations", "swarm"}, `unknown formation "swarm"`},
-		{[]string{"--formations", "vote,parallel+vote"}, "listed twice"},
-		{[]string{"--profile", "triple"}, "single-file"},
-		{[]string{"--language", "rust"}, "python"},
-		{[]string{"--concurrency", "-2"}, "--concurrency"},
-		{[]string{"--reference-fault", "a:0:slow:soon"}, "delay"},
+		{harness.Options{Formations: []string{"swarm"}}, `--formations names unknown formation "swarm"`},
+		{harness.Options{Formations: []string{"vote", "parallel+vote"}}, `--formations lists case "parallel+vote" twice`},
+		{harness.Options{Profile: "triple"}, `--profile "triple" is unknown (known: single-file, standard)`},
+		{harness.Options{Language: "rust"}, `--language "rust" is unknown (known: go, python)`},
+		{harness.Options{Concurrency: -2}, "--concurrency -2 is negative"},
 	} {
-		r := runCLI(t, append([]string{"matrix", "run", "--out", dir + "/o"}, c.args...)...)
+		c.opts.OutDir = filepath.Join(dir, "o")
+		r := matrixRun(t, c.opts, "")
 		if r.code != 2 {
-			t.Fatalf("%v: exit %d (%s)", c.args, r.code, r.stderr)
+			t.Fatalf("%+v: exit %d (%s)", c.opts, r.code, r.stderr)
 		}
 		oneLine(t, r, c.want)
+		if _, err := os.Stat(c.opts.OutDir); err == nil {
+			t.Fatalf("%+v: %s was created", c.opts, c.opts.OutDir)
+		}
+	}
+	// A fault that does not parse is refused by the parser.
+	if got, code := parse(t, NewCmdMatrix, "matrix", "run", "--reference-fault", "a:0:slow:soon"); code != 2 || got != nil {
+		t.Fatalf("a fault with a bad delay: exit %d", code)
+	}
+}
+
+// A tool-call budget of 0 means the default, as harness.Options documents: the case runs under
+// DefaultMemberToolCalls and DefaultTeamToolCalls, as its boundary configuration records.
+func TestMatrixRunReadsZeroToolCallBudgetsAsTheDefaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	out := t.TempDir()
+	r := matrixRun(t, harness.Options{OutDir: out, Formations: []string{"sequential"}, MemberToolCalls: 0, TeamToolCalls: 0, RequestTimeout: 0}, "")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	q := sqlQuery(t, filepath.Join(out, "evidence.duckdb"), SQLOptions{Format: "csv", Query: `SELECT payload->>'$.member_tool_calls' AS m,
+		payload->>'$.team_tool_calls' AS t FROM events WHERE type = 'boundary_configured'`})
+	if q.code != 0 || !strings.Contains(q.stdout, fmt.Sprintf("%d,%d", harness.DefaultMemberToolCalls, harness.DefaultTeamToolCalls)) {
+		t.Fatalf("recorded budgets: exit %d %q %s", q.code, q.stdout, q.stderr)
 	}
 }
 

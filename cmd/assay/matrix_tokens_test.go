@@ -5,21 +5,23 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/assay-audit/assay/harness"
 )
 
 // A negative token limit is bad input: one line naming the flag, exit 2, nothing written.
 func TestMatrixRunRefusesNegativeTokenBudgets(t *testing.T) {
 	dir := t.TempDir()
-	for _, flag := range []string{"--member-tokens", "--team-tokens"} {
+	for flag, h := range map[string]harness.Options{"--member-tokens": {MemberTokens: -1}, "--team-tokens": {TeamTokens: -1}} {
 		t.Run(flag, func(t *testing.T) {
-			out := filepath.Join(dir, strings.TrimPrefix(flag, "--"))
-			r := runCLI(t, "matrix", "run", "--out", out, flag, "-1")
+			h.OutDir = filepath.Join(dir, strings.TrimPrefix(flag, "--"))
+			r := matrixRun(t, h, "")
 			if r.code != 2 {
 				t.Fatalf("exit %d, want 2; stderr %s", r.code, r.stderr)
 			}
-			oneLine(t, r, flag)
-			if _, err := os.Stat(out); !os.IsNotExist(err) {
-				t.Fatalf("%s was created", out)
+			oneLine(t, r, flag+" -1 is negative (0 means no limit)")
+			if _, err := os.Stat(h.OutDir); !os.IsNotExist(err) {
+				t.Fatalf("%s was created", h.OutDir)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/metrics"
 )
 
@@ -52,43 +50,20 @@ func NewCmdMetrics(io IOStreams, runF func(context.Context, *MetricsOptions) err
 	cmd := &cobra.Command{
 		Use:   "metrics",
 		Short: "Show design metrics of an indexed Go codebase, with how each was computed",
-		Long: `Show the metric values 'assay index' computed into the graph database, one row per subject of the
-chosen scope (package, type or func) and one column per metric of that scope.
-
-Every value has a kind: measured, proxy (an approximation, marked "~", e.g. sampled betweenness) or
-unavailable (printed "unavailable", never 0; --format json or csv gives the reason). Values also
-carry the method and its version, the snapshot, the build context and a coverage (--format json or
-csv): the fraction (0..1) of the value's inputs that loaded without errors, 1 when they all did. It
-means that for every value, whatever its kind: an unavailable value has coverage 1 when nothing is
-missing and the metric has no value there (abstractness of a package that declares no named
-types), below 1 when its inputs did not load; 'assay metrics explain METRIC' says which inputs
-count. The table marks with "*" a computed value whose coverage is below 1, i.e. computed from
-inputs some of which did not load (packages with load or type errors, files with syntax errors).
-
-The table marks with "?" an LCOM4 value of a type whose methods touch no receiver state (reason
-no_state): it counts the methods not linked by calls, which says nothing about cohesion, so --sort
-lcom4 ranks such values after the others (and before unavailable ones).
-
-Only base package variants are shown unless --variant all: a test variant's values (a type with
-methods declared in _test.go files, say) are that variant's own rows, never mixed into the base's.
-Package metrics exist for base variants only (coupling is defined on the import graph without test
-variants). Rows are grouped by origin (production first, then test, example, generated,
-synthesized) so that generated code is reported apart. 'assay metrics explain METRIC' prints a
-metric's definition, method, source, what its coverage is the fraction of, choices and known limits.
-
-Metrics by scope:
-  package  ` + strings.Join(metrics.Names(metrics.ScopePackage), ", ") + `
-  type     ` + strings.Join(metrics.Names(metrics.ScopeType), ", ") + `
-  func     ` + strings.Join(metrics.Names(metrics.ScopeFunc), ", "),
+		Long: longHelp("0 shown; 1 when the database could not be read; 2 on bad input: no graph database or no metrics in "+
+			"it, an unknown scope, sort or snapshot.",
+			"Show the metric values 'assay index' computed, one row per subject of --scope and one column per metric of "+
+				"that scope (base package variants only unless --variant all), grouped by origin. A value is measured, a proxy "+
+				"(~) or unavailable (spelled out, never 0); * marks one computed from inputs some of which did not load, ? an "+
+				"LCOM4 value of a type whose methods touch no receiver state. Reference: docs/cli.md; one metric: 'assay "+
+				"metrics explain METRIC'.",
+			"Metrics: "+metricsByScope()+"."),
 		Example: `  assay metrics
   assay metrics --scope func --sort cognitive --top 20
   assay metrics --scope type --sort lcom4 --format json
   assay metrics explain lcom4`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := refuseEmptyFlags(c); err != nil {
-				return err
-			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -110,16 +85,20 @@ func newCmdMetricsExplain(io IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "explain METRIC",
 		Short: "Print a metric's definition, method, source, coverage, choices and known limits",
+		Long: longHelp("0 printed; 2 on bad input: an unknown metric.",
+			"Print a metric's definition, its method and version, its source (a paper, a tool), what its coverage is the "+
+				"fraction of, the choices made and the known limits. Reference: docs/cli.md.",
+			"Metrics: "+metricsByScope()+"."),
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return badInput(fmt.Errorf("assay metrics explain takes exactly one METRIC, got %d (metrics: %s)", len(args), strings.Join(metrics.Names(""), ", ")))
+				return usageErrorf("assay metrics explain takes exactly one METRIC, got %d (metrics: %s)", len(args), strings.Join(metrics.Names(""), ", "))
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			d, ok := metrics.Lookup(args[0])
 			if !ok {
-				return badInput(fmt.Errorf("unknown metric %q (metrics: %s)", args[0], strings.Join(metrics.Names(""), ", ")))
+				return usageErrorf("unknown metric %q (metrics: %s)", args[0], strings.Join(metrics.Names(""), ", "))
 			}
 			return writeExplain(io.Out, d)
 		},
@@ -175,35 +154,32 @@ type metricsRow struct {
 }
 
 func runMetrics(ctx context.Context, opts *MetricsOptions) error {
-	if err := checkFormat(opts.Format, "table", "json", "csv"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json", "csv")
+	if err != nil {
 		return err
 	}
 	scope := metrics.Scope(opts.Scope)
 	if !slices.Contains(metrics.Scopes, scope) {
-		return badInput(fmt.Errorf("--scope %q is not one of package, type, func", opts.Scope))
+		return usageErrorf("--scope %q is not one of package, type, func", opts.Scope)
 	}
 	names := metrics.Names(scope)
 	if opts.Sort != "" && !slices.Contains(names, opts.Sort) {
 		for _, other := range metrics.Scopes {
 			if other != scope && slices.Contains(metrics.Names(other), opts.Sort) {
-				return badInput(fmt.Errorf("--sort %q is a %s metric, not a %s one: add --scope %s", opts.Sort, other, scope, other))
+				return usageErrorf("--sort %q is a %s metric, not a %s one: add --scope %s", opts.Sort, other, scope, other)
 			}
 		}
-		return badInput(fmt.Errorf("--sort %q is not a %s metric (%s)", opts.Sort, scope, strings.Join(names, ", ")))
+		return usageErrorf("--sort %q is not a %s metric (%s)", opts.Sort, scope, strings.Join(names, ", "))
 	}
 	if opts.Variant != "base" && opts.Variant != "all" {
-		return badInput(fmt.Errorf("--variant %q is not base or all", opts.Variant))
+		return usageErrorf("--variant %q is not base or all", opts.Variant)
 	}
 	if opts.Top < 0 {
-		return badInput(fmt.Errorf("--top %d is negative", opts.Top))
+		return usageErrorf("--top %d is negative", opts.Top)
 	}
 	vals, err := metrics.Read(ctx, opts.Graph.path(), metrics.Filter{SnapshotID: opts.Snapshot, Scope: scope})
 	if err != nil {
-		var sv *indexer.SchemaVersionError
-		if errors.As(err, &sv) || errors.Is(err, metrics.ErrNoMetrics) || errors.Is(err, metrics.ErrSnapshotMismatch) {
-			return badInput(err)
-		}
-		return badInput(fmt.Errorf("read metrics: %w", err))
+		return err
 	}
 	if opts.Variant == "base" {
 		vals = slices.DeleteFunc(vals, func(v metrics.Value) bool { return v.Variant != "base" })
@@ -215,7 +191,7 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 	sortRows(rows, opts.Sort)
 	rows = topPerOrigin(rows, opts.Top)
 
-	switch opts.Format {
+	switch format {
 	case "json":
 		if rows == nil {
 			rows = []*metricsRow{}

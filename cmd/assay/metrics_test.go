@@ -114,9 +114,8 @@ func TestMetricsExplain(t *testing.T) {
 			t.Errorf("explain %s lacks its coverage:\n%s", d.Name, e.stdout)
 		}
 	}
-	help := runCLI(t, "metrics", "--help")
-	if !strings.Contains(help.stdout, "an unavailable value has coverage 1 when nothing is\nmissing") {
-		t.Errorf("--help does not say what coverage means for an unavailable value:\n%s", help.stdout)
+	if ref := oneSpaced(cliReference(t, "## assay metrics")); !strings.Contains(ref, "an unavailable value has coverage 1 when nothing is missing") {
+		t.Errorf("docs/cli.md does not say what coverage means for an unavailable value:\n%s", ref)
 	}
 	bad := runCLI(t, "metrics", "explain", "cohesion")
 	if bad.code != 2 {
@@ -275,8 +274,13 @@ func TestMetricsSortLCOM4RanksNoStateLast(t *testing.T) {
 		t.Errorf("json order %v, table order %v", got, subjects)
 	}
 	help := runCLI(t, "metrics", "--help")
-	if !strings.Contains(help.stdout, `marks with "?" an LCOM4 value`) || !strings.Contains(help.stdout, "values marked ? after the others") {
+	if !strings.Contains(oneSpaced(help.stdout), "? an LCOM4 value of a type whose methods touch no receiver state") ||
+		!strings.Contains(help.stdout, "values marked ? after the others") {
 		t.Errorf("--help does not explain the ? mark and its sort order:\n%s", help.stdout)
+	}
+	if ref := oneSpaced(cliReference(t, "## assay metrics")); !strings.Contains(ref, `marks with "?" an LCOM4 value`) ||
+		!strings.Contains(ref, "ranks such values after the others") {
+		t.Errorf("docs/cli.md does not explain the ? mark and its sort order:\n%s", ref)
 	}
 }
 

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,11 +18,11 @@ func NewCmdOracle(io IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "oracle",
 		Short: "Check an artifact against a finite-domain oracle spec",
-		Long: `The finite-domain oracle decides whether an artifact computes what a spec says without trusting the
-artifact's own tests: it runs the artifact's function on every input of the spec's finite domain in a
-bounded subprocess (own process group, deadline, output to a file, minimal environment) and compares
-every output exactly with a reference evaluated in assay's own process. Go artifacts are built with a
-generated driver; Python artifacts run under python3 -I -S (standard library only).`,
+		Long: longHelp("",
+			"The finite-domain oracle decides whether an artifact computes what a spec says without trusting the artifact's "+
+				"own tests: it runs the artifact's function on every input of the spec's finite domain in a bounded subprocess "+
+				"and compares every output exactly with a reference evaluated in assay's own process. Built-in specs: "+
+				list("and", specNames()...)+". Reference: docs/cli.md."),
 	}
 	cmd.AddCommand(NewCmdOracleSpecs(io, nil), NewCmdOracleCheck(io, nil))
 	return cmd
@@ -42,9 +40,10 @@ func NewCmdOracleSpecs(io IOStreams, runF func(context.Context, *OracleSpecsOpti
 	cmd := &cobra.Command{
 		Use:   "specs",
 		Short: "List the built-in oracle specs",
-		Long: `List the built-in oracle specs: for each, the file and function it expects in every language it
-supports, the number of checks (inputs) it runs, its signed-zero rule and what the function must compute.
---format json adds the domains and the reference expressions.`,
+		Long: longHelp("0 listed; 2 on bad input.",
+			"List the built-in oracle specs: for each, the file and function it expects in every language it supports, the "+
+				"number of checks (inputs) it runs, its signed-zero rule and what the function must compute. --format json adds "+
+				"the domains and the reference expressions. Reference: docs/cli.md."),
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {
@@ -85,7 +84,8 @@ type specRow struct {
 }
 
 func runOracleSpecs(ctx context.Context, opts *OracleSpecsOptions) error {
-	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json")
+	if err != nil {
 		return err
 	}
 	var rows []specRow
@@ -105,7 +105,7 @@ func runOracleSpecs(ctx context.Context, opts *OracleSpecsOptions) error {
 		}
 		rows = append(rows, row)
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		return writeJSON(opts.IO.Out, rows)
 	}
 	t := table{header: []string{"SPEC", "TARGETS", "CHECKS", "SIGNED ZERO", "COMPUTES"}}
@@ -136,21 +136,18 @@ func NewCmdOracleCheck(io IOStreams, runF func(context.Context, *OracleCheckOpti
 	cmd := &cobra.Command{
 		Use:   "check --spec NAME FILE",
 		Short: "Run one oracle spec against a Go or Python file",
-		Long: `Run the oracle spec NAME (see 'assay oracle specs') against FILE. The language comes from the
-extension: a .go file must declare the spec's generic Go function (any package name but main), a .py file
-the spec's Python function at module level. Every input of the spec's domain is checked and compared
-exactly, with types: Double[int] over ints and Double[float64] over floats in Go; in Python an int input
-must give an int (not a bool) and a float input a float.
-
-Verdicts: passed, failed, timeout, crashed, incomplete_report, artifact_modified, cleanup_fault,
-cancelled, unavailable (no go tool or no python3: never a pass). Exit status 0 for passed, 1 for any other
-verdict, 2 for bad input (no such file, unknown spec, a language that is not recognised or that the spec
-does not support).`,
+		Long: longHelp("0 for passed; 1 for any other verdict (unavailable, with no go tool or python3, is never a pass); 2 "+
+			"on bad input: no such file, an unknown spec, a language not recognised or not supported by the spec, a negative "+
+			"duration.",
+			"Run the oracle spec NAME (see 'assay oracle specs') against FILE, whose extension names its language (.go: "+
+				"the spec's generic Go function, in any package but main; .py: the spec's function at module level). Every "+
+				"input of the spec's domain is checked and compared exactly, with types. Verdicts: "+
+				list("and", oracle.CheckVerdicts()...)+". Reference: docs/cli.md."),
 		Example: `  assay oracle check --spec double double.py
   assay oracle check --spec clamp --format json ./clamp/clamp.go`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return badInput(fmt.Errorf("assay oracle check takes exactly one FILE argument, got %d", len(args)))
+				return usageErrorf("assay oracle check takes exactly one FILE argument, got %d", len(args))
 			}
 			return nil
 		},
@@ -164,8 +161,8 @@ does not support).`,
 	}
 	cmd.Flags().StringVar(&opts.Spec, "spec", "double", "oracle spec to run (see 'assay oracle specs')")
 	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table or json (one object with a top-level verdict)")
-	cmd.Flags().DurationVar(&opts.Deadline, "deadline", oracle.DefaultDeadline, "execution deadline of the driver (the Go build has its own)")
-	cmd.Flags().DurationVar(&opts.Cleanup, "cleanup", oracle.DefaultCleanup, "how long the driver's process group may take to be gone after it ends")
+	cmd.Flags().DurationVar(&opts.Deadline, "deadline", oracle.DefaultDeadline, "execution deadline of the driver (the Go build has its own; 0 = the default)")
+	cmd.Flags().DurationVar(&opts.Cleanup, "cleanup", oracle.DefaultCleanup, "how long the driver's process group may take to be gone after it ends (0 = the default)")
 	cmd.Flags().StringVar(&opts.Keep, "keep", "", "keep the working directory (driver, logs, report) inside this directory")
 	return cmd
 }
@@ -192,45 +189,26 @@ type checkOutput struct {
 }
 
 func runOracleCheck(ctx context.Context, opts *OracleCheckOptions) error {
-	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json")
+	if err != nil {
 		return err
-	}
-	spec, ok := oracle.SpecByName(opts.Spec)
-	if !ok {
-		var names []string
-		for _, s := range oracle.Specs() {
-			names = append(names, s.Name)
-		}
-		return badInput(fmt.Errorf("unknown oracle spec %q (built-in: %s)", opts.Spec, strings.Join(names, ", ")))
 	}
 	path, err := filepath.Abs(opts.File)
 	if err != nil {
-		return badInput(fmt.Errorf("artifact %s: %w", opts.File, err))
+		return fmt.Errorf("artifact %s: %w", opts.File, err)
 	}
-	info, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return badInput(fmt.Errorf("artifact %s: %w", opts.File, err))
-	case !info.Mode().IsRegular():
-		return badInput(fmt.Errorf("artifact %s is not a regular file", opts.File))
-	}
-	lang, err := oracle.LanguageOf(path)
+	spec, err := oracle.SpecForFile(opts.Spec, path)
 	if err != nil {
-		return badInput(err)
+		return err
 	}
-	if spec, err = spec.ForLanguage(lang); err != nil {
-		return badInput(err)
+	oopts := oracle.Options{Deadline: opts.Deadline, Cleanup: opts.Cleanup, WorkDir: opts.Keep}
+	if err := oopts.Validate(); err != nil {
+		return err
 	}
-	if opts.Deadline <= 0 || opts.Cleanup <= 0 {
-		return badInput(fmt.Errorf("--deadline and --cleanup must be positive, got %s and %s", opts.Deadline, opts.Cleanup))
-	}
-	fmt.Fprintf(opts.IO.ErrOut, "assay: checking %s against spec %s (%s, %d inputs)\n", opts.File, spec.Name, lang, spec.Expected())
-	res, err := oracle.Check(ctx, spec, path, oracle.Options{Deadline: opts.Deadline, Cleanup: opts.Cleanup, WorkDir: opts.Keep})
+	fmt.Fprintf(opts.IO.ErrOut, "assay: checking %s against spec %s (%s, %d inputs)\n", opts.File, spec.Name, spec.Language, spec.Expected())
+	res, err := oracle.Check(ctx, spec, path, oopts)
 	if err != nil {
-		if errors.Is(err, oracle.ErrInvalidSpec) || errors.Is(err, oracle.ErrUnknownLanguage) || errors.Is(err, os.ErrNotExist) {
-			return badInput(err)
-		}
-		return badInput(fmt.Errorf("oracle check %s: %w", opts.File, err))
+		return err
 	}
 	out := checkOutput{Verdict: res.Verdict, Spec: res.Spec, Language: res.Language, File: path, Checks: res.Checks,
 		Expected: res.Expected, FirstFailures: res.FirstFailures, Detail: res.Detail, ArtifactSHA256: res.ArtifactSHA256,
@@ -243,7 +221,7 @@ func runOracleCheck(ctx context.Context, opts *OracleCheckOptions) error {
 	if out.FirstFailures == nil {
 		out.FirstFailures = []oracle.Failure{}
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		if err := writeJSON(opts.IO.Out, out); err != nil {
 			return err
 		}

@@ -125,12 +125,12 @@ func TestOracleCheckBadInput(t *testing.T) {
 		want string
 	}{
 		{name: "no such file", args: []string{"oracle", "check", filepath.Join(t.TempDir(), "none.py")}, want: "no such file"},
-		{name: "unknown spec", args: []string{"oracle", "check", "--spec", "triple", py}, want: `unknown oracle spec "triple"`},
+		{name: "unknown spec", args: []string{"oracle", "check", "--spec", "triple", py}, want: `no built-in spec "triple" (built-in: double, abs, clamp)`},
 		{name: "language not recognised", args: []string{"oracle", "check", goOnly}, want: "unknown language"},
 		{name: "directory", args: []string{"oracle", "check", t.TempDir()}, want: "not a regular file"},
 		{name: "no file", args: []string{"oracle", "check"}, want: "exactly one FILE"},
 		{name: "bad format", args: []string{"oracle", "check", "--format", "xml", py}, want: "--format"},
-		{name: "bad deadline", args: []string{"oracle", "check", "--deadline", "0s", py}, want: "must be positive"},
+		{name: "negative deadline", args: []string{"oracle", "check", "--deadline", "-1s", py}, want: "--deadline -1s is negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

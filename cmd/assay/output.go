@@ -40,12 +40,16 @@ func (t table) writeCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// checkFormat validates a --format value against the allowed ones.
-func checkFormat(format string, allowed ...string) error {
-	if !slices.Contains(allowed, format) {
-		return badInput(fmt.Errorf("--format %q is not one of %s", format, strings.Join(allowed, ", ")))
+// outputFormat returns the --format value format if it is one of allowed, the first of allowed (the
+// flag's default) when it is "", and bad usage otherwise.
+func outputFormat(format string, allowed ...string) (string, error) {
+	switch {
+	case format == "":
+		return allowed[0], nil
+	case !slices.Contains(allowed, format):
+		return "", usageErrorf("--format %q is not one of %s", format, strings.Join(allowed, ", "))
 	}
-	return nil
+	return format, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -20,9 +20,14 @@ func TestProviderServeServesWithFaultsUntilInterrupted(t *testing.T) {
 	outR, outW := io.Pipe()
 	var errOut strings.Builder
 	code := make(chan int, 1)
+	faults, err := parseFaults("--faults", []string{"a:1:http_500", "b:-1:replace_reply:not: json"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() {
-		code <- run(ctx, []string{"provider", "serve", "--addr", "127.0.0.1:0", "--faults", "a:1:http_500",
-			"--faults", "b:-1:replace_reply:not: json"}, IOStreams{In: strings.NewReader(""), Out: outW, ErrOut: &errOut})
+		err := runProviderServe(ctx, &ProviderServeOptions{IO: IOStreams{In: strings.NewReader(""), Out: outW, ErrOut: &errOut},
+			Addr: "127.0.0.1:0", Faults: faults, SessionHeader: reference.DefaultSessionHeader})
+		code <- report(&errOut, err)
 		outW.Close()
 	}()
 	line, err := bufio.NewReader(outR).ReadString('\n')
@@ -70,22 +75,48 @@ func TestProviderServeServesWithFaultsUntilInterrupted(t *testing.T) {
 }
 
 func TestProviderServeBadInput(t *testing.T) {
+	// What the parser refuses: a fault that does not parse, an argument.
+	for _, args := range [][]string{
+		{"provider", "serve", "--faults", "a:0:explode"},
+		{"provider", "serve", "--faults", "a:zero:drop_usage"},
+		{"provider", "serve", "extra"},
+	} {
+		if got, code := parse(t, NewCmdProvider, args...); code != 2 || got != nil {
+			t.Errorf("%q: exit %d, want 2 and nothing served", args, code)
+		}
+	}
+	// What the provider refuses before serving.
 	for _, c := range []struct {
-		args []string
+		opts ProviderServeOptions
 		want string
 	}{
-		{[]string{"provider", "serve", "--faults", "a:0:explode"}, "explode"},
-		{[]string{"provider", "serve", "--faults", "a:zero:drop_usage"}, "turn"},
-		{[]string{"provider", "serve", "--addr", "not-an-address"}, "listen"},
-		{[]string{"provider", "serve", "--parallel-capacity", "0"}, "--parallel-capacity"},
-		{[]string{"provider", "serve", "--format", "xml"}, "--format"},
-		{[]string{"provider", "serve", "extra"}, "takes no arguments"},
+		{ProviderServeOptions{Addr: "not-an-address"}, `listen address "not-an-address"`},
+		{ProviderServeOptions{Addr: "127.0.0.1:99999"}, "the port must be a number from 0 to 65535"},
+		{ProviderServeOptions{Addr: "127.0.0.1:0", SessionHeader: "X Y"}, "session header"},
+		{ProviderServeOptions{Addr: "127.0.0.1:0", Format: "xml"}, `--format "xml"`},
 	} {
-		r := runCLI(t, c.args...)
-		if r.code != 2 {
-			t.Fatalf("%v: exit %d, want 2 (%s)", c.args, r.code, r.stderr)
+		r := call(t, "", func(ctx context.Context, io IOStreams) error {
+			c.opts.IO = io
+			return runProviderServe(ctx, &c.opts)
+		})
+		if r.code != 2 || r.stdout != "" {
+			t.Errorf("%+v: exit %d, stdout %q (%s)", c.opts, r.code, r.stdout, r.stderr)
+			continue
 		}
 		oneLine(t, r, c.want)
+	}
+	// A port another process holds is not bad input: it could not serve, exit 1.
+	run, err := reference.StartOn(t.Context(), "127.0.0.1:0", reference.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	taken := strings.TrimSuffix(strings.TrimPrefix(run.BaseURL(), "http://"), "/v1")
+	r := call(t, "", func(ctx context.Context, io IOStreams) error {
+		return runProviderServe(ctx, &ProviderServeOptions{IO: io, Addr: taken})
+	})
+	if r.code != 1 {
+		t.Errorf("a taken port: exit %d, want 1 (%s)", r.code, r.stderr)
 	}
 }
 
@@ -95,7 +126,9 @@ func TestProviderServeRefusesAForeignEffectsDB(t *testing.T) {
 	if err := os.WriteFile(foreign, []byte("not a database at all, just text that is long enough to look like a file\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, "provider", "serve", "--addr", "127.0.0.1:0", "--effects-db", foreign)
+	r := call(t, "", func(ctx context.Context, io IOStreams) error {
+		return runProviderServe(ctx, &ProviderServeOptions{IO: io, Addr: "127.0.0.1:0", EffectsDB: foreign})
+	})
 	if r.code != 2 {
 		t.Fatalf("exit %d, want 2: %s", r.code, r.stderr)
 	}

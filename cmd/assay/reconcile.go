@@ -2,26 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
-	"github.com/assay-audit/assay/runtime"
-	"github.com/assay-audit/assay/runtime/effect"
-	"github.com/assay-audit/assay/runtime/event"
-	"github.com/assay-audit/assay/runtime/policy"
-	"github.com/assay-audit/assay/runtime/provider/reference"
-	"github.com/assay-audit/assay/runtime/tool"
 )
 
 // ReconcileOptions are the parsed flags of `assay reconcile`.
@@ -47,37 +34,22 @@ func NewCmdReconcile(io IOStreams, runF func(context.Context, *ReconcileOptions)
 	cmd := &cobra.Command{
 		Use:   "reconcile RUN CALL (--outcome succeeded|failed --note TEXT | --lookup)",
 		Short: "Resolve a tool call whose outcome is unknown: by the backend's receipt, or an operator's decision",
-		Long: `Resolve one effect whose outcome is unknown (see 'assay effects --state unknown') in one of two ways.
-
---lookup asks the backend for the effect's receipt by its idempotency key: the effect service's
-SQLite database that the matrix run's embedded reference provider kept (reference-effects.db beside
-the evidence store, or --effects-db FILE), read directly, so it works after the provider is gone.
-A committed receipt for the intent's payload resolves the effect to succeeded (a receipt saying "not
-committed", to failed) and is recorded with it. No receipt leaves it unknown and records nothing
-(exit 1): check the backend yourself and decide with --outcome. A receipt for another payload under
-the same key is evidence for another action and resolves nothing (exit 1).
-
---outcome records an operator's decision, after checking the backend yourself: did the write, the
-command, the request commit? --note says on what evidence.
-
-CALL is the call's idempotency key (RUN:MEMBER:CALL_ID) or its call id when exactly one member used it.
-The decision goes through the same transition guard as the runtime: only an unknown effect can be
-resolved, only to succeeded or failed, and a terminal outcome is never revised.
-
-Finalized runs are immutable, so the decision is recorded as a new event in a correction run linked
-to RUN (finalized as non_certifiable: recording a decision certifies nothing; the case's checks decide
-acceptance). 'assay effects RUN' folds the correction in. A run still executing is refused.
-
-Exit status: 0 recorded; 1 --lookup could not resolve it (no receipt, a receipt for another payload,
-an unreadable database), nothing recorded; 2 bad input (unknown run or call, an effect that is not
-unknown, a missing note, both or neither of --outcome and --lookup, no effects database), nothing
-recorded.`,
+		Long: longHelp("0 recorded; 1 --lookup resolved nothing (no receipt, a receipt for another payload, an unreadable "+
+			"database) or the store could not be written, nothing recorded; 2 on bad input (an unknown run or call, an effect "+
+			"that is not unknown, both or neither of --lookup and --outcome, a missing --note, no effects database), nothing "+
+			"recorded.",
+			"Resolve one effect whose outcome is unknown (see 'assay effects --state unknown'): --lookup by the backend's "+
+				"receipt under its idempotency key, read from the effect service's database ("+harness.EffectsDBName+" beside the "+
+				"store, or --effects-db FILE) after the provider is gone; or --outcome succeeded|failed, an operator's decision "+
+				"with --note saying on what evidence. CALL is the idempotency key (RUN:MEMBER:CALL_ID), MEMBER:CALL_ID, or a call "+
+				"id one member used. The resolution goes through the runtime's transition guard and is recorded in a new "+
+				"correction run linked to RUN, finalized non_certifiable; a run still executing is refused. Reference: docs/cli.md."),
 		Example: `  assay reconcile run-20261130t101500-0a1b2c3d4e5f exec-1:r1-call_34eec85cbd21 --lookup
   assay reconcile run-20261130t101500-0a1b2c3d4e5f exec-1:r0-call_1 --outcome succeeded \
       --note "backend audit log has the write, receipt tx-4411"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return badInput(fmt.Errorf("assay reconcile takes RUN and CALL, got %d arguments", len(args)))
+				return usageErrorf("assay reconcile takes RUN and CALL, got %d arguments", len(args))
 			}
 			return nil
 		},
@@ -100,125 +72,15 @@ recorded.`,
 }
 
 func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
-	switch {
-	case opts.Lookup && opts.Outcome != "":
-		return badInput(errors.New("--lookup and --outcome exclude each other: the receipt decides, or the operator does"))
-	case opts.Lookup:
-	case opts.Outcome == "":
-		return badInput(errors.New("say how to resolve it: --lookup (the backend's receipt) or --outcome succeeded|failed --note TEXT"))
-	case opts.Outcome != tool.StateSucceeded && opts.Outcome != tool.StateFailed:
-		return badInput(fmt.Errorf("--outcome must be succeeded or failed, got %q", opts.Outcome))
-	case strings.TrimSpace(opts.Note) == "":
-		return badInput(errors.New("--note is required: say what evidence the decision rests on"))
-	case strings.TrimSpace(opts.Operator) == "":
-		return badInput(errors.New("--operator is required ($USER is not set)"))
-	}
-	store, err := openStore(ctx, opts.Store, false, opts.Wait, "assay reconcile")
+	rec, err := harness.Reconcile(ctx, harness.ReconcileRequest{StorePath: opts.Store.path(), RunID: opts.Run, Call: opts.Call,
+		Lookup: opts.Lookup, EffectsDB: opts.EffectsDB, Outcome: opts.Outcome, Note: opts.Note, Operator: opts.Operator,
+		Wait: opts.Wait, Command: "assay reconcile"})
 	if err != nil {
+		// A lookup that resolved nothing (harness.ErrNoReceipt, ErrReceiptPayloadMismatch) is a
+		// failed check, exit 1, as any error that is not bad input.
 		return err
 	}
-	defer store.Close()
-	runs, err := selectRuns(ctx, store, []string{opts.Run})
-	if err != nil {
-		return err
-	}
-	r := runs[0]
-	if r.Status == evidence.StatusOpen {
-		return badInput(fmt.Errorf("run %s is still executing (status open); reconcile its effects after it ends", r.RunID))
-	}
-	effs, err := runEffectsOf(ctx, store, r)
-	if err != nil {
-		return err
-	}
-	e, err := findEffect(effs, r.RunID, opts.Call)
-	if err != nil {
-		return err
-	}
-	if e.State != effect.Unknown {
-		return badInput(fmt.Errorf("effect %s is %s, not unknown: nothing to reconcile, nothing recorded", e.IdempotencyKey, stateOf(e)))
-	}
-	redact := policy.NewRedactor(policy.SecretsFromEnv(os.Environ())...)
-	var out tool.Outcome
-	how := "operator decision"
-	if opts.Lookup {
-		if out, err = lookupOutcome(ctx, opts, e); err != nil {
-			return err
-		}
-		out.Note = redact.String(out.Note)
-		how = "receipt lookup, receipt " + out.Receipt.Reference
-	} else {
-		to := effect.State(opts.Outcome)
-		if _, err := effect.Transition(e.State, effect.Event{Kind: effect.Reconcile, To: to}); err != nil {
-			return badInput(fmt.Errorf("effect %s: %w; nothing recorded", e.IdempotencyKey, err))
-		}
-		out = tool.Outcome{RunID: e.RunID, MemberID: e.MemberID, SessionID: e.SessionID, CallID: e.CallID,
-			IdempotencyKey: e.IdempotencyKey, Tool: e.Tool, State: opts.Outcome, Source: "operator", Mode: e.Mode,
-			Note: redact.String(fmt.Sprintf("%s (operator %s)", opts.Note, opts.Operator)), Revision: e.Intent.Revision}
-		if to == effect.Succeeded {
-			out.Result = "effect confirmed by operator"
-		}
-	}
-	ev, err := runtime.NewEvent(e.MemberID, e.SessionID, event.ToolResult{Outcome: out})
-	if err != nil {
-		return err
-	}
-	corrID, err := correctionRunID(r.RunID)
-	if err != nil {
-		return err
-	}
-	if err := store.OpenRun(ctx, corrID, r.Envelope, r.RunID); err != nil {
-		return fmt.Errorf("open correction run for %s: %w", r.RunID, err)
-	}
-	if _, err := store.AppendEvent(ctx, corrID, evidence.Event{Type: ev.Type, MemberID: ev.MemberID, SessionID: ev.SessionID,
-		Time: ev.Time, Payload: ev.Payload}); err != nil {
-		return fmt.Errorf("record the decision in %s: %w", corrID, err)
-	}
-	if _, err := store.Finalize(ctx, corrID, evidence.Verdict{Verdict: evidence.VerdictNonCertifiable,
-		Reasons: []string{fmt.Sprintf("reconciliation of %s in run %s (%s): %s; a recorded resolution certifies nothing",
-			e.IdempotencyKey, r.RunID, how, out.State)}}); err != nil {
-		return fmt.Errorf("finalize correction run %s: %w", corrID, err)
-	}
-	fmt.Fprintf(opts.IO.Out, "reconciled %s: unknown -> %s (%s), recorded in correction run %s (corrects %s)\n",
-		e.IdempotencyKey, out.State, how, corrID, r.RunID)
-	return nil
-}
-
-// lookupOutcome resolves e through the effect service's receipt (harness.ReconcileThroughLookup)
-// in the database opts names, or the one beside the store.
-func lookupOutcome(ctx context.Context, opts *ReconcileOptions, e tool.Effect) (tool.Outcome, error) {
-	path := opts.EffectsDB
-	if path == "" {
-		path = harness.EffectsDBPath(filepath.Dir(opts.Store.path()))
-	}
-	db, err := reference.OpenEffectsReader(ctx, path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && opts.EffectsDB != "":
-		return tool.Outcome{}, badInput(fmt.Errorf("no effects database at %s (--effects-db); name the file the effect service kept its receipts in, or decide with --outcome", path))
-	case errors.Is(err, fs.ErrNotExist):
-		return tool.Outcome{}, badInput(fmt.Errorf("no effects database at %s: the run's effects were not served by the embedded effect service there; name it with --effects-db, or decide with --outcome", path))
-	case err != nil:
-		return tool.Outcome{}, badInput(err)
-	}
-	defer db.Close()
-	out, err := harness.ReconcileThroughLookup(ctx, db, e)
-	switch {
-	case errors.Is(err, harness.ErrNoReceipt):
-		return tool.Outcome{}, failed("no receipt for %s in %s: the effect stays unknown, nothing recorded (check the backend yourself and decide with --outcome)", e.IdempotencyKey, db.Path())
-	case err != nil:
-		return tool.Outcome{}, failed("receipt lookup for %s did not resolve it: %v; nothing recorded", e.IdempotencyKey, err)
-	}
-	return out, nil
-}
-
-// correctionRunID returns a new globally unique run id for a correction of runID.
-func correctionRunID(runID string) (string, error) {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("run id: %w", err)
-	}
-	suffix := "-reconcile-" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b)
-	if len(runID)+len(suffix) > 128 {
-		runID = runID[:128-len(suffix)]
-	}
-	return runID + suffix, nil
+	_, err = fmt.Fprintf(opts.IO.Out, "reconciled %s: unknown -> %s (%s), recorded in correction run %s (corrects %s)\n",
+		rec.Effect.IdempotencyKey, rec.Outcome.State, rec.How, rec.CorrectionRunID, rec.RunID)
+	return err
 }

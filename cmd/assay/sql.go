@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"strconv"
 	"time"
@@ -35,22 +33,19 @@ func NewCmdSQL(io IOStreams, runF func(context.Context, *SQLOptions) error) *cob
 	cmd := &cobra.Command{
 		Use:   "sql QUERY",
 		Short: "Query the evidence store with SQL (read-only)",
-		Long: `Run one SQL statement against the DuckDB evidence store, opened read-only. Statements that would write —
-INSERT, UPDATE, CREATE, COPY ... TO, ATTACH, INSTALL, LOAD — are refused by the read-only connection
-and its locked configuration, not by parsing your SQL. Tables: runs, admissions, envelopes, events,
-artifacts, run_artifacts, usage, usage_calls, usage_verdicts, checks, verdicts, checkpoints, writers,
-run_status_changes, meta (see docs/evidence-schema.md).
-
-While a writer (assay matrix run) holds the store, reading it is refused naming the writer's pid;
---wait DURATION waits up to that long for it to finish instead.
-
-Exit status: 0 on success; 2 on bad input (no store, a refused or failing query, the store locked).`,
+		Long: longHelp("0 on success; 1 when the store could not be read; 2 on bad input: no store, a statement refused or "+
+			"failing, a store a writer holds.",
+			"Run one SQL statement against the DuckDB evidence store, opened read-only: a statement that would write is "+
+				"refused by the read-only connection and its locked configuration, not by parsing your SQL. The tables and "+
+				"their columns are in docs/evidence-schema.md; docs/queries.md has useful queries. While a writer (assay matrix "+
+				"run) holds the store, reading it is refused naming the writer's pid; --wait DURATION waits up to that long "+
+				"instead. Reference: docs/cli.md."),
 		Example: `  assay sql "SELECT run_id, verdict FROM verdicts"
   assay sql --format json "SELECT member_id, source, state, total_tokens FROM usage"
   assay sql --wait 2m "SELECT run_id, status FROM runs ORDER BY ordinal"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return badInput(fmt.Errorf("assay sql takes exactly one QUERY argument, got %d", len(args)))
+				return usageErrorf("assay sql takes exactly one QUERY argument, got %d", len(args))
 			}
 			return nil
 		},
@@ -69,25 +64,20 @@ Exit status: 0 on success; 2 on bad input (no store, a refused or failing query,
 }
 
 func runSQL(ctx context.Context, opts *SQLOptions) error {
-	if err := checkFormat(opts.Format, "table", "csv", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "csv", "json")
+	if err != nil {
 		return err
 	}
-	if opts.Wait < 0 {
-		return badInput(fmt.Errorf("--wait %s is negative", opts.Wait))
-	}
 	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay sql"})
-	if errors.Is(err, fs.ErrNotExist) {
-		return badInput(fmt.Errorf("no evidence store at %s: run `assay matrix run` first, or name one with --out or --store", opts.Store.path()))
-	}
 	if err != nil {
-		return badInput(err)
+		return err
 	}
 	defer store.Close()
 	res, err := store.Query(ctx, opts.Query)
 	if err != nil {
-		return badInput(fmt.Errorf("query refused or failed: %w", err))
+		return err
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		return writeRowsJSON(opts.IO.Out, res.Columns, res.Rows)
 	}
 	t := table{header: res.Columns}
@@ -98,7 +88,7 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 		}
 		t.rows = append(t.rows, cells)
 	}
-	if opts.Format == "csv" {
+	if format == "csv" {
 		return t.writeCSV(opts.IO.Out)
 	}
 	return t.writeText(opts.IO.Out)

@@ -28,17 +28,14 @@ func NewCmdStore(io IOStreams, runF func(context.Context, *StoreMigrateOptions) 
 	migrate := &cobra.Command{
 		Use:   "migrate",
 		Short: "Upgrade an evidence store written by an older assay to the current schema",
-		Long: `Upgrade the evidence store in place to the schema version this assay writes, holding the writer
-lock. Every step runs in one transaction: a failed migration leaves the file as it was. Reading a store
-never migrates it; other commands refuse an older store and point here. Runs finalized under an older
-schema keep the terminal hash definition they were finalized with, so they verify as before. Migrating
-from schema 2 chains every existing run into the store-wide admissions chain in creation order (a run
-deleted before the migration stays visible as a gap) and refuses a store holding events of the types
-check_recorded or run_finalized, which schema 3 reserves for the store. Every run is verified after
-migrating and the result printed. A store newer than this assay is refused.
-
-Exit status: 0 migrated (or already current) and every run verifies or is unfinalized; 1 when a run
-does not verify; 2 on bad input (no such file, not a store, newer schema, lock held).`,
+		Long: longHelp("0 migrated (or already current) and every run verifies or is unfinalized; 1 when a run does not verify "+
+			"or the store could not be written; 2 on bad input: no store, not a store, a newer schema, a store another "+
+			"process holds.",
+			fmt.Sprintf("Upgrade the evidence store in place to schema version %d, the one this assay writes, holding the "+
+				"writer lock, in one transaction: a failed migration leaves the file as it was. Reading a store never migrates "+
+				"it; other commands refuse an older store and point here. Runs finalized under an older schema keep the "+
+				"terminal hash they were finalized with, so they verify as before; every run is verified after migrating and "+
+				"the result printed. What each migration does: docs/cli.md.", evidence.SchemaVersion)),
 		Example: `  assay store migrate --out assay-out
   assay store migrate --store old/evidence.duckdb --wait 30s --format json`,
 		Args: noArgs,
@@ -57,14 +54,15 @@ does not verify; 2 on bad input (no such file, not a store, newer schema, lock h
 }
 
 func runStoreMigrate(ctx context.Context, opts *StoreMigrateOptions) error {
-	if err := checkFormat(opts.Format, "table", "json"); err != nil {
+	format, err := outputFormat(opts.Format, "table", "json")
+	if err != nil {
 		return err
 	}
 	res, err := evidence.Migrate(ctx, opts.Store.path(), evidence.OpenOptions{Wait: opts.Wait, Command: "assay store migrate"})
 	if err != nil {
-		return badInput(err)
+		return err
 	}
-	if opts.Format == "json" {
+	if format == "json" {
 		if err := writeJSON(opts.IO.Out, res); err != nil {
 			return err
 		}
@@ -88,10 +86,8 @@ func runStoreMigrate(ctx context.Context, opts *StoreMigrateOptions) error {
 			return err
 		}
 	}
-	for _, v := range res.Verification {
-		if v.Status != evidence.VerifyOK && v.Status != evidence.VerifyUnfinalized {
-			return failed("migrated, but run %s does not verify: %s", v.RunID, v.Status)
-		}
+	if bad := res.Unverified(); len(bad) > 0 {
+		return failed("migrated, but run %s does not verify: %s", bad[0].RunID, bad[0].Status)
 	}
 	return nil
 }

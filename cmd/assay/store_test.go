@@ -82,95 +82,91 @@ func TestStoreMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawSQL(t, path, string(ddl), `INSERT INTO meta VALUES ('app', 'assay-evidence'), ('schema_version', '1')`)
-	for _, args := range [][]string{{"verify", "--store", path}, {"sql", "--store", path, "SELECT 1"}} {
-		r := runCLI(t, args...)
+	for name, r := range map[string]result{"verify": verify(t, path, VerifyOptions{}), "sql": sqlQuery(t, path, SQLOptions{Query: "SELECT 1"})} {
 		if r.code != 2 {
-			t.Fatalf("%v on a v1 store: exit %d", args, r.code)
+			t.Fatalf("%s on a v1 store: exit %d", name, r.code)
 		}
-		oneLine(t, r, "assay store migrate")
+		oneLine(t, r, "upgrade it with: assay store migrate --store "+path)
 	}
-	r := runCLI(t, "store", "migrate", "--store", path)
+	migrate := func(opts StoreMigrateOptions) result {
+		return call(t, "", func(ctx context.Context, io IOStreams) error {
+			opts.IO = io
+			return runStoreMigrate(ctx, &opts)
+		})
+	}
+	r := migrate(StoreMigrateOptions{Store: storeFlags{store: path}})
 	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("from schema version 1 to %d", evidence.SchemaVersion)) {
 		t.Fatalf("migrate: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, "store", "migrate", "--store", path, "--format", "json")
+	r = migrate(StoreMigrateOptions{Store: storeFlags{store: path}, Format: "json"})
 	var res evidence.MigrateResult
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || res.From != evidence.SchemaVersion {
 		t.Fatalf("second migrate: exit %d %q", r.code, r.stdout)
 	}
-	if r := runCLI(t, "sql", "--store", path, "--format", "csv", "SELECT value FROM meta WHERE key = 'schema_version'"); r.code != 0 ||
+	if r := sqlQuery(t, path, SQLOptions{Format: "csv", Query: "SELECT value FROM meta WHERE key = 'schema_version'"}); r.code != 0 ||
 		!strings.Contains(r.stdout, fmt.Sprint(evidence.SchemaVersion)) {
 		t.Fatalf("schema version after migrate: %q %q", r.stdout, r.stderr)
 	}
-	for _, args := range [][]string{
-		{"store", "migrate", "--store", filepath.Join(dir, "none.duckdb")},
-		{"store", "migrate", "--store", path, "extra"},
-		{"store", "nosuch"},
-	} {
-		if r := runCLI(t, args...); r.code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, r.code)
-		}
+	// A run that does not verify once migrated (a current store with a tampered run): exit 1 naming it.
+	current := storeWithRuns(t, t.TempDir(), "run-x")
+	rawSQL(t, current, `UPDATE events SET payload = '{"n":99}' WHERE run_id = 'run-x' AND seq = 3`)
+	if r := migrate(StoreMigrateOptions{Store: storeFlags{store: current}}); r.code != 1 || !strings.Contains(r.stdout, "is already at schema version") {
+		t.Fatalf("a run that does not verify: exit %d %s %s", r.code, r.stdout, r.stderr)
+	} else {
+		oneLine(t, r, "migrated, but run run-x does not verify: tampered")
+	}
+	if r := migrate(StoreMigrateOptions{Store: storeFlags{store: filepath.Join(dir, "none.duckdb")}}); r.code != 2 {
+		t.Errorf("no store: exit %d, want 2", r.code)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "none.duckdb")); err == nil {
 		t.Error("migrate created a store")
 	}
 }
 
+// export prints what evidence.ExportParquet wrote (which evidence's tests check table by table), and
+// its refusals are bad input.
 func TestExportParquet(t *testing.T) {
 	dir := t.TempDir()
 	path := storeWithRuns(t, dir, "run-a", "run-b")
+	export := func(opts ExportOptions) result {
+		return call(t, "", func(ctx context.Context, io IOStreams) error {
+			opts.IO, opts.Store = io, storeFlags{store: path}
+			return runExport(ctx, &opts)
+		})
+	}
 	out := filepath.Join(dir, "parquet")
-	r := runCLI(t, "export", "--store", path, "--parquet", out, "--format", "json")
+	r := export(ExportOptions{Parquet: out, Format: "json"})
 	if r.code != 0 {
 		t.Fatalf("export: exit %d %s", r.code, r.stderr)
 	}
 	var res evidence.ExportResult
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Dir != out || len(res.Tables) == 0 {
+		t.Fatalf("export json: %+v %v", res, err)
 	}
-	rows := map[string]int64{}
 	for _, tb := range res.Tables {
-		rows[tb.Table] = tb.Rows
 		if got := fileDigest(t, filepath.Join(out, tb.File)); got != tb.SHA256 {
 			t.Errorf("%s: sha256 %s, export.json says %s", tb.File, got, tb.SHA256)
 		}
 	}
-	// Per run: 5 events, then the store's check_recorded and run_finalized.
-	for table, want := range map[string]int64{"runs": 2, "admissions": 2, "events": 14, "checks": 2, "verdicts": 2, "artifacts": 2, "envelopes": 2} {
-		if rows[table] != want {
-			t.Errorf("%s: %d rows exported, want %d", table, rows[table], want)
-		}
-	}
-	// Another engine reads the files: a fresh DuckDB with no store attached.
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	var last string
-	if err := db.QueryRow(`SELECT count(*), max(hash) FILTER (WHERE seq = 5 AND run_id = 'run-b') FROM read_parquet('`+filepath.Join(out, "events.parquet")+`')`).Scan(&n, &last); err != nil || n != 14 || len(last) != 64 {
-		t.Fatalf("reading events.parquet: %d %q %v", n, last, err)
-	}
-	// One run only.
 	one := filepath.Join(dir, "one")
-	if r := runCLI(t, "export", "--store", path, "--parquet", one, "run-a"); r.code != 0 {
-		t.Fatalf("export run-a: %s", r.stderr)
-	}
-	if err := db.QueryRow(`SELECT count(*) FROM read_parquet('` + filepath.Join(one, "events.parquet") + `') WHERE run_id <> 'run-a'`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("run filter leaked %d events (%v)", n, err)
+	r = export(ExportOptions{Parquet: one, Runs: []string{"run-a"}})
+	if r.code != 0 || !strings.Contains(r.stdout, "events.parquet") || r.stderr != fmt.Sprintf("wrote %d Parquet files and export.json to %s\n", len(res.Tables), one) {
+		t.Fatalf("export run-a: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	// Refusals: a non-empty DIR, a missing run, no --parquet.
-	for _, args := range [][]string{
-		{"export", "--store", path, "--parquet", out},
-		{"export", "--store", path, "--parquet", filepath.Join(dir, "x"), "run-none"},
-		{"export", "--store", path},
+	for _, c := range []struct {
+		opts ExportOptions
+		want string
+	}{
+		{ExportOptions{Parquet: out}, "--parquet " + out + " exists and is not empty"},
+		{ExportOptions{Parquet: filepath.Join(dir, "x"), Runs: []string{"run-none"}}, "run-none"},
+		{ExportOptions{}, "--parquet is required"},
 	} {
-		r := runCLI(t, args...)
+		r := export(c.opts)
 		if r.code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, r.code)
+			t.Errorf("%+v: exit %d, want 2", c.opts, r.code)
 		}
-		oneLine(t, r, "")
+		oneLine(t, r, c.want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
 		t.Error("a refused export left its directory")

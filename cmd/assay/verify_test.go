@@ -16,6 +16,24 @@ import (
 	"github.com/assay-audit/assay/evidence"
 )
 
+// verify runs `assay verify` on the store at path with opts' other fields.
+func verify(t *testing.T, path string, opts VerifyOptions) result {
+	t.Helper()
+	return call(t, "", func(ctx context.Context, io IOStreams) error {
+		opts.IO, opts.Store = io, storeFlags{store: path}
+		return runVerify(ctx, &opts)
+	})
+}
+
+// sqlQuery runs `assay sql` on the store at path with opts' other fields.
+func sqlQuery(t *testing.T, path string, opts SQLOptions) result {
+	t.Helper()
+	return call(t, "", func(ctx context.Context, io IOStreams) error {
+		opts.IO, opts.Store = io, storeFlags{store: path}
+		return runSQL(ctx, &opts)
+	})
+}
+
 // Each tamper edits the database (or a payload file) directly; `assay verify`
 // must report it with the right status and exit 1.
 func TestVerifyCLIDetectsTampering(t *testing.T) {
@@ -59,11 +77,11 @@ func TestVerifyCLIDetectsTampering(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := storeWithRuns(t, t.TempDir(), "run-x")
-			if r := runCLI(t, "verify", "--store", path); r.code != 0 {
+			if r := verify(t, path, VerifyOptions{}); r.code != 0 {
 				t.Fatalf("before tampering: exit %d %s", r.code, r.stderr)
 			}
 			tc.tamper(t, path)
-			r := runCLI(t, "verify", "--store", path)
+			r := verify(t, path, VerifyOptions{})
 			if r.code != 1 {
 				t.Fatalf("exit %d, want 1: %s %s", r.code, r.stdout, r.stderr)
 			}
@@ -80,20 +98,20 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 	dir := t.TempDir()
 	path := storeWithRuns(t, dir, "run-a", "run-b")
 	manifest := filepath.Join(t.TempDir(), "manifest.json")
-	if r := runCLI(t, "verify", "--store", path, "--manifest", manifest, "--write"); r.code != 0 {
+	if r := verify(t, path, VerifyOptions{Manifest: manifest, Write: true}); r.code != 0 || r.stderr != "wrote manifest "+manifest+": 2 finalized runs\n" {
 		t.Fatalf("write manifest: %d %s", r.code, r.stderr)
 	}
-	if r := runCLI(t, "verify", "--store", path, "--manifest", manifest); r.code != 0 || strings.Count(r.stdout, "match") != 2 {
+	if r := verify(t, path, VerifyOptions{Manifest: manifest}); r.code != 0 || strings.Count(r.stdout, "match") != 2 || !strings.Contains(r.stdout, "MANIFEST") {
 		t.Fatalf("check manifest: %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	// Replace the whole database with another that verifies on its own:
 	// same run ids, different (consistent) content.
 	other := t.TempDir()
 	forged := storeWithEvents(t, other, 6, "run-a")
-	if r := runCLI(t, "verify", "--store", forged); r.code != 0 {
+	if r := verify(t, forged, VerifyOptions{}); r.code != 0 {
 		t.Fatalf("the forged store verifies on its own: %d", r.code)
 	}
-	r := runCLI(t, "verify", "--store", forged, "--manifest", manifest, "--format", "json")
+	r := verify(t, forged, VerifyOptions{Manifest: manifest, Format: "json"})
 	if r.code != 1 {
 		t.Fatalf("replaced database: exit %d, want 1 (%s)", r.code, r.stdout)
 	}
@@ -106,19 +124,26 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 	// A tampered store gets no manifest.
 	rawSQL(t, path, `UPDATE events SET payload = '{"n":7}' WHERE run_id = 'run-a' AND seq = 1`)
 	m2 := filepath.Join(t.TempDir(), "m2.json")
-	if r := runCLI(t, "verify", "--store", path, "--manifest", m2, "--write"); r.code != 1 {
-		t.Fatalf("manifest of a tampered store: exit %d", r.code)
+	if r := verify(t, path, VerifyOptions{Manifest: m2, Write: true}); r.code != 1 || !strings.Contains(r.stdout, "tampered") {
+		t.Fatalf("manifest of a tampered store: exit %d, stdout %q (the runs that do not verify are shown)", r.code, r.stdout)
+	} else {
+		oneLine(t, r, "manifest refused: runs do not verify: [run-a tampered]; manifest "+m2+" not written")
 	}
 	if _, err := os.Stat(m2); err == nil {
 		t.Fatal("a manifest was written for a tampered store")
 	}
-	for _, args := range [][]string{
-		{"verify", "--store", path, "--write"},
-		{"verify", "--store", path, "--manifest", filepath.Join(dir, "absent.json")},
+	for _, c := range []struct {
+		opts VerifyOptions
+		want string
+	}{
+		{VerifyOptions{Write: true}, "--write needs a manifest file to write"},
+		{VerifyOptions{Manifest: filepath.Join(dir, "absent.json")}, "no manifest at " + filepath.Join(dir, "absent.json")},
 	} {
-		if r := runCLI(t, args...); r.code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, r.code)
+		r := verify(t, path, c.opts)
+		if r.code != 2 {
+			t.Errorf("%+v: exit %d, want 2", c.opts, r.code)
 		}
+		oneLine(t, r, c.want)
 	}
 }
 
@@ -136,11 +161,11 @@ func TestVerifyWaitsForTheWriter(t *testing.T) {
 	if line, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(line) != "ready" {
 		t.Fatalf("holder: %q", line)
 	}
-	if r := runCLI(t, "verify", "--store", path, "--wait", "50ms"); r.code != 2 || !strings.Contains(r.stderr, "assay-test-holder") {
+	if r := verify(t, path, VerifyOptions{Wait: 50 * time.Millisecond}); r.code != 2 || !strings.Contains(r.stderr, "assay-test-holder") {
 		t.Fatalf("short wait: exit %d %q", r.code, r.stderr)
 	}
 	done := make(chan result, 1)
-	go func() { done <- runCLI(t, "verify", "--store", path, "--wait", "2m") }()
+	go func() { done <- verify(t, path, VerifyOptions{Wait: 2 * time.Minute}) }()
 	select {
 	case r := <-done:
 		t.Fatalf("verify returned while the writer held the store: %+v", r)
@@ -221,11 +246,11 @@ func TestVerifyCLIFindsAnErasedRun(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := storeWithRejectedRun(t, t.TempDir())
-			if r := runCLI(t, "verify", "--store", path); r.code != 0 {
+			if r := verify(t, path, VerifyOptions{}); r.code != 0 {
 				t.Fatalf("before erasing: exit %d %s %s", r.code, r.stdout, r.stderr)
 			}
 			tc.erase(t, path)
-			r := runCLI(t, append([]string{"verify", "--store", path, "--format", "json"}, tc.args...)...)
+			r := verify(t, path, VerifyOptions{Format: "json", Runs: tc.args})
 			if r.code != 1 {
 				t.Fatalf("exit %d, want 1: %s %s", r.code, r.stdout, r.stderr)
 			}
@@ -305,7 +330,7 @@ func TestVerifyCLIFindsAForgedVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawSQL(t, path, `UPDATE runs SET terminal_hash = '`+th+`' WHERE run_id = 'run-b'`)
-	r := runCLI(t, "verify", "--store", path)
+	r := verify(t, path, VerifyOptions{})
 	if r.code != 1 {
 		t.Fatalf("forged verdict: exit %d, want 1: %s", r.code, r.stdout)
 	}
@@ -335,7 +360,7 @@ func TestSQLWaitsForTheWriter(t *testing.T) {
 		t.Fatalf("holder: %q", line)
 	}
 	query := "SELECT count(*) AS runs FROM runs"
-	r := runCLI(t, "sql", "--store", path, query)
+	r := sqlQuery(t, path, SQLOptions{Query: query})
 	if r.code != 2 {
 		t.Fatalf("no wait: exit %d %q", r.code, r.stderr)
 	}
@@ -343,14 +368,16 @@ func TestSQLWaitsForTheWriter(t *testing.T) {
 	if !strings.Contains(r.stderr, "--wait") {
 		t.Errorf("the refusal does not point at --wait: %q", r.stderr)
 	}
-	if r := runCLI(t, "sql", "--store", path, "--wait", "50ms", query); r.code != 2 || !strings.Contains(r.stderr, "assay-test-holder") {
+	if r := sqlQuery(t, path, SQLOptions{Query: query, Wait: 50 * time.Millisecond}); r.code != 2 || !strings.Contains(r.stderr, "assay-test-holder") {
 		t.Fatalf("short wait: exit %d %q", r.code, r.stderr)
 	}
-	if r := runCLI(t, "sql", "--store", path, "--wait", "-1s", query); r.code != 2 {
+	if r := sqlQuery(t, path, SQLOptions{Query: query, Wait: -time.Second}); r.code != 2 {
 		t.Fatalf("negative wait: exit %d %q", r.code, r.stderr)
+	} else {
+		oneLine(t, r, "--wait -1s is negative")
 	}
 	done := make(chan result, 1)
-	go func() { done <- runCLI(t, "sql", "--store", path, "--wait", "2m", "--format", "csv", query) }()
+	go func() { done <- sqlQuery(t, path, SQLOptions{Query: query, Wait: 2 * time.Minute, Format: "csv"}) }()
 	select {
 	case r := <-done:
 		t.Fatalf("sql returned while the writer held the store: %+v", r)
@@ -363,15 +390,21 @@ func TestSQLWaitsForTheWriter(t *testing.T) {
 	}
 }
 
-// What the hashes cannot show, and the defense, are in the help.
+// The defense is in the help; what the hashes cannot show, in the reference it points to.
 func TestVerifyHelpNamesTheManifestDefense(t *testing.T) {
 	r := runCLI(t, "verify", "--help")
 	if r.code != 0 {
 		t.Fatalf("verify --help: exit %d %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"admissions chain", "check_recorded", "most recently admitted runs erased", "manifest kept elsewhere", "--manifest FILE --write"} {
+	for _, want := range []string{"admissions chain", "manifest kept elsewhere", "--manifest FILE --write", "docs/cli.md"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("verify --help lacks %q", want)
+		}
+	}
+	ref := cliReference(t, "## assay verify")
+	for _, want := range []string{"check_recorded", "most recently admitted runs erased", "manifest kept elsewhere", "--manifest FILE --write"} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("docs/cli.md, assay verify, lacks %q", want)
 		}
 	}
 }

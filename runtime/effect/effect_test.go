@@ -303,3 +303,20 @@ func TestReceiptForAnotherPayloadDoesNotResolve(t *testing.T) {
 		t.Fatalf("receipt for the intent's payload: %v, state %s", err, r.State)
 	}
 }
+
+// TestStatesAreEveryValidState: States lists each state Valid accepts, once, so a listing or a
+// flag's help built from it names every state an effect can be in.
+func TestStatesAreEveryValidState(t *testing.T) {
+	seen := map[State]bool{}
+	for _, s := range States() {
+		if !s.Valid() || seen[s] {
+			t.Fatalf("States() has %q (valid %v, seen %v)", s, s.Valid(), seen[s])
+		}
+		seen[s] = true
+	}
+	for _, s := range []State{AwaitingApproval, Pending, Running, Succeeded, Failed, Unknown, Cancelled} {
+		if !seen[s] {
+			t.Fatalf("States() lacks %q", s)
+		}
+	}
+}

@@ -33,6 +33,12 @@ const (
 	Cancelled        State = "cancelled"
 )
 
+// States returns every effect state in lifecycle order: awaiting_approval, pending, running,
+// succeeded, failed, unknown, cancelled. The slice is new on every call.
+func States() []State {
+	return []State{AwaitingApproval, Pending, Running, Succeeded, Failed, Unknown, Cancelled}
+}
+
 // Terminal reports whether s is final: succeeded, failed and cancelled never change again. Unknown
 // is not terminal but leaves only through reconciliation.
 func (s State) Terminal() bool {

@@ -14,6 +14,34 @@ import (
 // Ensemble aggregation is a mode of parallel or consensus (FORMATIONS.md): every candidate gets the
 // same task and answers {"vote_key":...,"answer":...}; the mode decides.
 
+// EnsembleMode describes one ensemble aggregation mode: a mode of parallel and consensus, selected
+// by EnsembleOptions.Mode.
+type EnsembleMode struct {
+	// Name is the value of EnsembleOptions.Mode.
+	Name string
+	// Doc states what decides the answer, and the exact reply the deciding member gives.
+	Doc string
+}
+
+// EnsembleContract states what every ensemble mode shares: the candidates' reply, the answer
+// limit (EnsembleOptions.MaxAnswerChars, DefaultMaxAnswerChars by default), and the refusal of
+// resume.
+func EnsembleContract() string {
+	return fmt.Sprintf(`every candidate answers exactly {"vote_key":"...","answer":"..."} (an answer over %d characters by `+
+		"default is rejected: return an artifact reference instead); ensemble runs refuse resume before any member executes",
+		DefaultMaxAnswerChars)
+}
+
+// EnsembleModes returns the ensemble aggregation modes, in the order vote, judge, synthesizer. The
+// slice is new on every call.
+func EnsembleModes() []EnsembleMode {
+	return []EnsembleMode{
+		{Name: EnsembleVote, Doc: "the strict majority of the candidates' vote keys decides; a tie or an invalid proposal fails"},
+		{Name: EnsembleJudge, Doc: `one judge member selects a candidate, answering exactly {"selected_member_id":"<candidate>"}`},
+		{Name: EnsembleSynthesizer, Doc: `one synthesizer member composes the answer in one pass, answering exactly {"answer":"..."}`},
+	}
+}
+
 // ensembleRoles splits the team into candidates (formation role "" or candidate) and the one
 // aggregator the mode needs (a judge for judge, a synthesizer for synthesizer, none for vote).
 // extra lists further roles the calling formation allows (consensus: supervisor).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,5 +273,27 @@ func TestRegistryDescriptorsAreComplete(t *testing.T) {
 		if _, err := Lookup(f.Name); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Every ensemble mode listed is one the options accept, with a contract; a name not listed is
+// refused naming the listed ones.
+func TestEnsembleModesAreTheModesOptionsAccept(t *testing.T) {
+	var names []string
+	for _, m := range EnsembleModes() {
+		if m.Name == "" || m.Doc == "" {
+			t.Fatalf("incomplete ensemble mode %+v", m)
+		}
+		if err := (Options{Ensemble: EnsembleOptions{Mode: m.Name}}).validate("parallel"); err != nil {
+			t.Fatalf("mode %s: %v", m.Name, err)
+		}
+		names = append(names, m.Name)
+	}
+	err := (Options{Ensemble: EnsembleOptions{Mode: "lottery"}}).validate("parallel")
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
+		t.Fatalf("unknown mode: %v, want ErrInvalidConfig naming %v", err, names)
+	}
+	if !strings.Contains(EnsembleContract(), fmt.Sprint(DefaultMaxAnswerChars)) {
+		t.Fatalf("the contract does not state the default answer limit: %s", EnsembleContract())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/assay-audit/assay/runtime"
@@ -168,12 +169,20 @@ type EnsembleOptions struct {
 
 // Ensemble modes and limits.
 const (
-	EnsembleVote           = "vote"
-	EnsembleJudge          = "judge"
-	EnsembleSynthesizer    = "synthesizer"
-	DefaultMaxAnswerChars  = 8192
-	ensembleModesForErrors = "vote, judge, synthesizer"
+	EnsembleVote          = "vote"
+	EnsembleJudge         = "judge"
+	EnsembleSynthesizer   = "synthesizer"
+	DefaultMaxAnswerChars = 8192
 )
+
+// ensembleModeNames are the names of EnsembleModes, in order.
+func ensembleModeNames() []string {
+	var names []string
+	for _, m := range EnsembleModes() {
+		names = append(names, m.Name)
+	}
+	return names
+}
 
 // CapacityOptions configures capacity admission of concurrently running members.
 type CapacityOptions struct {
@@ -225,8 +234,8 @@ func (o Options) validate(formation string) error {
 		return bad("reflection verdict_format %q is not supported (only json)", o.Reflection.VerdictFormat)
 	case o.Conversation.MaxTurns < 0 || o.Conversation.TranscriptMaxChars < 0 || o.Conversation.DebateRounds < 0:
 		return bad("conversation limits must not be negative")
-	case o.Ensemble.Mode != "" && !slices.Contains([]string{EnsembleVote, EnsembleJudge, EnsembleSynthesizer}, o.Ensemble.Mode):
-		return bad("ensemble mode %q is unknown (known: %s)", o.Ensemble.Mode, ensembleModesForErrors)
+	case o.Ensemble.Mode != "" && !slices.Contains(ensembleModeNames(), o.Ensemble.Mode):
+		return bad("ensemble mode %q is unknown (known: %s)", o.Ensemble.Mode, strings.Join(ensembleModeNames(), ", "))
 	case o.Ensemble.Mode != "" && formation != "parallel" && formation != "consensus":
 		return bad("ensemble mode %s is a mode of parallel or consensus, not of %s", o.Ensemble.Mode, formation)
 	case o.Ensemble.MaxAnswerChars < 0:

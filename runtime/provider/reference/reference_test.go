@@ -536,3 +536,22 @@ func TestStartStopsOnContextAndClose(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// An address that is not host:port is the caller's mistake (ErrInvalidConfig), told apart from a
+// port that cannot be had (the listen error).
+func TestStartOnRefusesAnAddressThatIsNotHostPort(t *testing.T) {
+	for _, addr := range []string{"not-an-address", "127.0.0.1:http-ish", "127.0.0.1:70000", "127.0.0.1:"} {
+		if _, err := reference.StartOn(t.Context(), addr, reference.Config{}); !errors.Is(err, reference.ErrInvalidConfig) {
+			t.Errorf("%q: %v, want ErrInvalidConfig", addr, err)
+		}
+	}
+	run, err := reference.StartOn(t.Context(), "127.0.0.1:0", reference.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	taken := strings.TrimSuffix(strings.TrimPrefix(run.BaseURL(), "http://"), "/v1")
+	if _, err := reference.StartOn(t.Context(), taken, reference.Config{}); err == nil || errors.Is(err, reference.ErrInvalidConfig) {
+		t.Fatalf("a taken port %s: %v, want the listen error", taken, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -35,8 +36,16 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 // StartOn is Start on a chosen TCP address ("host:port"; port 0 picks a free
 // one), for serving the reference provider standalone (`assay provider
 // serve`). BaseURL uses the address actually bound. It returns
-// ErrInvalidConfig (wrapped) for a bad cfg and the listen error otherwise.
+// ErrInvalidConfig (wrapped) for a bad cfg or an addr that is not host:port
+// with a numeric port, ErrNotEffectsDB (wrapped) for a cfg.EffectsDB that is
+// not an effects database, and the listen error otherwise (the port is taken,
+// the host is not this machine's).
 func StartOn(ctx context.Context, addr string, cfg Config) (*Running, error) {
+	if _, port, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("%w: listen address %q: %v", ErrInvalidConfig, addr, err)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return nil, fmt.Errorf("%w: listen address %q: the port must be a number from 0 to 65535", ErrInvalidConfig, addr)
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/metrics"
+	"github.com/assay-audit/assay/oracle"
+	"github.com/assay-audit/assay/runtime/policy"
+	"github.com/assay-audit/assay/runtime/provider/reference"
+)
+
+// call runs a command's runX with fake streams, as its RunE would, and returns what assay shows:
+// the exit status decided from the error, stdout, and stderr ending with the error's line.
+func call(t *testing.T, stdin string, runX func(ctx context.Context, io IOStreams) error) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := runX(context.Background(), IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	code := report(&errOut, err)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// The exit status is decided by the error's type, wherever it is in the chain and whatever its
+// text: 2 only for bad input, usage, options or a lock; 1 for everything else.
+func TestExitCodeIsDecidedByTheErrorType(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("outer: %w", fmt.Errorf("inner: %w", err)) }
+	for _, target := range badInput {
+		if got := exitCode(wrap(target)); got != 2 {
+			t.Errorf("%v, wrapped: exit %d, want 2", target, got)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nothing", nil, 0},
+		{"bad usage", usageErrorf("--format %q is not one of table, json", "xml"), 2},
+		{"an option the harness refuses", fmt.Errorf("case x: %w", (&harness.Options{Concurrency: -1, OutDir: t.TempDir()}).Normalize()), 2},
+		{"a lock", &evidence.LockedError{Path: "x", PID: 7}, 2},
+		{"a missing store", &evidence.NoStoreError{Path: "x", Err: fs.ErrNotExist}, 2},
+		{"an ambiguous symbol", &indexer.AmbiguousSymbolError{Symbol: "F", Candidates: []string{"a.F", "b.F"}}, 2},
+		{"an ambiguous file", &indexer.AmbiguousFileError{File: "a.go", Candidates: []string{"x/a.go", "y/a.go"}}, 2},
+		{"a failed check", failed("1 of 2 cases not accepted: sequential rejected"), 1},
+		{"a failed check whose text says invalid", failed("invalid options: --concurrency"), 1},
+		{"an I/O failure", &fs.PathError{Op: "mkdir", Path: "/x/y", Err: errors.New("not a directory")}, 1},
+		{"a store failure", fmt.Errorf("evidence: record check: %w", errors.New("disk I/O error")), 1},
+		{"no receipt", fmt.Errorf("%w x in db", harness.ErrNoReceipt), 1},
+		{"a manifest refused", fmt.Errorf("%w: [run-a tampered]", evidence.ErrManifestRefused), 1},
+		{"an interruption", context.Canceled, 1},
+	} {
+		if got := exitCode(c.err); got != c.want {
+			t.Errorf("%s (%v): exit %d, want %d", c.name, c.err, got, c.want)
+		}
+	}
+	// Every sentinel the table names is one of the packages' own, not a copy.
+	for _, s := range []error{harness.ErrBadOptions, evidence.ErrLocked, reference.ErrInvalidConfig, policy.ErrInvalidPolicy,
+		oracle.ErrInvalidSpec, indexer.ErrNoPackages, metrics.ErrNoMetrics} {
+		if exitCode(s) != 2 {
+			t.Errorf("%v is not bad input", s)
+		}
+	}
+}
+
+// The one line printed names this command line's flags where the library names option fields
+// (the field refused and those its reason names), and adds the fix the command knows.
+func TestMessageNamesFlagsForFields(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a refused field", (&harness.Options{OutDir: t.TempDir(), Concurrency: -1}).Normalize(),
+			"invalid options: --concurrency -1 is negative (0 means 1)"},
+		{"a field and the one its reason names", (&harness.Options{OutDir: t.TempDir(), BaseURL: "http://127.0.0.1:1/v1"}).Normalize(),
+			"invalid options: --model is required with --base-url"},
+		{"a budget", (&harness.Options{OutDir: t.TempDir(), TeamToolCalls: -1}).Normalize(),
+			"invalid options: --team-tool-calls -1 is negative (0 means the default, 2000)"},
+		{"an evidence field", func() error {
+			_, err := evidence.ExportParquet(context.Background(), "x", "", evidence.ExportOptions{})
+			return err
+		}(),
+			"invalid argument: --parquet is required"},
+		{"an oracle option", oracle.Options{Deadline: -1}.Validate(), "--deadline -1ns is negative"},
+		{"a lock", &evidence.LockedError{Path: "s.duckdb", PID: 7, Command: "assay matrix run"},
+			"evidence store s.duckdb is open for writing by pid 7 (assay matrix run); wait for it or pass --wait DURATION"},
+		{"an older store", &evidence.SchemaVersionError{Path: "s.duckdb", Found: 1, Supported: 3},
+			"upgrade it with: assay store migrate --store s.duckdb"},
+		{"a missing store", &evidence.NoStoreError{Path: "o/evidence.duckdb", Err: fs.ErrNotExist},
+			"evidence: no evidence store at o/evidence.duckdb; run 'assay matrix run' first, or name one with --out or --store"},
+		{"lines joined", errors.New("first\nsecond"), "first second"},
+	} {
+		msg := message(c.err)
+		if !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+			t.Errorf("%s: %q, want one line containing %q", c.name, msg, c.want)
+		}
+		for _, field := range []string{"Concurrency", "BaseURL", "TeamToolCalls", "field dir", "Deadline"} {
+			if strings.Contains(msg, field) {
+				t.Errorf("%s: %q names the field %s, not its flag", c.name, msg, field)
+			}
+		}
+	}
+}
+
+// One test per exit status class, through the commands' runX: bad options and a lock are 2; an
+// I/O failure and a failed check are 1.
+func TestExitStatusClasses(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("bad option is 2 and writes nothing", func(t *testing.T) {
+		out := filepath.Join(dir, "out-bad")
+		r := call(t, "", func(ctx context.Context, io IOStreams) error {
+			return runMatrixRun(ctx, &MatrixRunOptions{IO: io, Harness: harness.Options{OutDir: out, Concurrency: -2}})
+		})
+		if r.code != 2 || r.stderr != "assay: invalid options: --concurrency -2 is negative (0 means 1)\n" {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s was created", out)
+		}
+	})
+	t.Run("an output directory that cannot be created is an I/O failure, 1", func(t *testing.T) {
+		r := call(t, "", func(ctx context.Context, io IOStreams) error {
+			return runMatrixRun(ctx, &MatrixRunOptions{IO: io, Harness: harness.Options{OutDir: filepath.Join(file, "out"), Formations: []string{"sequential"}}})
+		})
+		if r.code != 1 || !strings.Contains(r.stderr, "not a directory") {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+		oneLine(t, r, "create output directory")
+	})
+	t.Run("an unreadable store path is an I/O failure, 1", func(t *testing.T) {
+		for name, runX := range map[string]func(ctx context.Context, io IOStreams) error{
+			"verify": func(ctx context.Context, io IOStreams) error {
+				return runVerify(ctx, &VerifyOptions{IO: io, Store: storeFlags{store: filepath.Join(file, "evidence.duckdb")}})
+			},
+			"sql": func(ctx context.Context, io IOStreams) error {
+				return runSQL(ctx, &SQLOptions{IO: io, Store: storeFlags{store: filepath.Join(file, "evidence.duckdb")}, Query: "SELECT 1"})
+			},
+			"effects": func(ctx context.Context, io IOStreams) error {
+				return runEffects(ctx, &EffectsOptions{IO: io, Store: storeFlags{store: filepath.Join(file, "evidence.duckdb")}})
+			},
+		} {
+			r := call(t, "", runX)
+			if r.code != 1 {
+				t.Errorf("%s: exit %d, want 1: %s", name, r.code, r.stderr)
+			}
+			oneLine(t, r, "not a directory")
+		}
+	})
+	t.Run("a missing store is bad input, 2", func(t *testing.T) {
+		r := call(t, "", func(ctx context.Context, io IOStreams) error {
+			return runVerify(ctx, &VerifyOptions{IO: io, Store: storeFlags{out: filepath.Join(dir, "none")}})
+		})
+		if r.code != 2 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		oneLine(t, r, "run 'assay matrix run' first")
+	})
+	t.Run("a tampered trace is a failed check, 1", func(t *testing.T) {
+		path := storeWithRuns(t, t.TempDir(), "run-x")
+		rawSQL(t, path, `UPDATE events SET payload = '{"n":99}' WHERE run_id = 'run-x' AND seq = 3`)
+		r := call(t, "", func(ctx context.Context, io IOStreams) error {
+			return runVerify(ctx, &VerifyOptions{IO: io, Store: storeFlags{store: path}})
+		})
+		if r.code != 1 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		oneLine(t, r, "run-x tampered at seq 3")
+	})
+}
