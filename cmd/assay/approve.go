@@ -18,6 +18,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/internal/atomicfile"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/policy"
 )
@@ -247,31 +248,12 @@ func ruleName(rule string) string {
 	return " rule " + rule
 }
 
-// writeFileAtomic writes v as indented JSON to path through a temporary file and a rename, so a
+// writeFileAtomic writes v as indented JSON to path, mode 0600, through internal/atomicfile, so a
 // reader never sees half a file.
 func writeFileAtomic(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".approvals-*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }
