@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/assay-audit/assay/internal/atomicfile"
+	filedigest "github.com/assay-audit/assay/internal/digest"
 )
 
 // InlineLimit is the largest artifact (in bytes, 256 KiB) stored inline in the
@@ -129,7 +130,7 @@ func (s *Store) PutArtifact(ctx context.Context, runID, name, mediaType string, 
 // content.
 func (s *Store) writePayloadFile(digest string, data []byte) error {
 	path := s.ArtifactPath(digest)
-	if existing, err := os.ReadFile(path); err == nil && sha256Hex(existing) == digest {
+	if sum, err := filedigest.File(path); err == nil && sum == digest {
 		return nil
 	}
 	dir := filepath.Dir(path)
