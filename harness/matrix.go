@@ -7,7 +7,6 @@ package harness
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/internal/runid"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/event"
@@ -750,10 +750,7 @@ func newOracleManifest(s oracle.Spec) oracleManifest {
 func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult, error) {
 	start := time.Now()
 	store := env.store
-	runID, err := newRunID()
-	if err != nil {
-		return CaseResult{}, err
-	}
+	runID := newRunID()
 	cr, m, envelope, err := prepareCase(opts, c, runID, true)
 	if err != nil {
 		return CaseResult{}, err
@@ -1123,15 +1120,10 @@ func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gatew
 	return u, nil
 }
 
-// newRunID returns a globally unique run id: UTC time to the second plus 48 random bits, so ids
-// sort by creation and never repeat across machines or restarts.
-func newRunID() (string, error) {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("run id: %w", err)
-	}
-	return "run-" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b), nil
-}
+// newRunID returns a globally unique run id, "run-20261130t101500-0a1b2c3d4e5f" (internal/runid):
+// UTC time to the second plus 48 random bits, so ids sort by creation and never repeat across
+// machines or restarts.
+func newRunID() string { return runid.New("run-", time.Now()) }
 
 func upstreamLabel(o Options) string {
 	if o.BaseURL == "" {

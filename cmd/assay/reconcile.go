@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/internal/runid"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/event"
@@ -162,10 +161,7 @@ func runReconcile(ctx context.Context, opts *ReconcileOptions) error {
 	if err != nil {
 		return err
 	}
-	corrID, err := correctionRunID(r.RunID)
-	if err != nil {
-		return err
-	}
+	corrID := correctionRunID(r.RunID)
 	if err := store.OpenRun(ctx, corrID, r.Envelope, r.RunID); err != nil {
 		return fmt.Errorf("open correction run for %s: %w", r.RunID, err)
 	}
@@ -210,15 +206,13 @@ func lookupOutcome(ctx context.Context, opts *ReconcileOptions, e tool.Effect) (
 	return out, nil
 }
 
-// correctionRunID returns a new globally unique run id for a correction of runID.
-func correctionRunID(runID string) (string, error) {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("run id: %w", err)
+// correctionRunID returns a new globally unique run id for a correction of runID,
+// "RUNID-reconcile-20261130t101500-0a1b2c3d4e5f" (internal/runid), RUNID shortened so that the id
+// stays within the store's 128 characters.
+func correctionRunID(runID string) string {
+	const infix = "-reconcile-"
+	if n := 128 - len(infix) - runid.SuffixLen; len(runID) > n {
+		runID = runID[:n]
 	}
-	suffix := "-reconcile-" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b)
-	if len(runID)+len(suffix) > 128 {
-		runID = runID[:128-len(suffix)]
-	}
-	return runID + suffix, nil
+	return runid.New(runID+infix, time.Now())
 }
