@@ -30,6 +30,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/internal/redactjson"
 	"github.com/assay-audit/assay/internal/runid"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
@@ -1019,13 +1020,10 @@ func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, dat
 	return s.store.PutArtifact(ctx, s.runID, name, mediaType, []byte(s.redactor.String(string(data))))
 }
 
-// redactJSON masks secret values in every string (and object key) of a JSON payload. Unlike
-// policy.Redactor.JSON it does not mask fields by name: an event's vote_key or consensus_key is
-// evidence, not a credential, and tool arguments were already projected by the boundary. Payloads
-// without a secret are returned byte for byte; a payload that is not JSON is masked as text.
 // vocabulary holds the fixed values the runtime writes into event payloads and checkpoints:
 // effect and turn states, outcome sources, access modes, run modes, policy effects, check statuses,
-// verdicts and the tools' names. redactJSON never masks a string that is exactly one of them.
+// verdicts and the tools' names. redactJSON never masks a string that is exactly one of them. It
+// is a constant table: built at initialization, never written after.
 var vocabulary = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range []string{
@@ -1045,56 +1043,19 @@ var vocabulary = func() map[string]bool {
 	return m
 }()
 
+// redactJSON masks secret values in every string (and object key) of a JSON payload, through the
+// walk of internal/redactjson. Unlike policy.Redactor.JSON it does not mask fields by name: an
+// event's vote_key or consensus_key is evidence, not a credential, and tool arguments were already
+// projected by the boundary. Strings of the vocabulary are never masked. Payloads without a secret
+// are returned byte for byte; a payload that is not JSON is masked as text.
 func redactJSON(r *policy.Redactor, raw json.RawMessage) json.RawMessage {
 	if r == nil || len(raw) == 0 {
 		return raw
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return json.RawMessage(r.String(string(raw)))
-	}
-	changed := false
-	var walk func(any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case string:
-			if vocabulary[x] {
-				// A fixed word of the record's own vocabulary (a state, a source, a mode) reveals
-				// nothing even if a secret happens to equal or contain it; masking it would corrupt
-				// the journal resume and the checks read.
-				return v
-			}
-			if m := r.String(x); m != x {
-				changed = true
-				return m
-			}
-		case []any:
-			for i := range x {
-				x[i] = walk(x[i])
-			}
-		case map[string]any:
-			out := make(map[string]any, len(x))
-			for k, e := range x {
-				mk := r.String(k)
-				if mk != k {
-					changed = true
-				}
-				out[mk] = walk(e)
-			}
-			return out
-		}
-		return v
-	}
-	v = walk(v)
-	if !changed {
-		return raw
-	}
-	out, err := json.Marshal(v)
+	out, err := redactjson.Redact(raw, r.String, redactjson.Options{Mask: policy.Mask, Keys: true,
+		Keep: func(s string) bool { return vocabulary[s] }})
 	if err != nil {
-		m, _ := json.Marshal(policy.Mask)
-		return m
+		return json.RawMessage(r.String(string(raw)))
 	}
 	return out
 }
