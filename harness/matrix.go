@@ -27,6 +27,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/gowebpki/jcs"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
@@ -382,7 +383,7 @@ var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie
 // checkSessionHeader refuses a session header that is not an RFC 9110 token, that HTTP itself
 // manages, or that carries credentials.
 func checkSessionHeader(h string) error {
-	if !provider.ValidHeaderName(h) {
+	if !httpguts.ValidHeaderFieldName(h) {
 		return fmt.Errorf("%w: --session-header %q is not a valid HTTP header name", ErrBadOptions, h)
 	}
 	canon := http.CanonicalHeaderKey(h)
