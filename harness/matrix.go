@@ -22,12 +22,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/gowebpki/jcs"
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
@@ -523,31 +523,28 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	results := make([]CaseResult, len(cases))
 	errs := make([]error, len(cases))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < min(opts.Concurrency, len(cases)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(cases) || ctx.Err() != nil {
-					return
-				}
-				c := cases[i]
-				prog.line("case %d/%d %s: running", i+1, len(cases), c.Name())
-				cr, err := runCase(ctx, opts, c, env)
-				if err != nil {
-					errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
-					prog.line("case %d/%d %s: stopped: %v", i+1, len(cases), c.Name(), err)
-					continue
-				}
-				prog.line("case %d/%d %s: %s in %.1fs (run %s)", i+1, len(cases), c.Name(), cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
-				results[i] = cr
+	// Cases start in order, opts.Concurrency at a time; none starts once ctx is done. Each keeps
+	// its own error, so the one returned is the first in case order, not in time.
+	var g errgroup.Group
+	g.SetLimit(opts.Concurrency)
+	for i, c := range cases {
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil
 			}
-		}()
+			prog.line("case %d/%d %s: running", i+1, len(cases), c.Name())
+			cr, err := runCase(ctx, opts, c, env)
+			if err != nil {
+				errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
+				prog.line("case %d/%d %s: stopped: %v", i+1, len(cases), c.Name(), err)
+				return nil
+			}
+			prog.line("case %d/%d %s: %s in %.1fs (run %s)", i+1, len(cases), c.Name(), cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
+			results[i] = cr
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every function returns nil
 	for i := range cases {
 		if errs[i] != nil {
 			return sum, errs[i]
