@@ -53,7 +53,7 @@ type Options struct {
 	Formations []string
 	// Profile is the task profile name (default "standard"; see Profiles).
 	Profile string
-	// Language is the artifact language (default "go"; see Languages).
+	// Language is the artifact language (default "go"; see Languages()).
 	Language string
 	// Concurrency is how many cases run at once (default 1). Cases are independent runs; each is
 	// finalized on its own.
@@ -238,8 +238,8 @@ func (o *Options) Normalize() error {
 	if o.Language == "" {
 		o.Language = "go"
 	}
-	if !slices.Contains(Languages, o.Language) {
-		return fmt.Errorf("%w: unknown language %q (known: %s)", ErrBadOptions, o.Language, strings.Join(Languages, ", "))
+	if !slices.Contains(Languages(), o.Language) {
+		return fmt.Errorf("%w: unknown language %q (known: %s)", ErrBadOptions, o.Language, strings.Join(Languages(), ", "))
 	}
 	if o.Concurrency < 0 {
 		return fmt.Errorf("%w: --concurrency %d is negative", ErrBadOptions, o.Concurrency)
@@ -444,7 +444,7 @@ func preflight(ctx context.Context, o Options) error {
 	if o.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+o.APIKey)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := newHTTPClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("provider %s is unreachable: %v", o.BaseURL, errors.Unwrap(err))
 	}
@@ -1058,6 +1058,16 @@ func redactJSON(r *policy.Redactor, raw json.RawMessage) json.RawMessage {
 	return out
 }
 
+// httpTimeout bounds each HTTP exchange the harness makes itself (the provider's model list, the
+// gateway's usage endpoint), from connecting to the end of the body: a server that accepts and
+// never answers fails the request instead of hanging the run.
+const httpTimeout = 30 * time.Second
+
+// newHTTPClient returns an HTTP client of the harness's own for those exchanges, with httpTimeout.
+// http.DefaultClient is shared with every package in the process, any of which may change it, and
+// has no timeout.
+func newHTTPClient() *http.Client { return &http.Client{Timeout: httpTimeout} }
+
 // fetchGatewayUsage reads the gateway's usage endpoint over HTTP, as any client of it would.
 func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gateway.SessionUsage, error) {
 	var u gateway.SessionUsage
@@ -1065,7 +1075,7 @@ func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gatew
 	if err != nil {
 		return u, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := newHTTPClient().Do(req)
 	if err != nil {
 		return u, err
 	}

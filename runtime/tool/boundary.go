@@ -680,7 +680,7 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 		if runErr == nil && final.tool.Access != ReadOnly && b.mode != DryRun {
 			out.Files = observeFiles(c.Root, final.paths)
 		}
-		reservation.Commit(zeroTokens)
+		reservation.Commit(new(int64)) // a tool dispatch spends no provider tokens
 		out.Attempts = attempt
 		if runErr != nil && final.tool.Access == ReadOnly && errors.Is(runErr, ErrTransient) && attempt <= b.retries && ctx.Err() == nil {
 			continue
@@ -720,9 +720,6 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 	}
 	return b.finish(ctx, rec, out)
 }
-
-// zeroTokens: a tool dispatch spends no provider tokens.
-var zeroTokens = new(int64)
 
 // run dispatches the tool once (or simulates it in dry_run).
 func (b *Boundary) run(ctx context.Context, c Call, p prepared) (string, error) {
