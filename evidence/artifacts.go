@@ -12,6 +12,9 @@ import (
 	"path/filepath"
 	"time"
 	"unicode/utf8"
+
+	"github.com/assay-audit/assay/internal/atomicfile"
+	filedigest "github.com/assay-audit/assay/internal/digest"
 )
 
 // InlineLimit is the largest artifact (in bytes, 256 KiB) stored inline in the
@@ -122,52 +125,20 @@ func (s *Store) PutArtifact(ctx context.Context, runID, name, mediaType string, 
 	return digest, nil
 }
 
-// writePayloadFile writes data to its content-addressed path unless a file
-// there already holds exactly that content.
+// writePayloadFile writes data, read-only (0444), to its content-addressed
+// path (internal/atomicfile) unless a file there already holds exactly that
+// content.
 func (s *Store) writePayloadFile(digest string, data []byte) error {
 	path := s.ArtifactPath(digest)
-	if existing, err := os.ReadFile(path); err == nil && sha256Hex(existing) == digest {
+	if sum, err := filedigest.File(path); err == nil && sum == digest {
 		return nil
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("evidence: artifact directory %s: %w", dir, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+digest[2:10]+"-*")
-	if err != nil {
-		return fmt.Errorf("evidence: write artifact %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	cleanup := func() { _ = os.Remove(tmpName) }
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		cleanup()
-		return fmt.Errorf("evidence: write artifact %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		cleanup()
-		return fmt.Errorf("evidence: sync artifact %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		cleanup()
-		return fmt.Errorf("evidence: write artifact %s: %w", path, err)
-	}
-	if err := os.Chmod(tmpName, 0o444); err != nil {
-		cleanup()
-		return fmt.Errorf("evidence: write artifact %s: %w", path, err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		cleanup()
-		return fmt.Errorf("evidence: install artifact %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("evidence: sync artifact directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("evidence: sync artifact directory %s: %w", dir, err)
+	if err := atomicfile.Write(path, data, 0o444); err != nil {
+		return fmt.Errorf("evidence: artifact: %w", err)
 	}
 	return nil
 }

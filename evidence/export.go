@@ -2,17 +2,16 @@ package evidence
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/assay-audit/assay/internal/digest"
 )
 
 // ExportOptions controls ExportParquet.
@@ -116,7 +115,7 @@ func ExportParquet(ctx context.Context, path, dir string, opts ExportOptions) (E
 		if err := s.conn.QueryRowContext(ctx, "SELECT count(*) FROM ("+sel+")").Scan(&rows); err != nil {
 			return ExportResult{}, fmt.Errorf("evidence: export table %s: %w", t.name, err)
 		}
-		sum, err := fileSHA256(filepath.Join(tmp, file))
+		sum, err := digest.File(filepath.Join(tmp, file))
 		if err != nil {
 			return ExportResult{}, fmt.Errorf("evidence: export table %s: %w", t.name, err)
 		}
@@ -179,17 +178,4 @@ func exportFilter(table string, runs []string) string {
 	default:
 		return " WHERE run_id IN (" + list + ")"
 	}
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/assay-audit/assay/internal/atomicfile"
 )
 
 // ManifestFormat identifies the manifest file format.
@@ -75,33 +76,16 @@ func BuildManifest(storePath string, results []RunVerification) (Manifest, error
 	return m, nil
 }
 
-// WriteManifest writes m as indented JSON to path atomically (temp file in the
-// same directory, fsync, rename).
+// WriteManifest writes m as indented JSON to path atomically (internal/atomicfile:
+// temp file in the same directory, fsync, rename, directory fsync), mode 0600.
+// Errors name path.
 func WriteManifest(path string, m Manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("evidence: encode manifest: %w", err)
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".manifest-*")
-	if err != nil {
-		return fmt.Errorf("evidence: write manifest %s: %w", path, err)
-	}
-	name := tmp.Name()
-	defer os.Remove(name)
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("evidence: write manifest %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("evidence: write manifest %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("evidence: write manifest %s: %w", path, err)
-	}
-	if err := os.Rename(name, path); err != nil {
-		return fmt.Errorf("evidence: write manifest %s: %w", path, err)
+	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("evidence: manifest: %w", err)
 	}
 	return nil
 }

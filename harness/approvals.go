@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/event"
+	"github.com/assay-audit/assay/internal/atomicfile"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/tool"
 )
@@ -193,30 +193,12 @@ func (p *PendingApproval) Grant(payloadSHA256 string, now time.Time) (GrantedApp
 	return GrantedApproval{Entry: entry, File: path}, nil
 }
 
-// writeApprovalFile writes f as indented JSON to path through a temporary file in its directory,
-// an fsync and a rename, so a reader never sees half a file.
+// writeApprovalFile writes f as indented JSON to path, mode 0600, through internal/atomicfile, so a
+// reader never sees half a file.
 func writeApprovalFile(path string, f *policy.ApprovalFile) error {
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(data, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }

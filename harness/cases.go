@@ -79,8 +79,8 @@ func ProfileNames() []string {
 	return n
 }
 
-// Languages are the artifact languages the matrix can check.
-var Languages = []string{reference.LanguageGo, reference.LanguagePython}
+// Languages returns the artifact languages the matrix can check, a new slice on every call.
+func Languages() []string { return []string{reference.LanguageGo, reference.LanguagePython} }
 
 // goModule is the module file the harness scaffolds in each implementing Go member's directory, so
 // the independent test runner has a module to test. Members write only the declared files.
@@ -371,7 +371,7 @@ func (c Case) oracleSpec() (oracle.Spec, error) {
 	if c.Language == reference.LanguageGo && strings.HasSuffix(c.Profile.Artifact(c.Language), "_test.go") {
 		imports := spec.Imports
 		if imports == nil {
-			imports = oracle.DefaultImports
+			imports = oracle.DefaultImports()
 		}
 		spec.Imports = append(slices.Clone(imports), "testing")
 	}

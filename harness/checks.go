@@ -2,17 +2,15 @@ package harness
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/internal/digest"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/policy"
@@ -258,7 +256,7 @@ var oracleCheck = Check{
 				continue
 			}
 			results[p.Spec.ID] = r
-			after, herr := fileSHA256(path)
+			after, herr := digest.File(path)
 			recorded := s.proof.artifacts[p.Spec.ID]
 			switch {
 			case r.Verdict != "passed":
@@ -277,15 +275,6 @@ var oracleCheck = Check{
 }
 
 func ptr(v int64) *int64 { return &v }
-
-func fileSHA256(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
-}
 
 // failedRequired describes the required checks not passed, in check order.
 func failedRequired(checks []evidence.Check) []string {

@@ -2,8 +2,6 @@ package harness
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/runid"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/event"
@@ -344,15 +343,12 @@ func recordCorrection(ctx context.Context, store *evidence.Store, r evidence.Run
 }
 
 // correctionRunID returns a new globally unique run id for a correction of runID: runID, then
-// "-reconcile-", the UTC time and 8 random hex digits, cut to the store's 128 characters at most.
+// "-reconcile-" and internal/runid's time and random suffix, runID cut so the id keeps to the
+// store's 128 characters at most.
 func correctionRunID(runID string) (string, error) {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("run id: %w", err)
+	const infix = "-reconcile-"
+	if max := 128 - len(infix) - runid.SuffixLen; len(runID) > max {
+		runID = runID[:max]
 	}
-	suffix := "-reconcile-" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b)
-	if len(runID)+len(suffix) > 128 {
-		runID = runID[:128-len(suffix)]
-	}
-	return runID + suffix, nil
+	return runid.New(runID+infix, time.Now()), nil
 }

@@ -7,7 +7,6 @@ package harness
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,14 +22,17 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/gowebpki/jcs"
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/internal/redactjson"
+	"github.com/assay-audit/assay/internal/runid"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/event"
@@ -51,7 +53,7 @@ type Options struct {
 	Formations []string
 	// Profile is the task profile name (default "standard"; see Profiles).
 	Profile string
-	// Language is the artifact language (default "go"; see Languages).
+	// Language is the artifact language (default "go"; see Languages()).
 	Language string
 	// Concurrency is how many cases run at once (default 1). Cases are independent runs; each is
 	// finalized on its own.
@@ -239,8 +241,8 @@ func (o *Options) Normalize() error {
 	if o.Language == "" {
 		o.Language = "go"
 	}
-	if !slices.Contains(Languages, o.Language) {
-		return optionErr("Language", "%q is unknown (known: %s)", o.Language, strings.Join(Languages, ", "))
+	if !slices.Contains(Languages(), o.Language) {
+		return optionErr("Language", "%q is unknown (known: %s)", o.Language, strings.Join(Languages(), ", "))
 	}
 	if o.Concurrency < 0 {
 		return optionErr("Concurrency", "%d is negative (0 means 1)", o.Concurrency)
@@ -420,7 +422,7 @@ var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie
 // checkSessionHeader refuses a session header that is not an RFC 9110 token, that HTTP itself
 // manages, or that carries credentials.
 func checkSessionHeader(h string) error {
-	if !provider.ValidHeaderName(h) {
+	if !httpguts.ValidHeaderFieldName(h) {
 		return optionErr("SessionHeader", "%q is not a valid HTTP header name", h)
 	}
 	canon := http.CanonicalHeaderKey(h)
@@ -481,7 +483,7 @@ func preflight(ctx context.Context, o Options) error {
 	if o.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+o.APIKey)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := newHTTPClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("provider %s is unreachable: %v", o.BaseURL, errors.Unwrap(err))
 	}
@@ -562,31 +564,28 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	results := make([]CaseResult, len(cases))
 	errs := make([]error, len(cases))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < min(opts.Concurrency, len(cases)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(cases) || ctx.Err() != nil {
-					return
-				}
-				c := cases[i]
-				prog.line("case %d/%d %s: running", i+1, len(cases), c.Name())
-				cr, err := runCase(ctx, opts, c, env)
-				if err != nil {
-					errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
-					prog.line("case %d/%d %s: stopped: %v", i+1, len(cases), c.Name(), err)
-					continue
-				}
-				prog.line("case %d/%d %s: %s in %.1fs (run %s)", i+1, len(cases), c.Name(), cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
-				results[i] = cr
+	// Cases start in order, opts.Concurrency at a time; none starts once ctx is done. Each keeps
+	// its own error, so the one returned is the first in case order, not in time.
+	var g errgroup.Group
+	g.SetLimit(opts.Concurrency)
+	for i, c := range cases {
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil
 			}
-		}()
+			prog.line("case %d/%d %s: running", i+1, len(cases), c.Name())
+			cr, err := runCase(ctx, opts, c, env)
+			if err != nil {
+				errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
+				prog.line("case %d/%d %s: stopped: %v", i+1, len(cases), c.Name(), err)
+				return nil
+			}
+			prog.line("case %d/%d %s: %s in %.1fs (run %s)", i+1, len(cases), c.Name(), cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
+			results[i] = cr
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every function returns nil
 	for i := range cases {
 		if errs[i] != nil {
 			return sum, errs[i]
@@ -770,10 +769,7 @@ func newOracleManifest(s oracle.Spec) oracleManifest {
 func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult, error) {
 	start := time.Now()
 	store := env.store
-	runID, err := newRunID()
-	if err != nil {
-		return CaseResult{}, err
-	}
+	runID := newRunID()
 	cr, m, envelope, err := prepareCase(opts, c, runID, true)
 	if err != nil {
 		return CaseResult{}, err
@@ -1045,13 +1041,10 @@ func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, dat
 	return s.store.PutArtifact(ctx, s.runID, name, mediaType, []byte(s.redactor.String(string(data))))
 }
 
-// redactJSON masks secret values in every string (and object key) of a JSON payload. Unlike
-// policy.Redactor.JSON it does not mask fields by name: an event's vote_key or consensus_key is
-// evidence, not a credential, and tool arguments were already projected by the boundary. Payloads
-// without a secret are returned byte for byte; a payload that is not JSON is masked as text.
 // vocabulary holds the fixed values the runtime writes into event payloads and checkpoints:
 // effect and turn states, outcome sources, access modes, run modes, policy effects, check statuses,
-// verdicts and the tools' names. redactJSON never masks a string that is exactly one of them.
+// verdicts and the tools' names. redactJSON never masks a string that is exactly one of them. It
+// is a constant table: built at initialization, never written after.
 var vocabulary = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range []string{
@@ -1071,59 +1064,32 @@ var vocabulary = func() map[string]bool {
 	return m
 }()
 
+// redactJSON masks secret values in every string (and object key) of a JSON payload, through the
+// walk of internal/redactjson. Unlike policy.Redactor.JSON it does not mask fields by name: an
+// event's vote_key or consensus_key is evidence, not a credential, and tool arguments were already
+// projected by the boundary. Strings of the vocabulary are never masked. Payloads without a secret
+// are returned byte for byte; a payload that is not JSON is masked as text.
 func redactJSON(r *policy.Redactor, raw json.RawMessage) json.RawMessage {
 	if r == nil || len(raw) == 0 {
 		return raw
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return json.RawMessage(r.String(string(raw)))
-	}
-	changed := false
-	var walk func(any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case string:
-			if vocabulary[x] {
-				// A fixed word of the record's own vocabulary (a state, a source, a mode) reveals
-				// nothing even if a secret happens to equal or contain it; masking it would corrupt
-				// the journal resume and the checks read.
-				return v
-			}
-			if m := r.String(x); m != x {
-				changed = true
-				return m
-			}
-		case []any:
-			for i := range x {
-				x[i] = walk(x[i])
-			}
-		case map[string]any:
-			out := make(map[string]any, len(x))
-			for k, e := range x {
-				mk := r.String(k)
-				if mk != k {
-					changed = true
-				}
-				out[mk] = walk(e)
-			}
-			return out
-		}
-		return v
-	}
-	v = walk(v)
-	if !changed {
-		return raw
-	}
-	out, err := json.Marshal(v)
+	out, err := redactjson.Redact(raw, r.String, redactjson.Options{Mask: policy.Mask, Keys: true,
+		Keep: func(s string) bool { return vocabulary[s] }})
 	if err != nil {
-		m, _ := json.Marshal(policy.Mask)
-		return m
+		return json.RawMessage(r.String(string(raw)))
 	}
 	return out
 }
+
+// httpTimeout bounds each HTTP exchange the harness makes itself (the provider's model list, the
+// gateway's usage endpoint), from connecting to the end of the body: a server that accepts and
+// never answers fails the request instead of hanging the run.
+const httpTimeout = 30 * time.Second
+
+// newHTTPClient returns an HTTP client of the harness's own for those exchanges, with httpTimeout.
+// http.DefaultClient is shared with every package in the process, any of which may change it, and
+// has no timeout.
+func newHTTPClient() *http.Client { return &http.Client{Timeout: httpTimeout} }
 
 // fetchGatewayUsage reads the gateway's usage endpoint over HTTP, as any client of it would.
 func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gateway.SessionUsage, error) {
@@ -1132,7 +1098,7 @@ func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gatew
 	if err != nil {
 		return u, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := newHTTPClient().Do(req)
 	if err != nil {
 		return u, err
 	}
@@ -1146,15 +1112,10 @@ func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gatew
 	return u, nil
 }
 
-// newRunID returns a globally unique run id: UTC time to the second plus 48 random bits, so ids
-// sort by creation and never repeat across machines or restarts.
-func newRunID() (string, error) {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("run id: %w", err)
-	}
-	return "run-" + time.Now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b), nil
-}
+// newRunID returns a globally unique run id, "run-20261130t101500-0a1b2c3d4e5f" (internal/runid):
+// UTC time to the second plus 48 random bits, so ids sort by creation and never repeat across
+// machines or restarts.
+func newRunID() string { return runid.New("run-", time.Now()) }
 
 func upstreamLabel(o Options) string {
 	if o.BaseURL == "" {

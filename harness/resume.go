@@ -181,10 +181,7 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	if err != nil {
 		return Summary{}, err
 	}
-	newID, err := newRunID()
-	if err != nil {
-		return Summary{}, err
-	}
+	newID := newRunID()
 	if err := store.OpenRun(ctx, newID, p.envelope, runID); err != nil {
 		return Summary{}, fmt.Errorf("open run %s: %w", newID, err)
 	}

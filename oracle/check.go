@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/assay-audit/assay/internal/digest"
 )
 
 // Verdicts of [Check], [RunGoTest] and [RunPytest]. Only VerdictPassed
@@ -360,19 +362,11 @@ func sha256Hex(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// hashFile returns the hex SHA-256 of the file at path, or "" when it cannot
-// be read.
+// hashFile returns the SHA-256 hex of the regular file at path (internal/digest), or "" when it
+// cannot be read or is not a regular file: a FIFO put in its place is not waited on.
 func hashFile(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return ""
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum, _ := digest.File(path)
+	return sum
 }
 
 // summaryLimit bounds a summary of process output, in bytes.

@@ -20,9 +20,9 @@ import (
 // reach, before anything runs, is what keeps the report the driver's own.
 const VerdictForbiddenImport = "forbidden_import"
 
-// DefaultImports is the import allowance of the built-in specs: the math module, in both Go and
-// Python. Nothing else is needed to compute a numeric function.
-var DefaultImports = []string{"math"}
+// DefaultImports returns the import allowance of the built-in specs, a new slice on every call: the
+// math module, in both Go and Python. Nothing else is needed to compute a numeric function.
+func DefaultImports() []string { return []string{"math"} }
 
 // pythonForbiddenNames are the Python builtins through which source can reach files, code objects or
 // the interpreter without an import statement.
@@ -34,7 +34,7 @@ var pythonForbiddenNames = []string{
 // allowedImports returns the spec's import allowance (DefaultImports when nil).
 func (s Spec) allowedImports() []string {
 	if s.Imports == nil {
-		return DefaultImports
+		return DefaultImports()
 	}
 	return s.Imports
 }

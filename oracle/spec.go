@@ -380,7 +380,7 @@ type Spec struct {
 	// SignedZeroEqual.
 	SignedZero string
 	// Imports are the import paths (Go) or module names (Python) the
-	// artifact may use; nil means DefaultImports ("math"). Anything else is
+	// artifact may use; nil means DefaultImports() ("math"). Anything else is
 	// refused before the artifact runs, with VerdictForbiddenImport.
 	Imports []string
 	// AnyImport lifts the static restrictions (imports; Go package-level

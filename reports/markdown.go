@@ -5,11 +5,10 @@ package reports
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/atomicfile"
 )
 
 // MatrixReport is the input of a matrix report.
@@ -108,26 +107,11 @@ const glossary = `
 - **required**: a required check must pass for the case to be accepted.
 `
 
-// WriteFileAtomic writes data to path through a temporary file in the same directory and a rename,
-// so a reader never sees a half-written report.
+// WriteFileAtomic writes data to path, mode 0600, through internal/atomicfile (a temporary file in
+// the same directory, fsync, rename, directory fsync), so a reader never sees a half-written report.
+// Errors are *fs.PathError naming path.
 func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, 0o600)
 }
 
 func verdictOf(r evidence.RunSummary) string {

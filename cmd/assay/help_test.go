@@ -107,7 +107,7 @@ func TestHelpListsWhatTheRegistriesHold(t *testing.T) {
 		ensemble = append(ensemble, m.Name)
 	}
 	want := map[string][]string{
-		"matrix run":   append(append(append(harness.CatalogNames(), harness.ProfileNames()...), harness.Languages...), checkNames()...),
+		"matrix run":   append(append(append(harness.CatalogNames(), harness.ProfileNames()...), harness.Languages()...), checkNames()...),
 		"resume":       durable,
 		"formations":   ensemble,
 		"oracle check": oracle.CheckVerdicts(),

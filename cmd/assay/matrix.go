@@ -45,7 +45,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 				"<out>/report.md is the report. Every tool call passes the execution boundary (--policy, --approvals, "+
 				"budgets); --mode dry_run and observe are never accepted; secrets are masked. Profiles: %s; languages: %s. "+
 				"Reference: docs/cli.md, docs/safety.md.",
-				len(harness.Catalog()), strings.Join(checkNames(), ", "), list("and", harness.ProfileNames()...), list("and", harness.Languages...))),
+				len(harness.Catalog()), strings.Join(checkNames(), ", "), list("and", harness.ProfileNames()...), list("and", harness.Languages()...))),
 		Example: `  assay matrix run
   assay matrix run --formations all --concurrency 2
   assay matrix run --formations reflection,parallel+vote --profile single-file --language python
@@ -76,7 +76,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringVar(&opts.Harness.OutDir, "out", "assay-out", "output directory (evidence store, gateway database, case directories, report)")
 	f.StringVar(&formations, "formations", "sequential,parallel", "comma-separated catalog cases, or \"all\" (catalog: "+strings.Join(harness.CatalogNames(), ", ")+")")
 	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile: "+strings.Join(harness.ProfileNames(), " or "))
-	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages, " or "))
+	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages(), " or "))
 	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once")
 	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")

@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/assay-audit/assay/internal/redactjson"
 )
 
 // Mask replaces every redacted value.
@@ -125,46 +127,17 @@ func (r *Redactor) String(s string) string {
 
 // JSON returns raw with the values of sensitive fields masked and secret values masked inside every
 // string. Text that is not valid JSON is masked as a string. The result is compact JSON with object
-// keys sorted (json.Marshal of the parsed value).
+// keys sorted (json.Marshal of the parsed value). The walk is internal/redactjson's.
 func (r *Redactor) JSON(raw json.RawMessage) json.RawMessage {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return raw
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	out, err := redactjson.Redact(raw, r.String, redactjson.Options{Mask: Mask, Field: sensitiveName, Reencode: true})
+	if err != nil {
 		out, _ := json.Marshal(r.String(string(raw)))
 		return out
 	}
-	out, err := json.Marshal(r.value(v))
-	if err != nil {
-		m, _ := json.Marshal(Mask)
-		return m
-	}
 	return out
-}
-
-func (r *Redactor) value(v any) any {
-	switch x := v.(type) {
-	case string:
-		return r.String(x)
-	case []any:
-		for i := range x {
-			x[i] = r.value(x[i])
-		}
-		return x
-	case map[string]any:
-		for k, e := range x {
-			if _, isObj := e.(map[string]any); !isObj && sensitiveName(k) {
-				x[k] = Mask
-				continue
-			}
-			x[k] = r.value(e)
-		}
-		return x
-	}
-	return v
 }
 
 // SSE is the redaction projection of a raw server-sent event stream of chat-completion chunks

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults and limits of Client.
@@ -108,7 +110,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if c.sessionHeader == "" {
 		c.sessionHeader = DefaultSessionHeader
 	}
-	if !ValidHeaderName(c.sessionHeader) {
+	if !httpguts.ValidHeaderFieldName(c.sessionHeader) { // an RFC 9110 token
 		return nil, fmt.Errorf("%w: session header %q is not a valid header name", ErrInvalidRequest, c.sessionHeader)
 	}
 	switch {
@@ -437,21 +439,4 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "...(truncated)"
-}
-
-// ValidHeaderName reports whether s is an RFC 9110 token, i.e. a valid HTTP header field name.
-func ValidHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", ch) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

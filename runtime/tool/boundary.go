@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
+	"github.com/assay-audit/assay/internal/digest"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/policy"
 )
@@ -680,7 +680,7 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 		if runErr == nil && final.tool.Access != ReadOnly && b.mode != DryRun {
 			out.Files = observeFiles(c.Root, final.paths)
 		}
-		reservation.Commit(zeroTokens)
+		reservation.Commit(new(int64)) // a tool dispatch spends no provider tokens
 		out.Attempts = attempt
 		if runErr != nil && final.tool.Access == ReadOnly && errors.Is(runErr, ErrTransient) && attempt <= b.retries && ctx.Err() == nil {
 			continue
@@ -721,9 +721,6 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 	return b.finish(ctx, rec, out)
 }
 
-// zeroTokens: a tool dispatch spends no provider tokens.
-var zeroTokens = new(int64)
-
 // run dispatches the tool once (or simulates it in dry_run).
 func (b *Boundary) run(ctx context.Context, c Call, p prepared) (string, error) {
 	if b.mode == DryRun && p.tool.Access != ReadOnly {
@@ -738,8 +735,8 @@ func (b *Boundary) run(ctx context.Context, c Call, p prepared) (string, error) 
 }
 
 // observeFiles returns the SHA-256 hex of each path's regular file under dir, "" for a path that is
-// not a regular file (or cannot be read); nil without paths. Paths are member-relative and rooted
-// (os.Root), so nothing outside dir is read.
+// not a regular file (or cannot be read; a FIFO is not waited on); nil without paths. Paths are
+// member-relative and rooted (os.Root), so nothing outside dir is read.
 func observeFiles(dir string, paths []string) map[string]string {
 	if len(paths) == 0 {
 		return nil
@@ -751,18 +748,7 @@ func observeFiles(dir string, paths []string) map[string]string {
 	defer root.Close()
 	out := make(map[string]string, len(paths))
 	for _, p := range paths {
-		out[p] = ""
-		f, err := root.Open(p)
-		if err != nil {
-			continue
-		}
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			h := sha256.New()
-			if _, err := io.Copy(h, f); err == nil {
-				out[p] = hex.EncodeToString(h.Sum(nil))
-			}
-		}
-		f.Close()
+		out[p], _ = digest.FileIn(root, p)
 	}
 	return out
 }

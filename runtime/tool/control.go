@@ -216,7 +216,7 @@ func (b *Boundary) Reconcile(ctx context.Context, key string) (Outcome, error) {
 		if err != nil {
 			return err
 		}
-		r.Commit(zeroTokens)
+		r.Commit(new(int64)) // a reconciliation spends no provider tokens
 		return nil
 	}
 	b.mu.Lock()

@@ -144,6 +144,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Identity and fixed values of the reference provider.
@@ -366,7 +368,7 @@ func New(cfg Config) (*Server, error) {
 	if s.header == "" {
 		s.header = DefaultSessionHeader
 	}
-	if !validHeaderName(s.header) {
+	if !httpguts.ValidHeaderFieldName(s.header) { // an RFC 9110 token
 		return nil, fmt.Errorf("%w: session header %q is not a valid header name", ErrInvalidConfig, s.header)
 	}
 	for i, f := range cfg.Faults {
@@ -568,21 +570,4 @@ func compactJSON[T writeFileArgs | readFileArgs | remotePutArgs | EffectReceipt 
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", ch) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
