@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,15 +251,8 @@ type Snapshot struct {
 // nothing (it may stay on disk after a crash). A failed run removes the
 // database's directory when it created it and nothing else is in it.
 //
-// While it loads, Index raises the process's garbage collection target
-// (runtime/debug SetGCPercent) to 200; from the end of the load to the
-// written database it turns the pacing off, collecting once explicitly
-// when the graph is built and from then on under a memory limit of 1.8
-// times what the Go runtime held at the end of the load (SetMemoryLimit;
-// with concurrent calls, once each has collected). Both are left alone
-// when the environment sets GOGC, and restored when the last concurrent
-// call returns. They save CPU time for a peak memory well under twice the
-// load's (docs/performance.md).
+// Index changes no setting of the process (the garbage collector's is the
+// caller's to choose: `assay index` sets its own).
 func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if opts.DBPath == "" {
 		return Snapshot{}, fmt.Errorf("%w: DBPath is empty", ErrInvalidOptions)
@@ -420,7 +412,6 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		spec.strip = plan.strip
 	}
 
-	defer raiseGCPercent()()
 	progress := func(stage string) {
 		if opts.Progress != nil {
 			opts.Progress(stage)
@@ -545,10 +536,6 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		changedWhileIndexed()
 	}
 	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
-	// Until the database is written the collector runs only when told to
-	// (below) and, after that, at a memory limit (holdCollector).
-	collected, release := holdCollector()
-	defer release()
 	g, err := buildGraph(ctx, res, plan)
 	if err != nil {
 		return Snapshot{}, err
@@ -578,20 +565,11 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		progress(fmt.Sprintf("%d file(s) modified while being indexed (first %s): the next run indexes in full", len(modified), modified[0]))
 	}
 	// The loaded packages (type information, most of the heap) are garbage
-	// from here on. Collecting them now keeps the peak memory of writing
-	// near the load's; the collector is held otherwise. The collection
-	// runs to its end before the writing starts: with nothing else running
-	// it marks on both cores for a few tens of milliseconds, where a
-	// collection running alongside the database inserts and the metrics
-	// slowed both (write barriers, assists; on golang.org/x/tools the time
-	// after the load fell from 0.775 to 0.645 s, median of 8 alternated
-	// runs, docs/performance.md).
+	// from here on.
 	res = nil
 	if opts.EnrichGraph == nil || plan != nil {
 		g.syntax = nil // only the in-memory enrichment of a full index reads the trees
 	}
-	runtime.GC()
-	collected()
 
 	snap := Snapshot{
 		Dir:         dir,

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/metrics"
 )
 
 // index runs indexer.Index into a fresh database under t.TempDir.
@@ -820,4 +822,28 @@ func TestOnlyTestFilesWithoutTestsIsRefused(t *testing.T) {
 	if s := index(t, indexer.Options{Dir: dir, Tests: true}); s.Counts.Files != 1 {
 		t.Errorf("with tests: %d files, want 1", s.Counts.Files)
 	}
+}
+
+// TestIndexLeavesTheGarbageCollectorAlone: Index changes no setting of the
+// process that calls it (a server indexing on request wants its own): the
+// GC percent and memory limit the caller set hold at every stage and after.
+func TestIndexLeavesTheGarbageCollectorAlone(t *testing.T) {
+	// Not parallel: the settings are the process's.
+	const percent, limit = 137, int64(3 << 30)
+	oldPercent := debug.SetGCPercent(percent)
+	oldLimit := debug.SetMemoryLimit(limit)
+	t.Cleanup(func() {
+		debug.SetGCPercent(oldPercent)
+		debug.SetMemoryLimit(oldLimit)
+	})
+	check := func(when string) {
+		p := debug.SetGCPercent(percent)
+		l := debug.SetMemoryLimit(-1) // a negative limit only reads it
+		if p != percent || l != limit {
+			t.Errorf("%s: GC percent %d, memory limit %d; want %d and %d", when, p, l, percent, limit)
+		}
+	}
+	index(t, indexer.Options{Dir: "testdata/fixture", Tests: true, Progress: check,
+		Enrich: metrics.Enrich(metrics.Options{}), EnrichGraph: metrics.EnrichGraph(metrics.Options{}), EnrichID: metrics.RegistryID()})
+	check("after Index")
 }
