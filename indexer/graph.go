@@ -288,10 +288,6 @@ type builder struct {
 	enc *objectpath.Encoder
 	// declared holds the ids of the indexed declarations' nodes.
 	declared map[string]bool
-	// plan is the incremental index's plan; nil for a full index.
-	plan *incrementalPlan
-	// bodyEnds are the original ends of stripped function bodies.
-	bodyEnds map[*ast.FuncDecl]token.Pos
 	// contentMu guards content, which the declaration pass's fragments
 	// (builder.fragment) share.
 	contentMu *sync.Mutex
@@ -300,14 +296,12 @@ type builder struct {
 // buildGraph turns the load result into database rows. The content and
 // hash of a file go/packages parsed are the bytes it parsed; any other
 // source file is read once for its hash.
-func buildGraph(ctx context.Context, res *loadResult, plan *incrementalPlan) (*graph, error) {
+func buildGraph(ctx context.Context, res *loadResult) (*graph, error) {
 	b := &builder{
 		g:         &graph{digests: map[string]string{}, syntax: map[string]SourceSyntax{}, unmatched: len(res.unmatched)},
 		indexed:   map[string]bool{},
 		depNodes:  map[string]bool{},
 		content:   maps.Clone(res.parsed),
-		plan:      plan,
-		bodyEnds:  res.bodyEnds,
 		objIDs:    map[types.Object]string{},
 		declIDs:   map[declKey]string{},
 		rootOf:    map[*types.Package]*packages.Package{},
@@ -507,8 +501,6 @@ func (b *builder) fragment() *builder {
 		declIDs:   map[declKey]string{},
 		rootOf:    b.rootOf,
 		declared:  map[string]bool{},
-		plan:      b.plan,
-		bodyEnds:  b.bodyEnds,
 	}
 }
 
@@ -763,7 +755,7 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 		// syntax errors has none handed over: go/packages' partial tree
 		// (all errors) is not the one the metrics' own parse gives (which
 		// stops at the tenth error), and the metrics read such a file.
-		if fr.indexed && b.plan == nil && content.err == nil && parsedClean {
+		if fr.indexed && content.err == nil && parsedClean {
 			g.syntax[path] = SourceSyntax{Fset: fset, File: file}
 		}
 		origin := "production"
@@ -793,7 +785,7 @@ func (b *builder) addFiles(p *packages.Package, pkgID, variant string) {
 		d.extract(file)
 		if info != nil {
 			b.work = append(b.work, relWork{pkg: p, pkgID: pkgID, fileID: fr.id, variant: variant, origin: origin, file: file,
-				isTest: fr.isTest, signatureOnly: b.plan.signatureOnly(p)})
+				isTest: fr.isTest})
 		}
 	}
 	linkReceivers(g, g.types[firstType:], g.funcs[firstFunc:], variant)
@@ -893,7 +885,7 @@ func (b *builder) bindCgo(p *packages.Package, pkgID, variant string, syntax map
 		}
 		if userFile != "" {
 			b.work = append(b.work, relWork{pkg: p, pkgID: pkgID, fileID: userFile, variant: variant,
-				origin: origins[userFile], file: file, lineAdjusted: true, signatureOnly: b.plan.signatureOnly(p)})
+				origin: origins[userFile], file: file, lineAdjusted: true})
 		}
 	}
 }
@@ -1226,11 +1218,7 @@ func (d *declExtractor) funcDecl(fd *ast.FuncDecl) {
 	if origin == "test" && !row.isMethod && isExampleName(name) {
 		origin = "example"
 	}
-	end := fd.End()
-	if e, ok := d.b.bodyEnds[fd]; ok {
-		end = e
-	}
-	d.nodeWithOrigin(row.id, kind, name, d.span(fd.Pos(), end), origin, obj)
+	d.nodeWithOrigin(row.id, kind, name, d.span(fd.Pos(), fd.End()), origin, obj)
 	d.b.declIDs[declKey{d.goID, fd}] = row.id
 	d.g.funcs = append(d.g.funcs, row)
 }

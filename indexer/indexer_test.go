@@ -20,7 +20,6 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/assay-audit/assay/indexer"
-	"github.com/assay-audit/assay/metrics"
 )
 
 // index runs indexer.Index into a fresh database under t.TempDir.
@@ -824,6 +823,18 @@ func TestOnlyTestFilesWithoutTestsIsRefused(t *testing.T) {
 	}
 }
 
+// TestProgress: each stage is reported, in order, from the calling goroutine.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	var stages []string
+	index(t, indexer.Options{Dir: "testdata/fixture", Progress: func(s string) { stages = append(stages, s) }})
+	want := []string{"loading and type-checking packages", "building the graph of 2 packages", "writing the database",
+		"checking (PRAGMA integrity_check, foreign_key_check), syncing and hashing the database"}
+	if diff := cmp.Diff(want, stages); diff != "" {
+		t.Errorf("stages (-want +got):\n%s", diff)
+	}
+}
+
 // TestIndexLeavesTheGarbageCollectorAlone: Index changes no setting of the
 // process that calls it (a server indexing on request wants its own): the
 // GC percent and memory limit the caller set hold at every stage and after.
@@ -843,7 +854,7 @@ func TestIndexLeavesTheGarbageCollectorAlone(t *testing.T) {
 			t.Errorf("%s: GC percent %d, memory limit %d; want %d and %d", when, p, l, percent, limit)
 		}
 	}
-	index(t, indexer.Options{Dir: "testdata/fixture", Tests: true, Progress: check,
-		Enrich: metrics.Enrich(metrics.Options{}), EnrichGraph: metrics.EnrichGraph(metrics.Options{}), EnrichID: metrics.RegistryID()})
+	opts := withMetricsEnrich(indexer.Options{Dir: "testdata/fixture", Tests: true, Progress: check})
+	index(t, opts)
 	check("after Index")
 }

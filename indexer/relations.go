@@ -29,10 +29,6 @@ type relWork struct {
 	// lineAdjusted is set for a file cgo rewrote: positions are reported
 	// through its //line directives, which name the source file.
 	lineAdjusted bool
-	// signatureOnly is set in an incremental index for packages that are
-	// not re-indexed: bodies are not walked (their relations are kept
-	// from the previous database).
-	signatureOnly bool
 }
 
 // memberRow is one row of members: a field of a struct type or a method
@@ -415,7 +411,7 @@ func (r *relPass) funcDecl(fd *ast.FuncDecl, id string) {
 		r.walk(fd.Recv)
 	}
 	r.walk(fd.Type)
-	if fd.Body != nil && !r.w.signatureOnly {
+	if fd.Body != nil {
 		r.walk(fd.Body)
 	}
 }

@@ -33,7 +33,7 @@ type enrichers struct {
 	graph EnrichGraphFunc
 }
 
-func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich enrichers, plan *incrementalPlan, progress func(string), k keys) (sum string, counts Counts, err error) {
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich enrichers, key contentKey, progress func(string)) (sum string, counts Counts, err error) {
 	dir := filepath.Dir(dbPath)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", Counts{}, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
@@ -54,7 +54,7 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		}
 	}()
 
-	counts, err = fillDatabase(ctx, tmpPath, snap, env, g, enrich, plan, progress, k)
+	counts, err = fillDatabase(ctx, tmpPath, snap, env, g, enrich, key, progress)
 	if err != nil {
 		return "", Counts{}, err
 	}
@@ -117,7 +117,7 @@ func syncAndHash(path string) (string, error) {
 // fillDatabase creates the schema in path, inserts g in one transaction
 // (with what enrich writes), sets the schema version and closes the
 // database.
-func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich enrichers, plan *incrementalPlan, progress func(string), k keys) (counts Counts, err error) {
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich enrichers, key contentKey, progress func(string)) (counts Counts, err error) {
 	db, err := sql.Open("sqlite3", sqliteuri.File(path, "_journal_mode=MEMORY&_synchronous=OFF"))
 	if err != nil {
 		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
@@ -128,12 +128,6 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		}
 	}()
 	db.SetMaxOpenConns(1)
-	if plan != nil {
-		// ATTACH is refused inside a transaction; the one connection keeps it.
-		if _, err := db.ExecContext(ctx, "ATTACH DATABASE ? AS old", sqliteuri.File(plan.oldDB, "mode=ro")); err != nil {
-			return Counts{}, fmt.Errorf("indexer: attach previous database %s: %w", plan.oldDB, err)
-		}
-	}
 
 	// Rows in primary-key order make every B-tree insert an append. A
 	// node's seq is its position in id order; edges refer to nodes by seq.
@@ -144,7 +138,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	// time from the inserts: on golang.org/x/tools the time after the load
 	// was 0.635 s with one, 0.595 s without, medians of 12).
 	edges := numberEdges(g.edges, seqOf)
-	if enrich.graph == nil || plan != nil {
+	if enrich.graph == nil {
 		go edges.run()
 	}
 
@@ -155,7 +149,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		err   error
 	}
 	var fromGraph chan enriched
-	if enrich.graph != nil && plan == nil {
+	if enrich.graph != nil {
 		// The view holds the trees until the enrichment drops them. It is
 		// copied on the enrichment's goroutine: g is only read from here on.
 		syntax := g.syntax
@@ -205,22 +199,11 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		_ = tx.Rollback()
 		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
 	}
-	if err := insertFSCheck(ctx, tx, k.fs, k.check); err != nil {
+	if err := insertReuseCheck(ctx, tx, snap.InputKey, key); err != nil {
 		_ = tx.Rollback()
 		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
 	}
 	counts = snap.Counts
-	if plan != nil {
-		if err := mergeKept(ctx, tx, plan.kept); err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
-		}
-		if err := tx.QueryRowContext(ctx, "SELECT nodes, edges FROM snapshots").Scan(&counts.Nodes, &counts.Edges); err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
-		}
-		snap.Counts = counts
-	}
 	switch {
 	case fromGraph != nil:
 		progress("enriching the database (metrics)")
@@ -241,11 +224,6 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	}
 	if err := tx.Commit(); err != nil {
 		return Counts{}, fmt.Errorf("indexer: commit %s: %w", path, err)
-	}
-	if plan != nil {
-		if _, err := conn.ExecContext(ctx, "DETACH DATABASE old"); err != nil {
-			return Counts{}, fmt.Errorf("indexer: detach previous database: %w", err)
-		}
 	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
 		return Counts{}, fmt.Errorf("indexer: set user_version on %s: %w", path, err)
@@ -731,14 +709,6 @@ func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g
 	if err != nil {
 		return fmt.Errorf("encode build tags: %w", err)
 	}
-	var reindexed sql.Null[string]
-	if snap.Incremental {
-		b, err := json.Marshal(nonNil(snap.Reindexed))
-		if err != nil {
-			return fmt.Errorf("encode re-indexed packages: %w", err)
-		}
-		reindexed = valid(string(b))
-	}
 	var dirty sql.Null[int]
 	if snap.VCSRevision != "" {
 		dirty = valid(boolInt(snap.VCSDirty))
@@ -754,7 +724,7 @@ func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g
 		env.GOARCH, env.CGOEnabled, env.GOFLAGS, nonEmpty(snap.ToolVersion), boolInt(snap.Tests), string(patterns),
 		c.Packages, c.Files, c.Types, c.Funcs, c.Methods, c.Imports, c.LoadErrors, c.PackagesWithErrors,
 		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage, string(tags), c.Nodes, c.Edges, snap.InputKey,
-		snap.ConfigKey, boolInt(snap.Incremental), reindexed)
+		"", 0, nil) // config_key, incremental, reindexed: no incremental index (issue 21)
 	if err != nil {
 		return fmt.Errorf("insert snapshot: %w", err)
 	}

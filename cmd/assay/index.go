@@ -59,10 +59,9 @@ Packages that fail to load are indexed as far as their syntax allows, their erro
 load_errors, coverage lowered, and a warning printed; the exit status is still 0. When no package
 matches, nothing is written and the exit status is 2.
 
-A re-run on an unchanged tree (same build context, options, VCS state and file contents) reuses the
-database without loading anything. When some packages' files changed, only those packages and the
-packages that import them are re-indexed; the rest of the graph is kept (the result has the rows of a
-full index). --reuse=false forces a full index.
+A re-run on an unchanged tree (same build context, options, VCS state, file contents and directory
+entries under PATH) reuses the database without loading anything; any change indexes again, saying
+what changed. --reuse=false always indexes.
 
 Two runs writing the same database take turns: a run holds an exclusive lock (flock) on the file
 <db>-lock beside the database from start to end, and a second run waits for it (it says so on stderr,
@@ -172,14 +171,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: nothing changed since the last index; reused %s\n", snap.DBPath)
 	}
 	if snap.FullReason != "" {
-		fmt.Fprintf(opts.IO.ErrOut, "assay: full index: %s\n", snap.FullReason)
-	}
-	switch {
-	case snap.Incremental && len(snap.Reindexed) == 0:
-		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: no package's Go files changed; kept every package\n")
-	case snap.Incremental:
-		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: re-indexed %s (%s, with their test variants); kept the rest\n",
-			plural(len(snap.Reindexed), "package"), strings.Join(snap.Reindexed, ", "))
+		fmt.Fprintf(opts.IO.ErrOut, "assay: indexed again: %s\n", snap.FullReason)
 	}
 	if opts.Format == "json" {
 		return writeJSON(opts.IO.Out, snap)

@@ -42,8 +42,6 @@ type childResult struct {
 	Edges    int  `json:"edges"`
 	Packages int  `json:"packages"`
 	Reused   bool `json:"reused"`
-	// ReusedBy is Snapshot.ReusedBy: "files" or "listing".
-	ReusedBy string `json:"reused_by,omitempty"`
 	// Incremental and Note (the re-indexed packages) describe an
 	// incremental index.
 	Incremental bool   `json:"incremental"`
@@ -149,7 +147,7 @@ func runChild(mode, dir, db string, stages bool) (childResult, error) {
 			progress("done")
 		}
 		c := snap.Counts
-		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused, ReusedBy: snap.ReusedBy,
+		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused,
 			Incremental: snap.Incremental, Note: note(snap)}, nil
 	}
 	return childResult{}, fmt.Errorf("unknown mode %q", mode)
@@ -310,7 +308,7 @@ func measure(self, mod, scip string, rounds *int) error {
 	fmt.Printf("| bare packages.Load (floor) | %.2f | %.2f | %.0f | %d | | |\n", bare.wall.Seconds(), bare.cpu.Seconds(), bare.rssMB, bare.res.Files)
 	fmt.Printf("| assay index, cold (graph + metrics) | %.2f | %.2f | %.0f | %d | %d | %d |\n", cold.wall.Seconds(), cold.cpu.Seconds(), cold.rssMB, cold.res.Files, cold.res.Nodes, cold.res.Edges)
 	fmt.Printf("| assay index, cold, with GOGC=100 (the floor's GC target) | %.2f | %.2f | %.0f | %d | %d | %d |\n", cold100.wall.Seconds(), cold100.cpu.Seconds(), cold100.rssMB, cold100.res.Files, cold100.res.Nodes, cold100.res.Edges)
-	fmt.Printf("| assay index, unchanged re-run (reused by %s) | %.2f | %.2f | %.0f | | | |\n", again.res.ReusedBy, again.wall.Seconds(), again.cpu.Seconds(), again.rssMB)
+	fmt.Printf("| assay index, unchanged re-run (reused) | %.2f | %.2f | %.0f | | | |\n", again.wall.Seconds(), again.cpu.Seconds(), again.rssMB)
 	rel, _ := filepath.Rel(src, leaf)
 	fmt.Printf("| assay index after appending a func to %s (%s) | %.2f | %.2f | %.0f | %d | %d | %d |\n", rel,
 		map[bool]string{true: "incremental: ", false: "full: "}[inc.res.Incremental]+inc.res.Note, inc.wall.Seconds(), inc.cpu.Seconds(), inc.rssMB, inc.res.Files, inc.res.Nodes, inc.res.Edges)
