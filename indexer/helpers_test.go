@@ -27,7 +27,6 @@ func requireSameAsFull(t *testing.T, opts indexer.Options, got indexer.Snapshot)
 
 func withMetricsEnrich(opts indexer.Options) indexer.Options {
 	opts.Enrich = metrics.Enrich(metrics.Options{})
-	opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
 	opts.EnrichID = metrics.RegistryID()
 	return opts
 }

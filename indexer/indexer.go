@@ -2,7 +2,6 @@ package indexer
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -59,23 +58,16 @@ type Options struct {
 	// GOOS and GOARCH, when not empty, override the build target (they
 	// decide which files exist, and are recorded in the snapshot).
 	GOOS, GOARCH string
-	// Enrich, when not nil, is called inside the database's write
-	// transaction after the graph is inserted and before the integrity
-	// check, so that what it writes (metric values) is covered by the
-	// database's SHA-256. An error from it aborts the index: nothing is
-	// written. EnrichID names what Enrich computes and its version; it is
-	// part of the reuse key, so a new version is never served a database
-	// written by an old one.
-	Enrich   func(ctx context.Context, tx *sql.Tx, snap Snapshot) error
+	// Enrich, when not nil, computes what the index adds to the graph
+	// (metric values) from the graph in memory, while the graph rows are
+	// inserted, and writes its rows in the database's transaction, so
+	// that the database's checks and SHA-256 cover them (see EnrichFunc).
+	// An error from it aborts the index: nothing is written. EnrichID
+	// names what Enrich computes and its version; it is part of the
+	// content key, so a new version is never served a database written by
+	// an old one.
+	Enrich   EnrichFunc
 	EnrichID string
-	// EnrichGraph, when not nil, replaces Enrich in a full index: it is
-	// given a copy of the graph and runs on its own goroutine while the
-	// graph is inserted, and the function it returns writes its rows in
-	// the same transaction, before the checks and the SHA-256. It must
-	// compute what Enrich computes from the database (an incremental
-	// index, whose graph is partly copied from the previous database,
-	// still calls Enrich).
-	EnrichGraph EnrichGraphFunc
 	// Reuse lets Index return the snapshot already at DBPath, without
 	// loading or writing anything, when the database is byte for byte what
 	// its index wrote and the content key it stores equals the key of the
@@ -388,8 +380,8 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		progress(fmt.Sprintf("%d file(s) or directories modified while being indexed (first %s): the next run indexes again", len(modified), modified[0]))
 	}
 	res = nil // the loaded packages (most of the heap) are garbage from here on
-	if opts.EnrichGraph == nil {
-		g.syntax = nil // only the in-memory enrichment reads the trees
+	if opts.Enrich == nil {
+		g.syntax = nil // only the enrichment reads the trees
 	}
 
 	snap := Snapshot{
@@ -417,12 +409,9 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		return Snapshot{}, err
 	}
 	progress("writing the database")
-	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, enrichers{opts.Enrich, opts.EnrichGraph}, key, progress)
-	if err != nil {
+	if snap.DBSHA256, err = writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, key, progress); err != nil {
 		return Snapshot{}, err
 	}
-	snap.DBSHA256 = sum
-	snap.Counts = counts
 	return snap, nil
 }
 

@@ -3,7 +3,6 @@ package indexer
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -83,7 +82,7 @@ func readStoredKey(ctx context.Context, dbPath string) (prev Snapshot, k content
 
 // insertReuseCheck stores the content key (hash "" when there is none)
 // and what it was computed from.
-func insertReuseCheck(ctx context.Context, tx *sql.Tx, hash string, k contentKey) error {
+func insertReuseCheck(ctx context.Context, tx *Tx, hash string, k contentKey) error {
 	raw, err := json.Marshal(k)
 	if err != nil {
 		return fmt.Errorf("encode content key: %w", err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	// Registers the "sqlite3" database/sql driver.
 	_ "github.com/mattn/go-sqlite3"
@@ -23,29 +21,24 @@ import (
 	"github.com/assay-audit/assay/internal/sqliteuri"
 )
 
-// writeDatabase writes g to a temporary file next to dbPath, checks it
-// (PRAGMA integrity_check and foreign_key_check) while syncing and hashing
-// it, renames it over dbPath and returns its SHA-256 hex. On any
-// error the temporary file is removed and dbPath is left as it was.
-// enrichers are Options.Enrich and Options.EnrichGraph.
-type enrichers struct {
-	db    func(context.Context, *sql.Tx, Snapshot) error
-	graph EnrichGraphFunc
-}
-
-func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich enrichers, key contentKey, progress func(string)) (sum string, counts Counts, err error) {
+// writeDatabase writes g, the key and what enrich computes to a temporary
+// file next to dbPath, checks it (PRAGMA integrity_check and
+// foreign_key_check) while syncing and hashing it, renames it over dbPath
+// and returns its SHA-256 hex. On any error the temporary file is removed
+// and dbPath is left as it was.
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich EnrichFunc, key contentKey, progress func(string)) (sum string, err error) {
 	dir := filepath.Dir(dbPath)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
+		return "", fmt.Errorf("indexer: create database directory %s: %w", dir, err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dbPath)+".tmp-*")
 	if err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: create temporary database in %s: %w", dir, err)
+		return "", fmt.Errorf("indexer: create temporary database in %s: %w", dir, err)
 	}
 	tmpPath := tmp.Name()
 	if err := tmp.Close(); err != nil {
 		_ = os.Remove(tmpPath)
-		return "", Counts{}, fmt.Errorf("indexer: close temporary database %s: %w", tmpPath, err)
+		return "", fmt.Errorf("indexer: close temporary database %s: %w", tmpPath, err)
 	}
 	defer func() {
 		if err != nil {
@@ -54,9 +47,8 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		}
 	}()
 
-	counts, err = fillDatabase(ctx, tmpPath, snap, env, g, enrich, key, progress)
-	if err != nil {
-		return "", Counts{}, err
+	if err := fillDatabase(ctx, tmpPath, snap, env, g, enrich, key, progress); err != nil {
+		return "", err
 	}
 	// The checks read the closed file through a read-only connection while
 	// it is synced and hashed: neither changes a byte of it.
@@ -70,19 +62,19 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 	checkErr := checkClosedDatabase(ctx, tmpPath)
 	<-done
 	if checkErr != nil {
-		return "", Counts{}, checkErr
+		return "", checkErr
 	}
 	if hashErr != nil {
-		return "", Counts{}, hashErr
+		return "", hashErr
 	}
 	if err := ctx.Err(); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: write %s: %w", dbPath, err)
+		return "", fmt.Errorf("indexer: write %s: %w", dbPath, err)
 	}
 	if err := os.Chmod(tmpPath, 0o644); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: chmod %s: %w", tmpPath, err)
+		return "", fmt.Errorf("indexer: chmod %s: %w", tmpPath, err)
 	}
 	if err := os.Rename(tmpPath, dbPath); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
+		return "", fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
 	}
 	// The next index reuses the database only if it still has this
 	// SHA-256 (verifyRecordedSHA256). Without the record it indexes in
@@ -94,7 +86,7 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		_ = d.Sync()
 		_ = d.Close()
 	}
-	return sum, counts, nil
+	return sum, nil
 }
 
 // syncAndHash fsyncs the closed database file and returns its SHA-256 hex.
@@ -117,10 +109,10 @@ func syncAndHash(path string) (string, error) {
 // fillDatabase creates the schema in path, inserts g in one transaction
 // (with what enrich writes), sets the schema version and closes the
 // database.
-func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich enrichers, key contentKey, progress func(string)) (counts Counts, err error) {
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich EnrichFunc, key contentKey, progress func(string)) (err error) {
 	db, err := sql.Open("sqlite3", sqliteuri.File(path, "_journal_mode=MEMORY&_synchronous=OFF"))
 	if err != nil {
-		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
+		return fmt.Errorf("indexer: open database %s: %w", path, err)
 	}
 	defer func() {
 		if cerr := db.Close(); cerr != nil && err == nil {
@@ -138,18 +130,18 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 	// time from the inserts: on golang.org/x/tools the time after the load
 	// was 0.635 s with one, 0.595 s without, medians of 12).
 	edges := numberEdges(g.edges, seqOf)
-	if enrich.graph == nil {
+	if enrich == nil {
 		go edges.run()
 	}
 
-	// A full index's enrichment is computed from a copy of the graph while
-	// the graph is inserted.
+	// The enrichment is computed from a copy of the graph while the graph
+	// is inserted.
 	type enriched struct {
-		write func(context.Context, *sql.Tx) error
+		write func(context.Context, *Tx) error
 		err   error
 	}
 	var fromGraph chan enriched
-	if enrich.graph != nil {
+	if enrich != nil {
 		// The view holds the trees until the enrichment drops them. It is
 		// copied on the enrichment's goroutine: g is only read from here on.
 		syntax := g.syntax
@@ -158,7 +150,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		gctx, cancel := context.WithCancel(ctx)
 		defer cancel() // on an early return, stop the enrichment
 		go func() {
-			var w func(context.Context, *sql.Tx) error
+			var w func(context.Context, *Tx) error
 			var err error
 			defer func() {
 				// A defect met in the enrichment is an error of this Index
@@ -173,62 +165,50 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 			view.Syntax = syntax
 			view.seq = seqOf
 			view.edgeOrder = edges.order
-			w, err = enrich.graph(gctx, view)
+			w, err = enrich(gctx, view)
 		}()
 	}
 
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
+		return fmt.Errorf("indexer: open database %s: %w", path, err)
 	}
 	defer conn.Close()
 	// Not bound to ctx: database/sql would roll the transaction back from
 	// another goroutine when ctx ends while the driver-level inserts go on
 	// outside it. The inserts check ctx between batches instead, and every
 	// error path below rolls back.
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	sqlTx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
-		return Counts{}, fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
+		return fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
 	}
 	// The connection closes only once the transaction is over: a path
 	// that neither commits nor rolls back would block that close forever.
-	defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, ignored
-	indexConns.Store(tx, conn)
-	defer indexConns.Delete(tx)
+	defer func() { _ = sqlTx.Rollback() }() // after Commit: ErrTxDone, ignored
+	tx := &Tx{tx: sqlTx, conn: conn}
 	if err := insertAll(ctx, tx, snap, env, g, nodes, edges); err != nil {
-		_ = tx.Rollback()
-		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+		return fmt.Errorf("indexer: write %s: %w", path, err)
 	}
 	if err := insertReuseCheck(ctx, tx, snap.InputKey, key); err != nil {
-		_ = tx.Rollback()
-		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+		return fmt.Errorf("indexer: write %s: %w", path, err)
 	}
-	counts = snap.Counts
-	switch {
-	case fromGraph != nil:
+	if fromGraph != nil {
 		progress("enriching the database (metrics)")
 		r := <-fromGraph
 		if r.err == nil {
 			r.err = r.write(ctx, tx)
 		}
 		if r.err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: enrich %s: %w", path, r.err)
-		}
-	case enrich.db != nil:
-		progress("enriching the database (metrics)")
-		if err := enrich.db(ctx, tx, snap); err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: enrich %s: %w", path, err)
+			return fmt.Errorf("indexer: enrich %s: %w", path, r.err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return Counts{}, fmt.Errorf("indexer: commit %s: %w", path, err)
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("indexer: commit %s: %w", path, err)
 	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
-		return Counts{}, fmt.Errorf("indexer: set user_version on %s: %w", path, err)
+		return fmt.Errorf("indexer: set user_version on %s: %w", path, err)
 	}
-	return counts, nil
+	return nil
 }
 
 // checkClosedDatabase runs PRAGMA integrity_check (which must answer
@@ -321,7 +301,7 @@ func nullBoolInt(b sql.Null[bool]) sql.Null[int] {
 
 // insertAll writes every table. Nodes go first so that references
 // resolve in insertion order.
-func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph, nodes []nodeRow, edges *numberedEdges) (err error) {
+func insertAll(ctx context.Context, tx *Tx, snap Snapshot, env goEnv, g *graph, nodes []nodeRow, edges *numberedEdges) (err error) {
 	var indexes []string
 	for _, stmt := range schemaDDL() {
 		// Indexes are built after the rows are in: one sort instead of a
@@ -470,233 +450,7 @@ func nodeSeqs(g *graph) ([]nodeRow, map[string]int64) {
 	return nodes, seqOf
 }
 
-// insertRows inserts rows with multi-row INSERT statements (up to
-// insertBatch rows each): one cgo call per batch instead of per row.
-// query is a single-row "INSERT ... VALUES (?, ...)" statement.
-func insertRows[T any](ctx context.Context, tx *sql.Tx, table, query string, rows []T, args func(T) []any) error {
-	return InsertBatched(ctx, tx, table, query, len(rows), func(i int) []any { return args(rows[i]) })
-}
-
-// insertBatch bounds the rows of one multi-row INSERT; with at most 13
-// columns it stays far below SQLite's variable limit.
-const insertBatch = 256
-
-// InsertBatched executes query, a single-row "INSERT ... VALUES (?, ...)"
-// statement, for rows 0..n-1 (args(i) gives row i's values), as multi-row
-// INSERT statements of up to insertBatch rows in tx. It is exported for
-// packages that write tables into the graph database inside indexer's
-// transaction (metrics). When tx is the transaction Index writes in, the
-// statements run on its SQLite connection directly, without database/sql's
-// conversion of every call's arguments; otherwise through tx. Values must
-// be nil, string, int, int64, float64, bool or a sql.Null of string, int,
-// int64 or float64. args may return the same slice every call: its values
-// are copied before the next. Errors name table and the first row of the
-// failing batch.
-func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, args func(i int) []any) error {
-	head, group, ok := strings.Cut(query, "VALUES")
-	if !ok {
-		return fmt.Errorf("insert into %s: query has no VALUES clause", table)
-	}
-	group = strings.TrimSpace(group)
-	multiRow := func(k int) string {
-		var b strings.Builder
-		b.WriteString(head)
-		b.WriteString("VALUES ")
-		for i := 0; i < k; i++ {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(group)
-		}
-		return b.String()
-	}
-	// go-sqlite3 binds what it is given and leaves the rest NULL, and
-	// database/sql counts only a batch's values: a short or long row
-	// would shift every later value silently. Count each row's.
-	cols := strings.Count(group, "?")
-	if c, ok := indexConns.Load(tx); ok {
-		return c.(*sql.Conn).Raw(func(dc any) error {
-			return insertDriver(ctx, dc, table, multiRow, n, cols, args)
-		})
-	}
-	prepare := func(k int) (*sql.Stmt, error) {
-		stmt, err := tx.PrepareContext(ctx, multiRow(k))
-		if err != nil {
-			return nil, fmt.Errorf("prepare insert into %s: %w", table, err)
-		}
-		return stmt, nil
-	}
-	var full *sql.Stmt
-	defer func() {
-		if full != nil {
-			full.Close()
-		}
-	}()
-	var vals []any
-	for start := 0; start < n; start += insertBatch {
-		end := min(start+insertBatch, n)
-		vals = vals[:0]
-		for i := start; i < end; i++ {
-			row := args(i)
-			if len(row) != cols {
-				return fmt.Errorf("insert into %s (row %d): %d values for %d columns", table, i, len(row), cols)
-			}
-			for _, v := range row {
-				vals = append(vals, plainValue(v))
-			}
-		}
-		stmt := full
-		if end-start == insertBatch {
-			if full == nil {
-				var err error
-				if full, err = prepare(insertBatch); err != nil {
-					return err
-				}
-			}
-			stmt = full
-		} else {
-			var err error
-			if stmt, err = prepare(end - start); err != nil {
-				return err
-			}
-			defer stmt.Close()
-		}
-		if _, err := stmt.ExecContext(ctx, vals...); err != nil {
-			return fmt.Errorf("insert into %s (rows %d..%d): %w", table, start, end-1, err)
-		}
-	}
-	return nil
-}
-
-// indexConns maps each transaction Index writes in (*sql.Tx) to the
-// connection it runs on (*sql.Conn), for InsertBatched.
-var indexConns sync.Map
-
-// insertDriver is InsertBatched on the driver connection dc (go-sqlite3's):
-// one argument slice serves every batch, and no per-call conversion runs.
-// multiRow(k) is the INSERT statement for k rows. Statements run through
-// the driver's Query, not Exec: go-sqlite3 (v1.14.53) binds a query's
-// arguments and takes its first step in one cgo call, where Exec crosses
-// into C once per bound value; an INSERT is done at that first step.
-func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int) string, n, cols int, args func(i int) []any) error {
-	conn, ok := dc.(driver.ConnPrepareContext)
-	if !ok {
-		return fmt.Errorf("insert into %s: driver connection %T cannot prepare statements", table, dc)
-	}
-	prepare := func(k int) (driver.StmtQueryContext, func(), error) {
-		stmt, err := conn.PrepareContext(ctx, multiRow(k))
-		if err != nil {
-			return nil, nil, fmt.Errorf("prepare insert into %s: %w", table, err)
-		}
-		query, ok := stmt.(driver.StmtQueryContext)
-		if !ok {
-			stmt.Close()
-			return nil, nil, fmt.Errorf("insert into %s: driver statement %T cannot run with a context", table, stmt)
-		}
-		return query, func() { stmt.Close() }, nil
-	}
-	var full driver.StmtQueryContext
-	var vals []driver.NamedValue
-	for start := 0; start < n; start += insertBatch {
-		// The index's transaction is not rolled back by database/sql when ctx
-		// ends (see fillDatabase): stop here, with ctx's error.
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("insert into %s: %w", table, err)
-		}
-		end := min(start+insertBatch, n)
-		vals = vals[:0]
-		for i := start; i < end; i++ {
-			row := args(i)
-			if len(row) != cols {
-				return fmt.Errorf("insert into %s (row %d): %d values for %d columns", table, i, len(row), cols)
-			}
-			for _, v := range row {
-				dv, err := driverValue(v)
-				if err != nil {
-					return fmt.Errorf("insert into %s (row %d): %w", table, i, err)
-				}
-				vals = append(vals, driver.NamedValue{Ordinal: len(vals) + 1, Value: dv})
-			}
-		}
-		stmt := full
-		if end-start == insertBatch && full != nil {
-			stmt = full
-		} else {
-			s, closeStmt, err := prepare(end - start)
-			if err != nil {
-				return err
-			}
-			defer closeStmt()
-			stmt = s
-			if end-start == insertBatch {
-				full = s
-			}
-		}
-		rows, err := stmt.QueryContext(ctx, vals)
-		if err == nil {
-			err = rows.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("insert into %s (rows %d..%d): %w", table, start, end-1, err)
-		}
-	}
-	return nil
-}
-
-// driverValue is plainValue for a driver: it refuses what is not a
-// driver.Value once plain.
-func driverValue(v any) (driver.Value, error) {
-	switch v := plainValue(v).(type) {
-	case nil:
-		return nil, nil
-	case string, int64, float64, bool, []byte:
-		return v, nil
-	default:
-		return nil, fmt.Errorf("value of type %T is not an SQLite value", v)
-	}
-}
-
-// sqlText is s as SQLite takes it: the string, or nil for NULL.
-func sqlText(s sql.Null[string]) any {
-	if !s.Valid {
-		return nil
-	}
-	return s.V
-}
-
-// plainValue turns the nullable and integer types the rows use into the
-// driver values they stand for (nil, int64, float64, string), so that
-// database/sql passes them on without a conversion through driver.Valuer
-// and reflection per value. Other values are returned unchanged.
-func plainValue(v any) any {
-	switch v := v.(type) {
-	case sql.Null[string]:
-		if !v.Valid {
-			return nil
-		}
-		return v.V
-	case sql.Null[int]:
-		if !v.Valid {
-			return nil
-		}
-		return int64(v.V)
-	case sql.Null[int64]:
-		if !v.Valid {
-			return nil
-		}
-		return v.V
-	case sql.Null[float64]:
-		if !v.Valid {
-			return nil
-		}
-		return v.V
-	case int:
-		return int64(v)
-	}
-	return v
-}
-
-func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) error {
+func insertSnapshot(ctx context.Context, tx *Tx, snap Snapshot, env goEnv, g *graph) error {
 	modulePaths, err := json.Marshal(nonNil(snap.ModulePaths))
 	if err != nil {
 		return fmt.Errorf("encode module paths: %w", err)

@@ -38,6 +38,41 @@ func indexFixture(t *testing.T, opts metrics.Options) (indexer.Snapshot, map[str
 	return snap, byKey
 }
 
+// indexValues indexes dir (patterns; nil: all) with the metrics into a
+// fresh database and returns the values filter selects (SnapshotID aside):
+// as the index stored them, computed from its graph in memory (Enrich), or
+// when fromDB computed again by Compute from the written database. Tests
+// that call it both ways check that the two say the same.
+func indexValues(t *testing.T, dir string, patterns []string, fromDB bool, filter metrics.Filter) (indexer.Snapshot, []metrics.Value) {
+	t.Helper()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "graph.db")
+	snap, err := indexer.Index(ctx, indexer.Options{Dir: dir, Patterns: patterns, Tests: true, DBPath: db,
+		Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fromDB {
+		vals, err := metrics.Read(ctx, db, filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap, vals
+	}
+	h, err := indexer.OpenDatabase(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	vals, err := metrics.Compute(ctx, h, metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap, slices.DeleteFunc(vals, func(v metrics.Value) bool {
+		return (filter.Scope != "" && v.Scope != filter.Scope) || (len(filter.Metrics) > 0 && !slices.Contains(filter.Metrics, v.Metric))
+	})
+}
+
 // want is an expected value: a number, or unavailable (nil).
 type want struct {
 	metric, subject string
@@ -344,15 +379,14 @@ func TestWriteStoresEveryColumn(t *testing.T) {
 	}
 }
 
-// TestEnrichGraphEqualsEnrich: the values computed from the in-memory graph
-// while it is written (EnrichGraph, used by a full index) are the values
-// computed from the written database (Enrich, used by an incremental
-// index), row for row, on the fixture, on the indexer's relations fixture
-// (cgo: synthesized files and functions), on a package with a file of
-// more than ten syntax errors (go/parser gives up on such a file unless
-// asked for all errors, which the indexer's trees are parsed with) and on
-// two packages of this repository.
-func TestEnrichGraphEqualsEnrich(t *testing.T) {
+// TestEnrichEqualsCompute: the values computed from the in-memory graph
+// while it is written (Enrich, what an index stores) are the values
+// Compute gives from the written database, row for row, on the fixture, on
+// the indexer's relations fixture (cgo: synthesized files and functions),
+// on a package with a file of more than ten syntax errors (go/parser gives
+// up on such a file unless asked for all errors, which the indexer's trees
+// are parsed with) and on two packages of this repository.
+func TestEnrichEqualsCompute(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, dir string
@@ -369,38 +403,41 @@ func TestEnrichGraphEqualsEnrich(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			read := func(graph bool) []metrics.Value {
-				db := filepath.Join(t.TempDir(), "graph.db")
-				opts := indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true, DBPath: db,
-					Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
-				if graph {
-					enrich := metrics.EnrichGraph(metrics.Options{})
-					opts.EnrichGraph = func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *sql.Tx) error, error) {
-						// Complexity is measured from the indexer's trees, not
-						// from files read again: every indexed file has one.
-						for _, f := range g.Files {
-							if _, ok := g.Syntax[f.Path]; f.Indexed && !ok && !tc.syntaxErrors {
-								t.Errorf("no syntax handed over for indexed file %s", f.Path)
-							}
+			ctx := context.Background()
+			db := filepath.Join(t.TempDir(), "graph.db")
+			enrich := metrics.Enrich(metrics.Options{})
+			opts := indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true, DBPath: db, EnrichID: metrics.RegistryID(),
+				Enrich: func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *indexer.Tx) error, error) {
+					// Complexity is measured from the indexer's trees, not
+					// from files read again: every indexed file has one.
+					for _, f := range g.Files {
+						if _, ok := g.Syntax[f.Path]; f.Indexed && !ok && !tc.syntaxErrors {
+							t.Errorf("no syntax handed over for indexed file %s", f.Path)
 						}
-						return enrich(ctx, g)
 					}
-				}
-				if _, err := indexer.Index(context.Background(), opts); err != nil {
-					t.Fatal(err)
-				}
-				vals, err := metrics.Read(context.Background(), db, metrics.Filter{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return vals
+					return enrich(ctx, g)
+				}}
+			if _, err := indexer.Index(ctx, opts); err != nil {
+				t.Fatal(err)
 			}
-			fromDB, fromGraph := read(false), read(true)
-			if len(fromDB) < 50 && tc.dir == ".." {
-				t.Fatalf("only %d values: the comparison proves little", len(fromDB))
+			stored, err := metrics.Read(ctx, db, metrics.Filter{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if diff := cmp.Diff(fromDB, fromGraph); diff != "" {
-				t.Errorf("values (-Enrich +EnrichGraph):\n%s", diff)
+			h, err := indexer.OpenDatabase(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			computed, err := metrics.Compute(ctx, h, metrics.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(computed) < 50 && tc.dir == ".." {
+				t.Fatalf("only %d values: the comparison proves little", len(computed))
+			}
+			if diff := cmp.Diff(computed, stored); diff != "" {
+				t.Errorf("values (-Compute from the database +Enrich from the graph):\n%s", diff)
 			}
 		})
 	}

@@ -143,7 +143,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	iopts.Progress = indexProgress(opts.IO.ErrOut, isTerminal(opts.IO.ErrOut))
 	if opts.Metrics {
 		mopts := metrics.Options{BetweennessSources: opts.BetweennessSources}
-		iopts.Enrich, iopts.EnrichGraph = metrics.Enrich(mopts), metrics.EnrichGraph(mopts)
+		iopts.Enrich = metrics.Enrich(mopts)
 		iopts.EnrichID = fmt.Sprintf("%s sources=%d", metrics.RegistryID(), opts.BetweennessSources)
 	}
 	snap, err := indexer.Index(ctx, iopts)

@@ -138,7 +138,7 @@ func runChild(mode, dir, db string, stages bool) (childResult, error) {
 		return childResult{Files: files, Packages: len(pkgs)}, nil
 	case "index":
 		snap, err := indexer.Index(ctx, indexer.Options{Dir: dir, Tests: true, DBPath: db, Env: env, Reuse: true,
-			Enrich: metrics.Enrich(metrics.Options{}), EnrichGraph: metrics.EnrichGraph(metrics.Options{}), EnrichID: metrics.RegistryID(),
+			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID(),
 			Progress: progress})
 		if err != nil {
 			return childResult{}, err
