@@ -302,7 +302,7 @@ func scopeOf(roots, files, candidates []string) keyScope {
 			return w
 		}
 		fi, err := os.Lstat(d)
-		w := err == nil && fi.IsDir() && !vcsDirNames[filepath.Base(d)] && isWalked(filepath.Dir(d), root)
+		w := err == nil && fi.IsDir() && !isVCSDir(filepath.Base(d)) && isWalked(filepath.Dir(d), root)
 		walked[d] = w
 		return w
 	}
@@ -340,10 +340,16 @@ func isWithin(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }
 
-// vcsDirNames are version control metadata directories: the go command
-// neither matches packages in them nor embeds their files, and git rewrites
-// files in .git on a plain `git status`.
-var vcsDirNames = map[string]bool{".git": true, ".hg": true, ".svn": true, ".bzr": true}
+// isVCSDir reports whether name is a version control metadata directory:
+// the go command neither matches packages in one nor embeds its files, and
+// git rewrites files in .git on a plain `git status`.
+func isVCSDir(name string) bool {
+	switch name {
+	case ".git", ".hg", ".svn", ".bzr":
+		return true
+	}
+	return false
+}
 
 // hashFiles returns the SHA-256 hex of each path (missing for a file that
 // does not exist), on GOMAXPROCS goroutines. A path parsed holds (by
@@ -451,7 +457,7 @@ func listTree(ctx context.Context, scope keyScope, dbPath string) (map[string]st
 			case t.IsDir():
 				kind = "d"
 				path := filepath.Join(dir, name)
-				if vcsDirNames[name] {
+				if isVCSDir(name) {
 					kind = "v" // present, contents not listed
 				} else if path == dbDir {
 					if inner, err := read(path); err == nil && len(inner) == 0 {

@@ -442,3 +442,14 @@ func TestEnrichEqualsCompute(t *testing.T) {
 		})
 	}
 }
+
+// TestScopesIsAFreshSlice: a caller that changes the scopes it got does
+// not change what the next caller gets.
+func TestScopesIsAFreshSlice(t *testing.T) {
+	t.Parallel()
+	s := metrics.Scopes()
+	s[0] = "changed"
+	if diff := cmp.Diff([]metrics.Scope{metrics.ScopePackage, metrics.ScopeType, metrics.ScopeFunc}, metrics.Scopes()); diff != "" {
+		t.Errorf("Scopes after a caller changed its copy (-want +got):\n%s", diff)
+	}
+}
