@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -225,13 +224,13 @@ func firstLoadError(ctx context.Context, path string) string {
 		return ""
 	}
 	defer db.Close()
-	var pos, msg sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT position, message FROM load_errors ORDER BY seq LIMIT 1").Scan(&pos, &msg); err != nil {
+	pos, msg, ok, err := indexer.FirstLoadError(ctx, db)
+	if err != nil || !ok {
 		return ""
 	}
-	m := oneLineMessage(msg.String)
-	if pos.Valid && pos.String != "" && !strings.HasPrefix(m, pos.String) {
-		return pos.String + ": " + m
+	m := oneLineMessage(msg)
+	if pos != "" && !strings.HasPrefix(m, pos) {
+		return pos + ": " + m
 	}
 	return m
 }
