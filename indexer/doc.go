@@ -83,9 +83,9 @@
 //	             variant (package variant of src's package: base | test | xtest
 //	             | test_dependency). An edge is a relation, not an occurrence.
 //	edge_rows    the relations as stored: src, dst (nodes.seq), kind, variant;
-//	             PRIMARY KEY (src, dst, kind), index on (dst, kind). With
-//	             integer ends the edges of gonum take 5 MB, not the 38 MB text
-//	             ids took (which also made writing and checking slower).
+//	             PRIMARY KEY (src, dst, kind), index on (dst, kind): integer
+//	             ends take a fraction of the space of text ids
+//	             (docs/performance.md).
 //	packages     id (node id), go_id (packages.Package.ID), import_path, name, dir,
 //	             module_path, module_version, module_dir, module_main, variant,
 //	             for_test, ill_typed, error_count.

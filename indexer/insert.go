@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -265,4 +267,218 @@ func plainValue(v any) any {
 		return int64(v)
 	}
 	return v
+}
+
+// boolInt stores a bool the way the schema documents it: 0 or 1.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func nullBoolInt(b sql.Null[bool]) sql.Null[int] {
+	return sql.Null[int]{V: boolInt(b.V), Valid: b.Valid}
+}
+
+// insertAll writes every table. Nodes go first so that references
+// resolve in insertion order.
+func insertAll(ctx context.Context, tx *Tx, snap Snapshot, env goEnv, g *graph, nodes []nodeRow, edges *numberedEdges) (err error) {
+	var indexes []string
+	for _, stmt := range schemaDDL() {
+		// Indexes are built after the rows are in: one sort instead of a
+		// B-tree insert per row.
+		if strings.HasPrefix(stmt, "CREATE INDEX") {
+			indexes = append(indexes, stmt)
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			return
+		}
+		for _, stmt := range indexes {
+			if _, ierr := tx.ExecContext(ctx, stmt); ierr != nil {
+				err = fmt.Errorf("create index: %w", ierr)
+				return
+			}
+		}
+	}()
+	if err := insertSnapshot(ctx, tx, snap, env, g); err != nil {
+		return err
+	}
+
+	// nodes are in id order: a node's seq is its position (nodeSeqs). The
+	// values are given as SQLite takes them, in one slice reused for every
+	// row (InsertBatched copies them).
+	nodeVals := make([]any, 12)
+	err = InsertBatched(ctx, tx, "nodes",
+		`INSERT INTO nodes (seq, id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(nodes),
+		func(i int) []any {
+			n, r := &nodes[i], nodeVals
+			r[0], r[1], r[2], r[3], r[4], r[5] = int64(i+1), n.id, n.kind, sqlText(n.name), sqlText(n.packageID), sqlText(n.fileID)
+			r[6], r[7], r[8], r[9] = nil, nil, nil, nil
+			if n.pos != nil {
+				r[6], r[7], r[8], r[9] = int64(n.pos.startLine), int64(n.pos.startCol), int64(n.pos.endLine), int64(n.pos.endCol)
+			}
+			r[10], r[11] = n.origin, sqlText(n.objectPath)
+			return r
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "packages",
+		`INSERT INTO packages (id, go_id, import_path, name, dir, module_path, module_version, module_dir, module_main, variant, for_test, ill_typed, error_count)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.packages,
+		func(p packageRow) []any {
+			return []any{p.id, p.goID, p.importPath, p.name, p.dir, p.modulePath, p.moduleVersion, p.moduleDir,
+				nullBoolInt(p.moduleMain), p.variant, p.forTest, boolInt(p.illTyped), p.errorCount}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "files",
+		`INSERT INTO files (id, package_id, path, rel_path, name, is_test, generated, synthesized, compiled, indexed, sha256, size_bytes, lines)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.files, func(r fileRow) string { return r.id }),
+		func(f fileRow) []any {
+			return []any{f.id, f.packageID, f.path, f.relPath, f.name, boolInt(f.isTest), nullBoolInt(f.generated),
+				boolInt(f.synthesized), boolInt(f.compiled), boolInt(f.indexed), f.sha256, f.sizeBytes, f.lines}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "types",
+		`INSERT INTO types (id, package_id, name, type_kind, exported, type_params, resolved) VALUES (?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.types, func(r typeRow) string { return r.id }),
+		func(t typeRow) []any {
+			return []any{t.id, t.packageID, t.name, t.typeKind, boolInt(t.exported), t.typeParams, boolInt(t.resolved)}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "funcs",
+		`INSERT INTO funcs (id, package_id, name, is_method, receiver, receiver_type_name, receiver_pointer, receiver_type_id, exported, type_params, signature, resolved)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.funcs, func(r funcRow) string { return r.id }),
+		func(f funcRow) []any {
+			return []any{f.id, f.packageID, f.name, boolInt(f.isMethod), f.receiver, f.receiverTypeName,
+				nullBoolInt(f.receiverPointer), f.receiverTypeID, boolInt(f.exported), f.typeParams, f.signature, boolInt(f.resolved)}
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "imports",
+		`INSERT INTO imports (package_id, import_path, imported_id, imported_indexed) VALUES (?, ?, ?, ?)`, g.imports,
+		func(i importRow) []any {
+			return []any{i.packageID, i.importPath, i.importedID, boolInt(i.importedIndexed)}
+		})
+	if err != nil {
+		return err
+	}
+	// An edge is a relation, not an occurrence: g.edges is deduplicated.
+	<-edges.done
+	if edges.err != nil {
+		return edges.err
+	}
+	edgeVals := make([]any, 4)
+	err = InsertBatched(ctx, tx, "edge_rows",
+		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, len(edges.rows),
+		func(i int) []any {
+			e, r := &edges.rows[i], edgeVals
+			r[0], r[1], r[2], r[3] = e.src, e.dst, e.kind, e.variant
+			return r
+		})
+	if err != nil {
+		return err
+	}
+	err = insertRows(ctx, tx, "members",
+		`INSERT INTO members (id, type_id, package_id, name, kind, embedded, exported) VALUES (?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.members, func(r memberRow) string { return r.id }),
+		func(m memberRow) []any {
+			return []any{m.id, m.typeID, m.packageID, m.name, m.kind, boolInt(m.embedded), boolInt(m.exported)}
+		})
+	if err != nil {
+		return err
+	}
+	dseq := 0
+	err = insertRows(ctx, tx, "dynamic_calls",
+		`INSERT INTO dynamic_calls (seq, src, closure, mode, target, expr, signature, file_id, line, col, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.dynamicCalls,
+		func(d dynamicCallRow) []any {
+			dseq++
+			return []any{dseq, d.src, d.closure, d.mode, d.target, d.expr, d.signature, d.fileID, d.line, d.col, d.variant}
+		})
+	if err != nil {
+		return err
+	}
+	seq := 0
+	return insertRows(ctx, tx, "load_errors",
+		`INSERT INTO load_errors (seq, package_id, go_id, kind, position, file, line, col, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.loadErrors,
+		func(e loadErrorRow) []any {
+			seq++
+			return []any{seq, e.packageID, e.goID, e.kind, e.position, e.file, e.line, e.col, e.message}
+		})
+}
+
+// nodeSeqs returns every node row sorted by id, and each node's seq: its
+// position in that order, from 1.
+func nodeSeqs(g *graph) ([]nodeRow, map[string]int64) {
+	nodes := g.allNodes()
+	slices.SortFunc(nodes, func(a, b nodeRow) int { return strings.Compare(a.id, b.id) })
+	seqOf := make(map[string]int64, len(nodes))
+	for i, n := range nodes {
+		seqOf[n.id] = int64(i + 1)
+	}
+	return nodes, seqOf
+}
+
+func insertSnapshot(ctx context.Context, tx *Tx, snap Snapshot, env goEnv, g *graph) error {
+	modulePaths, err := json.Marshal(nonNil(snap.ModulePaths))
+	if err != nil {
+		return fmt.Errorf("encode module paths: %w", err)
+	}
+	patterns, err := json.Marshal(nonNil(snap.Patterns))
+	if err != nil {
+		return fmt.Errorf("encode patterns: %w", err)
+	}
+	tags, err := json.Marshal(nonNil(snap.Tags))
+	if err != nil {
+		return fmt.Errorf("encode build tags: %w", err)
+	}
+	var dirty sql.Null[int]
+	if snap.VCSRevision != "" {
+		dirty = valid(boolInt(snap.VCSDirty))
+	}
+	c := snap.Counts
+	_, err = tx.ExecContext(ctx, `INSERT INTO snapshots (
+		id, schema_version, root_dir, module_paths, vcs_revision, vcs_dirty, go_version, goos, goarch, cgo_enabled, goflags,
+		tool_version, tests, patterns, packages, files, types, funcs, methods, imports, load_errors, packages_with_errors,
+		packages_ill_typed, unmatched_patterns, packages_matched, packages_ok, coverage, build_tags, nodes, edges, input_key,
+		config_key, incremental, reindexed
+	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		snap.ID, SchemaVersion, snap.Dir, string(modulePaths), nonEmpty(snap.VCSRevision), dirty, env.GoVersion, env.GOOS,
+		env.GOARCH, env.CGOEnabled, env.GOFLAGS, nonEmpty(snap.ToolVersion), boolInt(snap.Tests), string(patterns),
+		c.Packages, c.Files, c.Types, c.Funcs, c.Methods, c.Imports, c.LoadErrors, c.PackagesWithErrors,
+		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage, string(tags), c.Nodes, c.Edges, snap.InputKey,
+		"", 0, nil) // config_key, incremental, reindexed: no incremental index (issue 21)
+	if err != nil {
+		return fmt.Errorf("insert snapshot: %w", err)
+	}
+	return nil
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// sortedByID returns a copy of rows sorted by id: inserted in primary-key
+// order, every insert into the table's id index is an append.
+func sortedByID[T any](rows []T, id func(T) string) []T {
+	out := slices.Clone(rows)
+	slices.SortFunc(out, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+	return out
 }

@@ -9,11 +9,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
 )
 
 // The reuse decision: a database is reused when it is byte for byte what
@@ -151,4 +155,108 @@ func readSmallRegular(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), max)
 	}
 	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// change says what differs between prev, a stored key, and cur, the same
+// scope's key now, for Snapshot.FullReason: the recorded configuration
+// (naming the fields), then the files, then the directories (naming the
+// first and counting the rest). Paths under dir are shown relative to it.
+func change(prev, cur contentKey, dir string) string {
+	if d := contextChange(prev.Inputs.Context, cur.Inputs.Context); d != "" {
+		return d
+	}
+	rel := func(p string) string {
+		if r, err := filepath.Rel(dir, p); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+		return p
+	}
+	describe := func(what string, prev, cur map[string]string, noun string) string {
+		var changed []string
+		for _, p := range slices.Sorted(maps.Keys(prev)) {
+			if prev[p] != cur[p] {
+				changed = append(changed, p)
+			}
+		}
+		if len(changed) == 0 {
+			return ""
+		}
+		p := changed[0]
+		var how string
+		switch {
+		case prev[p] == modifiedWhileIndexed:
+			how = "was modified while the last index read it"
+		case cur[p] == missing:
+			how = "was removed"
+		case prev[p] == missing:
+			how = "appeared"
+		default:
+			how = "changed" + noun
+		}
+		s := fmt.Sprintf("%s %s %s since the last index", what, shown(rel(p)), how)
+		if len(changed) > 1 {
+			s += fmt.Sprintf(" (and %d more)", len(changed)-1)
+		}
+		return s
+	}
+	if d := describe("file", prev.Inputs.Files, cur.Inputs.Files, ""); d != "" {
+		return d
+	}
+	if d := describe("directory", prev.Inputs.Tree, cur.Inputs.Tree, " (an entry was added, removed or renamed)"); d != "" {
+		return d
+	}
+	return "the content key changed"
+}
+
+// contextChange names the fields of the key's context that differ between
+// prev and cur, "the configuration changed: root directory /a -> /b; build
+// tags [] -> [extra]", or returns "" when none does.
+func contextChange(prev, cur keyContext) string {
+	var diffs []string
+	diff := func(what string, a, b any) {
+		if sa, sb := shown(fmt.Sprint(a)), shown(fmt.Sprint(b)); sa != sb {
+			diffs = append(diffs, fmt.Sprintf("%s %s -> %s", what, sa, sb))
+		}
+	}
+	diff("root directory", prev.Dir, cur.Dir)
+	diff("schema version", prev.SchemaVersion, cur.SchemaVersion)
+	diff("tool version", prev.ToolVersion, cur.ToolVersion)
+	diff("enrichment", prev.EnrichID, cur.EnrichID)
+	diff("tests", prev.Tests, cur.Tests)
+	diff("patterns", prev.Patterns, cur.Patterns)
+	diff("build tags", prev.Tags, cur.Tags)
+	pe, ce := envFields(prev.Env), envFields(cur.Env)
+	for _, name := range goEnvNames {
+		what := name
+		if name == "GOVERSION" {
+			what = "Go version"
+		}
+		diff(what, pe[name], ce[name])
+	}
+	diff("VCS revision", prev.VCSRevision, cur.VCSRevision)
+	if prev.VCSRevision == cur.VCSRevision {
+		diff("VCS dirty", prev.VCSDirty, cur.VCSDirty)
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "the configuration changed: " + strings.Join(diffs, "; ")
+}
+
+// envFields returns the go env values by the names `go env` gives them.
+func envFields(e goEnv) map[string]string {
+	b, _ := json.Marshal(e) // a struct of strings: never fails
+	m := map[string]string{}
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// shown is s as a message may show a value read from a database or the
+// file system: quoted when it holds a character that is not printable (a
+// terminal escape, a newline).
+func shown(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
