@@ -16,8 +16,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"unicode"
+
+	"github.com/assay-audit/assay/internal/safefile"
 )
 
 // The reuse decision: a database is reused when it is byte for byte what
@@ -107,7 +108,7 @@ func sha256Path(dbPath string) string { return dbPath + "-sha256" }
 // small regular file (not through a symbolic link, never blocking on a
 // FIFO) holding 64 lowercase hex digits.
 func verifyRecordedSHA256(dbPath string) (recorded string, ok bool, why string) {
-	rec, err := readSmallRegular(sha256Path(dbPath), 128)
+	rec, err := safefile.ReadSmall(sha256Path(dbPath), 128)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, fmt.Sprintf("the database has no SHA-256 record (%s) to check it against: it is not reused", filepath.Base(sha256Path(dbPath)))
 	}
@@ -135,27 +136,6 @@ func verifyRecordedSHA256(dbPath string) (recorded string, ok bool, why string) 
 
 // sha256Hex is a SHA-256 as Index writes it: 64 lowercase hex digits.
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// readSmallRegular reads path if it is a regular file of at most max bytes,
-// opened without following a symbolic link and without blocking.
-func readSmallRegular(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), max)
-	}
-	return io.ReadAll(io.LimitReader(f, max))
-}
 
 // change says what differs between prev, a stored key, and cur, the same
 // scope's key now, for Snapshot.FullReason: the recorded configuration

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -27,6 +26,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/assay-audit/assay/internal/safefile"
 )
 
 // ErrUnusablePath is returned (wrapped, naming the path and what is there)
@@ -334,7 +335,7 @@ func Check(path string) error {
 	if fi.Size() > maxRecord {
 		return fmt.Errorf("%w: %s is not a lock file (%d bytes): move it away", ErrUnusablePath, path, fi.Size())
 	}
-	b, err := readSmall(path)
+	b, err := safefile.ReadSmall(path, maxRecord)
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -351,7 +352,7 @@ func Check(path string) error {
 // heldBy reads the holder recorded in the lock file at path.
 func heldBy(path string) *HeldError {
 	h := &HeldError{Path: path}
-	if b, err := readSmall(path); err == nil {
+	if b, err := safefile.ReadSmall(path, maxRecord); err == nil {
 		h.PID, h.Command, _ = parseRecord(b)
 	}
 	return h
@@ -370,24 +371,6 @@ func parseRecord(b []byte) (pid int, command string, ok bool) {
 		return 0, "", false
 	}
 	return pid, strings.TrimSpace(command), true
-}
-
-// readSmall reads path if it is a regular file of at most maxRecord bytes,
-// without following a link or blocking.
-func readSmall(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s", path, FileKind(fi.Mode()))
-	}
-	return io.ReadAll(io.LimitReader(f, maxRecord+1))
 }
 
 // FileKind names a file mode's type for a message: "a symbolic link", "a
