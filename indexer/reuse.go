@@ -162,18 +162,17 @@ func change(prev, cur contentKey, dir string) string {
 			return ""
 		}
 		p := changed[0]
-		var how string
+		var s string
 		switch {
 		case prev[p] == modifiedWhileIndexed:
-			how = "was modified while the last index read it"
+			s = fmt.Sprintf("%s %s was modified while the last index read it", what, shown(rel(p)))
 		case cur[p] == missing:
-			how = "was removed"
+			s = fmt.Sprintf("%s %s was removed since the last index", what, shown(rel(p)))
 		case prev[p] == missing:
-			how = "appeared"
+			s = fmt.Sprintf("%s %s appeared since the last index", what, shown(rel(p)))
 		default:
-			how = "changed" + noun
+			s = fmt.Sprintf("%s %s changed since the last index%s", what, shown(rel(p)), noun)
 		}
-		s := fmt.Sprintf("%s %s %s since the last index", what, shown(rel(p)), how)
 		if len(changed) > 1 {
 			s += fmt.Sprintf(" (and %d more)", len(changed)-1)
 		}

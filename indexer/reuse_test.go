@@ -68,7 +68,7 @@ func TestKeyCatchesEachKindOfChange(t *testing.T) {
 		{name: "edited file", files: map[string]string{"a/a.go": "package a\n\nimport \"example.com/dep\"\n\nfunc A() int { return dep.Two() + 1 }\n"},
 			reason: "file a/a.go changed"},
 		{name: "new file in a package", files: map[string]string{"a/b.go": "package a\n\nfunc B() {}\n"},
-			reason: "directory a changed (an entry was added, removed or renamed)"},
+			reason: "directory a changed since the last index (an entry was added, removed or renamed)"},
 		{name: "removed file", do: remove("a/b.go"), reason: "file a/b.go was removed"},
 		{name: "new package", files: map[string]string{"c/c.go": "package c\n\nfunc C() {}\n"}, reason: "directory . changed"},
 		{name: "edited embedded file", files: map[string]string{"e/data/one.txt": "uno\n"}, reason: "file e/data/one.txt changed"},
