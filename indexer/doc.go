@@ -77,8 +77,8 @@
 //	             golang.org/x/tools/go/types/objectpath path within its package,
 //	             NULL where none applies: closures, files, packages), seq
 //	             INTEGER PRIMARY KEY (a surrogate key for edge_rows, the
-//	             node's position in id order after a full index; not stable
-//	             across snapshots: use id).
+//	             node's position in id order; not stable across snapshots:
+//	             use id).
 //	edges        a view with one row per relation: src, dst (node ids), kind,
 //	             variant (package variant of src's package: base | test | xtest
 //	             | test_dependency). An edge is a relation, not an occurrence.

@@ -138,9 +138,9 @@ type graph struct {
 	// seq, its position there from 1 (nodeSeqs); buildGraph sets both.
 	sortedNodes []nodeRow
 	seqOf       map[string]int64
-	// syntax holds, in a full index, the syntax tree of every indexed file
-	// that parses without errors, by path: parsed from the bytes whose
-	// SHA-256 the file's row records.
+	// syntax holds the syntax tree of every indexed file that parses
+	// without errors, by path: parsed from the bytes whose SHA-256 the
+	// file's row records.
 	syntax map[string]SourceSyntax
 }
 
