@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -94,7 +93,6 @@ full, saying why.`,
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			setIndexGCPercent()
 			return runIndex(c.Context(), opts)
 		},
 	}
@@ -193,21 +191,6 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	fmt.Fprintf(opts.IO.Out, "\nsnapshot: %s\nrevision: %s\nbuild:    GOOS=%s GOARCH=%s CGO_ENABLED=%s tags=%s\ndatabase: %s\nsha256:   %s\n",
 		snap.ID, rev, snap.GOOS, snap.GOARCH, snap.CGOEnabled, strings.Join(snap.Tags, ","), snap.DBPath, snap.DBSHA256)
 	return nil
-}
-
-// indexGCPercent is the garbage collector target of an `assay index`
-// process. An index allocates most of what it keeps while it loads, so a
-// higher target than Go's 100 collects less often: about 5 % less CPU time
-// for about 10 % more peak memory (docs/performance.md, issue 21). The
-// indexer package sets no process setting; this command sets it for itself.
-const indexGCPercent = 200
-
-// setIndexGCPercent sets indexGCPercent for this process, unless GOGC in
-// the environment says otherwise.
-func setIndexGCPercent() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(indexGCPercent)
-	}
 }
 
 // indexProgress prints indexing stages on w when it is a terminal (tty).
