@@ -3,8 +3,8 @@
 // patterns with the same mode, and against scip-go when it is installed.
 // Each measurement runs in its own child process, so that its peak RSS
 // (getrusage of that process; the go command it starts is not included, in
-// every case alike) is its own, and with the GOGC it names: the library sets
-// no GC target, `assay index` sets assayGOGC for itself.
+// every case alike) is its own. Neither assay nor its indexer sets a GC
+// target: every child runs with the environment's (GOGC, GOMEMLIMIT).
 //
 // Run it through internal/tools/perf/perf.sh. To profile one measurement:
 //
@@ -178,10 +178,6 @@ func runProcess(dir string, out any, extraEnv []string, name string, args ...str
 	return r
 }
 
-// assayGOGC is the garbage collector target `assay index` sets for its own
-// process (cmd/assay); the indexer library sets none.
-const assayGOGC = "200"
-
 func measure(self, mod, scip string, rounds *int) error {
 	out, err := exec.Command("go", "mod", "download", "-json", mod).Output()
 	if err != nil {
@@ -208,38 +204,33 @@ func measure(self, mod, scip string, rounds *int) error {
 	}
 	info.Dir = src
 
-	child := func(mode, gogc string) run {
+	child := func(mode string) run {
 		var res childResult
-		r := runProcess(info.Dir, &res, []string{"GOGC=" + gogc}, self, "-child", mode, "-dir", info.Dir, "-db", db)
+		r := runProcess(info.Dir, &res, nil, self, "-child", mode, "-dir", info.Dir, "-db", db)
 		r.res = res
 		return r
 	}
 	fmt.Printf("## %s (%d rounds; the machine is shared: each round's figures, and the fastest)\n\n", mod, *rounds)
-	warm := child("bare", "100") // warms the build cache's export data, as a previous build would
+	warm := child("bare") // warms the build cache's export data, as a previous build would
 	if warm.err != nil {
 		return fmt.Errorf("warm-up load: %w", warm.err)
 	}
 	// Each round runs every measurement once, in turn, so that a change of
 	// load on the machine touches them alike.
-	type roundRuns struct{ bare, cold100, cold, again, scip run }
+	type roundRuns struct{ bare, cold, again, scip run }
 	var all []roundRuns
 	for round := 0; round < *rounds; round++ {
 		var r roundRuns
-		if r.bare = child("bare", "100"); r.bare.err != nil {
+		if r.bare = child("bare"); r.bare.err != nil {
 			return r.bare.err
 		}
-		for _, c := range []struct {
-			dst  *run
-			gogc string
-		}{{&r.cold100, "100"}, {&r.cold, assayGOGC}} {
-			if err := os.Remove(db); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-			if *c.dst = child("index", c.gogc); c.dst.err != nil {
-				return c.dst.err
-			}
+		if err := os.Remove(db); err != nil && !os.IsNotExist(err) {
+			return err
 		}
-		if r.again = child("index", assayGOGC); r.again.err != nil {
+		if r.cold = child("index"); r.cold.err != nil {
+			return r.cold.err
+		}
+		if r.again = child("index"); r.again.err != nil {
 			return r.again.err
 		}
 		if !r.again.res.Reused {
@@ -260,35 +251,31 @@ func measure(self, mod, scip string, rounds *int) error {
 		return best
 	}
 	bare := fastest(func(r roundRuns) run { return r.bare })
-	cold100 := fastest(func(r roundRuns) run { return r.cold100 })
 	cold := fastest(func(r roundRuns) run { return r.cold })
 	again := fastest(func(r roundRuns) run { return r.again })
 	scipRun := fastest(func(r roundRuns) run { return r.scip })
 	fmt.Printf("Fastest of the rounds (by wall time):\n\n")
 	fmt.Printf("| run | wall s | CPU s | peak RSS MiB | files | nodes | edges |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	fmt.Printf("| bare packages.Load (floor) | %.2f | %.2f | %.0f | %d | | |\n", bare.wall.Seconds(), bare.cpu.Seconds(), bare.rssMB, bare.res.Files)
-	fmt.Printf("| assay index, cold (graph + metrics), GOGC=%s as `assay index` sets it | %.2f | %.2f | %.0f | %d | %d | %d |\n", assayGOGC, cold.wall.Seconds(), cold.cpu.Seconds(), cold.rssMB, cold.res.Files, cold.res.Nodes, cold.res.Edges)
-	fmt.Printf("| assay index, cold, GOGC=100 (Go's default, the floor's) | %.2f | %.2f | %.0f | %d | %d | %d |\n", cold100.wall.Seconds(), cold100.cpu.Seconds(), cold100.rssMB, cold100.res.Files, cold100.res.Nodes, cold100.res.Edges)
+	fmt.Printf("| assay index, cold (graph + metrics) | %.2f | %.2f | %.0f | %d | %d | %d |\n", cold.wall.Seconds(), cold.cpu.Seconds(), cold.rssMB, cold.res.Files, cold.res.Nodes, cold.res.Edges)
 	fmt.Printf("| assay index, unchanged re-run (reused) | %.2f | %.2f | %.0f | | | |\n", again.wall.Seconds(), again.cpu.Seconds(), again.rssMB)
 	if scip != "" && scipRun.wall > 0 {
 		fmt.Printf("| scip-go | %.2f | %.2f | %.0f | | | |\n", scipRun.wall.Seconds(), scipRun.cpu.Seconds(), scipRun.rssMB)
 	}
 	fmt.Println()
 	fmt.Printf("Every round (wall s / CPU s; CPU is the measured process's user + system time, the go command's processes not counted, alike for every run):\n\n")
-	fmt.Printf("| round | bare | cold | cold GOGC=100 | re-run | cold/bare wall | cold/bare CPU | cold GOGC=100/bare wall | cold GOGC=100/bare CPU | re-run/cold wall | re-run/cold CPU |\n")
-	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Printf("| round | bare | cold | re-run | cold/bare wall | cold/bare CPU | re-run/cold wall | re-run/cold CPU |\n")
+	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	ratio := func(a, b time.Duration) float64 { return a.Seconds() / b.Seconds() }
 	for i, r := range all {
-		fmt.Printf("| %d | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f |\n", i+1,
+		fmt.Printf("| %d | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.2f | %.2f | %.3f | %.3f |\n", i+1,
 			r.bare.wall.Seconds(), r.bare.cpu.Seconds(), r.cold.wall.Seconds(), r.cold.cpu.Seconds(),
-			r.cold100.wall.Seconds(), r.cold100.cpu.Seconds(), r.again.wall.Seconds(), r.again.cpu.Seconds(),
-			ratio(r.cold.wall, r.bare.wall), ratio(r.cold.cpu, r.bare.cpu), ratio(r.cold100.wall, r.bare.wall), ratio(r.cold100.cpu, r.bare.cpu),
-			ratio(r.again.wall, r.cold.wall), ratio(r.again.cpu, r.cold.cpu))
+			r.again.wall.Seconds(), r.again.cpu.Seconds(),
+			ratio(r.cold.wall, r.bare.wall), ratio(r.cold.cpu, r.bare.cpu), ratio(r.again.wall, r.cold.wall), ratio(r.again.cpu, r.cold.cpu))
 	}
 	fmt.Println()
-	fmt.Printf("ratios of the fastest runs: cold/floor wall %.2f, CPU %.2f (target <= 1.5); cold GOGC=100/floor wall %.2f, CPU %.2f; cold/floor RSS %.2f (target <= 2); re-run/cold wall %.3f, CPU %.3f (target <= 0.1)",
-		ratio(cold.wall, bare.wall), ratio(cold.cpu, bare.cpu), ratio(cold100.wall, bare.wall), ratio(cold100.cpu, bare.cpu),
-		cold.rssMB/bare.rssMB, ratio(again.wall, cold.wall), ratio(again.cpu, cold.cpu))
+	fmt.Printf("ratios of the fastest runs: cold/floor wall %.2f, CPU %.2f (target <= 1.5); cold/floor RSS %.2f (target <= 2); re-run/cold wall %.3f, CPU %.3f (target <= 0.1)",
+		ratio(cold.wall, bare.wall), ratio(cold.cpu, bare.cpu), cold.rssMB/bare.rssMB, ratio(again.wall, cold.wall), ratio(again.cpu, cold.cpu))
 	if scip != "" && scipRun.wall > 0 {
 		fmt.Printf("; cold/scip-go wall %.2f, CPU %.2f (target <= 1)", ratio(cold.wall, scipRun.wall), ratio(cold.cpu, scipRun.cpu))
 	}
