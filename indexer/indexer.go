@@ -227,8 +227,8 @@ type Snapshot struct {
 // nothing (it may stay on disk after a crash). A failed run removes the
 // database's directory when it created it and nothing else is in it.
 //
-// Index changes no setting of the process (the garbage collector's is the
-// caller's to choose: `assay index` sets GOGC=200 for itself).
+// Index changes no setting of the process (the garbage collector's target
+// and memory limit are the caller's to choose: GOGC, GOMEMLIMIT).
 func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if opts.DBPath == "" {
 		return Snapshot{}, fmt.Errorf("%w: DBPath is empty", ErrInvalidOptions)
