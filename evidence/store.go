@@ -20,7 +20,6 @@
 package evidence
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -33,11 +32,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
-	"github.com/gofrs/flock"
+
+	"github.com/assay-audit/assay/internal/filelock"
 )
 
 // lockRetry is how often a waiting Open retries the lock file.
@@ -67,11 +66,10 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	db       *sql.DB
-	conn     *sql.Conn    // the one connection every method uses (DuckDB single-writer, Appender needs it raw)
-	lock     *flock.Flock // nil when a reader could not create the lock file (no writer can exist then)
-	info     *os.File     // writer's handle for recording "pid command" in the lock file
-	command  string       // the writer's command as recorded
-	writerID int64        // this writer session's writers.writer_id; 0 for a reader
+	conn     *sql.Conn      // the one connection every method uses (DuckDB single-writer, Appender needs it raw)
+	lock     *filelock.Lock // nil when a reader could not create the lock file (no writer can exist then)
+	command  string         // the writer's command as recorded
+	writerID int64          // this writer session's writers.writer_id; 0 for a reader
 
 	required map[string][]string  // event type -> required payload keys (EventSchemas)
 	chains   map[string]chainHead // run id -> cached chain head (writer only)
@@ -182,126 +180,39 @@ func (s *Store) Close() error {
 
 func (s *Store) lockPath() string { return s.path + ".lock" }
 
-// acquireLock takes the exclusive (writer) or shared (reader) flock on
-// <path>.lock, waiting up to opts.Wait, and for a writer records "pid command".
+// acquireLock takes the exclusive (writer) or shared (reader) lock on
+// <path>.lock (internal/filelock), waiting up to opts.Wait; a writer
+// records "pid command" in it. A reader in a directory where the lock file
+// does not exist and cannot be created goes on without it: no writer can
+// hold it either.
 func (s *Store) acquireLock(ctx context.Context, opts OpenOptions) error {
-	lp := s.lockPath()
-	flag := os.O_CREATE | os.O_RDWR
-	if opts.ReadOnly {
-		flag = os.O_CREATE | os.O_RDONLY
+	l, err := filelock.Acquire(ctx, s.lockPath(), filelock.Options{Shared: opts.ReadOnly, Wait: opts.Wait,
+		Retry: lockRetry, Command: opts.Command})
+	var held *filelock.HeldError
+	switch {
+	case err == nil:
+		s.lock = l
+		return nil
+	case opts.ReadOnly && errors.Is(err, filelock.ErrCannotCreate):
+		return nil
+	case errors.As(err, &held):
+		return &LockedError{Path: s.path, PID: held.PID, Command: held.Command}
 	}
-	if opts.ReadOnly {
-		if f, err := os.OpenFile(lp, flag, 0o644); err != nil {
-			// A reader in a directory it cannot write: when the lock file does
-			// not exist and cannot be created, no writer can hold it either.
-			if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-				if _, statErr := os.Stat(lp); errors.Is(statErr, fs.ErrNotExist) {
-					return nil
-				}
-				flag = os.O_RDONLY
-			} else {
-				return fmt.Errorf("evidence: open lock file %s: %w", lp, err)
-			}
-		} else {
-			_ = f.Close()
-		}
-	}
-	fl := flock.New(lp, flock.SetFlag(flag), flock.SetPermissions(0o644))
-	try := fl.TryLock
-	tryCtx := fl.TryLockContext
-	if opts.ReadOnly {
-		try = fl.TryRLock
-		tryCtx = fl.TryRLockContext
-	}
-	var ok bool
-	var err error
-	if opts.Wait <= 0 {
-		ok, err = try()
-	} else {
-		wctx, cancel := context.WithTimeout(ctx, opts.Wait)
-		ok, err = tryCtx(wctx, lockRetry)
-		cancel()
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = nil // our own wait ran out: report the holder below
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("evidence: lock %s: %w", lp, err)
-	}
-	if !ok {
-		return s.lockedError()
-	}
-	s.lock = fl
-	if opts.ReadOnly {
-		// Holding a shared lock proves no writer is live, so any recorded
-		// holder is stale (a crashed writer); clear it when we may.
-		if f, err := os.OpenFile(lp, os.O_WRONLY, 0); err == nil {
-			_ = f.Truncate(0)
-			_ = f.Close()
-		}
+	return fmt.Errorf("evidence: lock %s: %w", s.path, err)
+}
+
+// releaseLock lets go of the lock, emptying the lock file first so that
+// nobody is later told a finished process holds the store.
+func (s *Store) releaseLock() error {
+	if s.lock == nil {
 		return nil
 	}
-	info, err := os.OpenFile(lp, os.O_WRONLY, 0)
+	err := s.lock.Release()
+	s.lock = nil
 	if err != nil {
-		_ = fl.Unlock()
-		return fmt.Errorf("evidence: record lock holder in %s: %w", lp, err)
+		return fmt.Errorf("evidence: %w", err)
 	}
-	line := strconv.Itoa(os.Getpid()) + " " + strings.ReplaceAll(opts.Command, "\n", " ") + "\n"
-	if err := writeHolder(info, line); err != nil {
-		_ = info.Close()
-		_ = fl.Unlock()
-		return fmt.Errorf("evidence: record lock holder in %s: %w", lp, err)
-	}
-	s.info = info
 	return nil
-}
-
-func writeHolder(f *os.File, line string) error {
-	if err := f.Truncate(0); err != nil {
-		return err
-	}
-	if _, err := f.WriteAt([]byte(line), 0); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
-// lockedError reads the holder recorded in the lock file.
-func (s *Store) lockedError() error {
-	le := &LockedError{Path: s.path}
-	data, err := os.ReadFile(s.lockPath())
-	if err != nil {
-		return le
-	}
-	line, _, _ := bytes.Cut(data, []byte("\n"))
-	pidText, cmd, _ := strings.Cut(string(line), " ")
-	if pid, err := strconv.Atoi(pidText); err == nil && pid > 0 {
-		le.PID = pid
-		le.Command = strings.TrimSpace(cmd)
-	}
-	return le
-}
-
-func (s *Store) releaseLock() error {
-	var errs []error
-	if s.info != nil {
-		// Clear the holder record before unlocking so nobody is later told a
-		// finished process still holds the store.
-		if err := s.info.Truncate(0); err != nil {
-			errs = append(errs, fmt.Errorf("evidence: clear lock holder in %s: %w", s.lockPath(), err))
-		}
-		if err := s.info.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("evidence: close lock file %s: %w", s.lockPath(), err))
-		}
-		s.info = nil
-	}
-	if s.lock != nil {
-		if err := s.lock.Unlock(); err != nil {
-			errs = append(errs, fmt.Errorf("evidence: unlock %s: %w", s.lockPath(), err))
-		}
-		s.lock = nil
-	}
-	return errors.Join(errs...)
 }
 
 // duckdbMagic is the magic number DuckDB writes at byte offset 8 of every

@@ -12,10 +12,10 @@ import (
 // TestCgoFileModifiedWhileIndexed: a cgo source file is edited while the
 // go command runs cgo on it (a C compiler wrapper edits it on cgo's type
 // probe, after cgo read it). go/packages type-checks cgo's output of the
-// old content, and never parses the source itself, so its bytes are not
-// among those the keys align to. The next run must not present the graph
-// of the old content as the graph of the code on disk: not reused, not
-// kept by an incremental index, but what a full index gives.
+// old content, and never parses the source itself, so the key hashes it
+// from disk, after the edit. The next run must not present the graph of
+// the old content as the graph of the code on disk: not reused, but what a
+// fresh index gives.
 func TestCgoFileModifiedWhileIndexed(t *testing.T) {
 	t.Parallel()
 	gcc, err := exec.LookPath("gcc")
@@ -29,10 +29,10 @@ func TestCgoFileModifiedWhileIndexed(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name     string
-		previous bool // a database of v0 exists: the listing plans an incremental index
+		previous bool // a database of v0 exists
 	}{
 		{name: "cold index"},
-		{name: "incremental index", previous: true},
+		{name: "previous database", previous: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -11,14 +11,13 @@ import (
 	"github.com/assay-audit/assay/indexer"
 )
 
-// TestTreeChangedWhileColdIndexed: on a cold index the reuse keys are
-// taken from the load's listing while the graph is built, after the go
-// command listed the tree. A package added, or an embedded file removed,
-// after that listing is not in the graph; the next run must not reuse the
-// graph as if it described the tree (its file-system check would find the
-// tree it hashed), but give what a fresh index of the tree gives. Each
-// change is made at the start of the graph build, several times, since
-// the keys may hash the tree before or after it.
+// TestTreeChangedWhileColdIndexed: the content key is taken after the
+// graph is built, after the go command listed the tree. A package added,
+// or an embedded file removed, after that listing is not in the graph; the
+// next run must not reuse the graph as if it described the tree (the key
+// would find the tree it hashed), but give what a fresh index of the tree
+// gives. Each change is made at the start of the graph build, several
+// times.
 func TestTreeChangedWhileColdIndexed(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -67,8 +66,8 @@ func TestTreeChangedWhileColdIndexed(t *testing.T) {
 				const q = `SELECT id FROM nodes UNION ALL SELECT message FROM load_errors ORDER BY 1`
 				got, want := queryRows(t, openDB(t, opts.DBPath), q), queryRows(t, openDB(t, fresh.DBPath), q)
 				if !slices.EqualFunc(got, want, slices.Equal) {
-					t.Fatalf("round %d: the run after the change (reused %v by %q) has nodes and load errors\n%q\na fresh index has\n%q",
-						round, again.Reused, again.ReusedBy, got, want)
+					t.Fatalf("round %d: the run after the change (reused %v) has nodes and load errors\n%q\na fresh index has\n%q",
+						round, again.Reused, got, want)
 				}
 			}
 		})

@@ -1,6 +1,8 @@
 package indexer
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -41,4 +43,21 @@ func isDatabaseFile(name, dbBase string, regular bool) bool {
 		return tempSuffix.MatchString(rest)
 	}
 	return false
+}
+
+// removeStaleTemporaries removes the temporary files of the database at
+// dbPath (.NAME.tmp-DIGITS, .NAME.tmp-sha256-DIGITS and their journals:
+// isDatabaseFile) that a killed run left: only the lock's holder writes
+// them, so under the lock none is in use.
+func removeStaleTemporaries(dbPath string) {
+	dir, base := filepath.Dir(dbPath), filepath.Base(dbPath)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, "."+base+".tmp-") && isDatabaseFile(name, base, e.Type().IsRegular()) {
+			_ = os.Remove(filepath.Join(dir, name))
+		}
+	}
 }

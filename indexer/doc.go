@@ -65,10 +65,10 @@
 //	             packages, files, types, funcs, methods, imports, load_errors,
 //	             packages_with_errors, packages_ill_typed, unmatched_patterns),
 //	             packages_matched, packages_ok, coverage, input_key (the
-//	             reuse key, see Options.Reuse), config_key (the reuse key
-//	             without the contents of the matched packages' Go
-//	             files), incremental and reindexed (JSON
-//	             array of the import paths re-indexed, NULL after a full index).
+//	             content key, see "Reuse"; '' when the index has none),
+//	             config_key (''), incremental (0) and reindexed (NULL): left
+//	             from the incremental index removed in issue 21, kept so
+//	             that the schema stays version 3.
 //	nodes        id TEXT NOT NULL UNIQUE, kind (module | package | file | type |
 //	             func | method | field | interface_method | closure), name,
 //	             package_id (enclosing package node), file_id (enclosing file
@@ -77,15 +77,15 @@
 //	             golang.org/x/tools/go/types/objectpath path within its package,
 //	             NULL where none applies: closures, files, packages), seq
 //	             INTEGER PRIMARY KEY (a surrogate key for edge_rows, the
-//	             node's position in id order after a full index; not stable
-//	             across snapshots: use id).
+//	             node's position in id order; not stable across snapshots:
+//	             use id).
 //	edges        a view with one row per relation: src, dst (node ids), kind,
 //	             variant (package variant of src's package: base | test | xtest
 //	             | test_dependency). An edge is a relation, not an occurrence.
 //	edge_rows    the relations as stored: src, dst (nodes.seq), kind, variant;
-//	             PRIMARY KEY (src, dst, kind), index on (dst, kind). With
-//	             integer ends the edges of gonum take 5 MB, not the 38 MB text
-//	             ids took (which also made writing and checking slower).
+//	             PRIMARY KEY (src, dst, kind), index on (dst, kind): integer
+//	             ends take a fraction of the space of text ids
+//	             (docs/performance.md).
 //	packages     id (node id), go_id (packages.Package.ID), import_path, name, dir,
 //	             module_path, module_version, module_dir, module_main, variant,
 //	             for_test, ill_typed, error_count.
@@ -114,9 +114,11 @@
 //	load_errors  seq, package_id (NULL when the package is not indexed), go_id,
 //	             kind (list | parse | type | module | file | unknown), position,
 //	             file, line, col, message.
-//	reuse_check  key (the file-system reuse key), check_json (the roots walked,
-//	             the directories listed and the files hashed); no row when a
-//	             pattern is not relative to the directory.
+//	reuse_check  one row: key (the content key, '' when the index has
+//	             none) and check_json, what it was computed from: the
+//	             directories it lists, every file's SHA-256 and every
+//	             directory's digest, the context (go env, options, VCS
+//	             state), or why there is no key.
 //
 // Node ids are stable across runs and machines for the same sources: they are
 // built from the package ID and declared names, never from absolute paths or
@@ -194,69 +196,44 @@
 // Vendored dependencies are loaded as the go command resolves them (-mod
 // from GOFLAGS or the vendor directory's presence).
 //
-// # Reuse and incremental index
+// # Reuse
 //
-// With Options.Reuse, Index first lists the packages with the go command
-// (no type checking) and computes a reuse key over the build context, the
-// options, the VCS state and the content of every file that can change the
-// graph; when the database at DBPath carries the same key it is returned
-// as it is (Snapshot.Reused).
+// Every index stores a content key: the SHA-256 of the build context (go
+// env, options, schema, tool and enrichment versions, directory, VCS
+// state), of the content of every file the go command listed for the
+// packages and their unversioned dependencies (Go, other, build-excluded
+// and embedded files of the matched modules, of workspace and
+// directory-replaced modules and of vendored ones, vendor/modules.txt,
+// go.mod, go.sum, go.work, go.work.sum, and the go.mod files the go
+// command looks for above Dir and the pattern roots), and of the entries
+// of every directory under the patterns' roots (version control metadata
+// and the database's own files left out) and of the directories of hashed
+// files the walk does not reach (outside the roots, or behind a symbolic
+// link). Standard library packages are covered by the Go version,
+// versioned modules by go.mod and go.sum. With Options.Reuse, a run first
+// computes the key of the same files and directories as they are now; when
+// it equals the stored one (and the database is as written, below), the
+// database is returned as it is (Snapshot.Reused), without loading
+// anything. Otherwise the run indexes in full, and Snapshot.FullReason
+// names what changed ("file a/a.go changed since the last index",
+// "directory e/data changed", "the configuration changed: build tags []
+// -> [x]"). Any change counts, even a file the go command ignores.
 //
-// Before that listing, a file-system check (Snapshot.ReusedBy "files")
-// can decide alone: when every pattern is relative to Dir, the database
-// also stores a key over what the go command reads to make the listing —
-// go env, the options, the VCS state, the content of every file the
-// listing hashed, the names of all entries of every directory under the
-// patterns' roots (version control metadata and the database's own files
-// left out) and of the directories of hashed files that walk does not
-// reach (outside the roots, or behind a symbolic link, which the go
-// command follows for a directory an import path names), and the go.mod
-// files the go command looks for above Dir and the roots (one appearing
-// there moves packages into another module). If all of it is unchanged,
-// so is the listing, and the database is reused without running the go
-// command's listing. Any difference, even a file the go command ignores,
-// falls back to the listing (ReusedBy "listing" when it still matches); a
-// reuse does not rewrite the database, so the stored check stays that of
-// the last index. While an import resolves to no directory, there is no
-// check and every run lists: where the go command would find the package
-// once it is created cannot be told.
+// A database has no key, and is never reused, when a pattern is not a
+// directory relative to Dir (an import path, "std", "all": it can match
+// packages anywhere; a go.work workspace's "./..." counts as its modules'
+// directories), or when an import resolves to no directory and no module
+// of the key tells where it would appear. An import that resolves to no
+// directory inside a module the key covers is watched where the go
+// command would find it.
 //
-// When only the matched packages' Go files changed (same configuration key:
-// build context, options, dependency versions, and the contents of every
-// other hashed file: go.mod, go.sum, go.work, C, embedded and build-excluded
-// files, the files of dependencies no pattern matches, vendored or not),
-// the index is incremental:
-// a unit (an import path with its test variants) is re-indexed when its
-// files or imports changed, when it had load errors, or when it imports a
-// re-indexed unit, transitively (also through packages no pattern
-// matches). The other units are type-checked without
-// function bodies (imports only the bodies used are blanked so they do not
-// become errors; any error there falls back to a full index) and the
-// relations their bodies contributed — closures, calls, dynamic calls,
-// references, field accesses, receiver methods, instantiations — are
-// copied from the previous database, which is valid because nothing they
-// import changed. Declarations, type relations and implements are
-// recomputed for every unit, and metrics for the whole graph. The rows are
-// those of a full index (TestIncrementalEqualsFull compares every table);
-// the snapshot records incremental = 1 and the re-indexed units. When more
-// than half of the units are affected, or packages appeared or vanished,
-// the index is full.
-//
-// The keys hash files while go/packages parses them. Every file
-// go/packages parses is hashed from the bytes it parsed (a ParseFile
-// hook), and those are the SHA-256 the file rows record; where the keys
-// saw other bytes (the file was edited during the index) they take the
-// parsed ones, so that a later run finding the edited-away content on disk
-// does not reuse a graph of other code, and an incremental index becomes
-// full (the plan would keep relations of a body it did not parse). A file
-// the keys hash from disk instead (a cgo source file, whose types come
-// from cgo's output of it; a C, embedded or build-excluded file; go.mod; a
-// dependency's file, type-checked from export data) that was modified
-// after Index began reading files — its modification time between then
-// and the end of the graph's build — may have given the graph other
-// content than the keys saw: the keys mark it modified instead of hashing
-// it, and the next run indexes in full. The C toolchain and cgo flags (CC, CXX, CGO_*FLAGS, PKG_CONFIG) are part of the
-// build context in the keys; the C headers they read are not hashed.
+// The key is taken once the graph is built, from the bytes go/packages
+// parsed for every file it parsed (those the files table records) and
+// from disk for the others. A file or directory the key covers that was
+// modified after Index began reading files (its modification time between
+// then and the key) may have given the graph other content than the key
+// saw: it gets the hash "modified while indexed", which no content has,
+// and the next run indexes again.
 //
 // Coverage is packages_ok / packages_matched, where packages_matched counts
 // indexed packages plus unmatched patterns and packages_ok counts indexed
@@ -278,7 +255,7 @@
 // releasing the lock, and a waiter checks that the file it locked is still
 // the one at the path, so the file usually does not outlive a run; it may
 // stay on disk (after a crash), which is harmless. Its name puts it among
-// the database's own files, which the file-system reuse check leaves out.
+// the database's own files, which the content key leaves out.
 // Anything else at that path (a symbolic link, a FIFO, a directory, a file
 // that does not hold a process id) is refused, never written through or
 // removed.
@@ -286,8 +263,8 @@
 // # Reuse needs the database as written
 //
 // After writing a database Index records its SHA-256 in DBPath+"-sha256".
-// A later run reuses the database, or keeps rows from it in an incremental
-// index, only when the file still has that SHA-256: a database damaged or
+// A later run reuses the database only when the file still has that
+// SHA-256: a database damaged or
 // edited since (even with SQLite, into another valid database) is indexed
 // again in full, and Snapshot.FullReason says why. Without the record (a
 // database written before it existed, or a record lost) the same applies.

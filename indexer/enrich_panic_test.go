@@ -2,7 +2,6 @@ package indexer_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,14 +12,14 @@ import (
 )
 
 // TestEnrichmentPanicIsAnError: an enrichment that panics while the graph
-// is written (Options.EnrichGraph) makes Index return an error naming the
+// is written (Options.Enrich) makes Index return an error naming the
 // panic, writes no database, and leaves the process running.
 func TestEnrichmentPanicIsAnError(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "out", "graph.db")
 	_, err := indexer.Index(context.Background(), indexer.Options{
 		Dir: "testdata/fixture", Tests: true, DBPath: db,
-		EnrichGraph: func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *sql.Tx) error, error) {
+		Enrich: func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *indexer.Tx) error, error) {
 			panic("enrichment defect")
 		},
 	})

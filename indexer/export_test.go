@@ -1,14 +1,14 @@
 package indexer
 
-// SetTestHookBeforeLoad sets the function Index calls with its directory
-// just before it loads the packages (nil removes it).
-func SetTestHookBeforeLoad(f func(dir string)) {
-	if f == nil {
-		testHookBeforeLoad.Store(nil)
-		return
-	}
-	testHookBeforeLoad.Store(&f)
+// WithBeforeLoad returns opts with a function Index calls with its
+// directory just before it loads the packages.
+func WithBeforeLoad(opts Options, f func(dir string)) Options {
+	opts.beforeLoad = f
+	return opts
 }
 
-// ConfigChange is configChange, for tests.
-var ConfigChange = configChange
+// ContextChange is contextChange for two contexts that differ in their
+// root directory only.
+func ContextChange(prevDir, curDir string) string {
+	return contextChange(keyContext{Dir: prevDir}, keyContext{Dir: curDir})
+}

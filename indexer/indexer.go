@@ -2,28 +2,14 @@ package indexer
 
 import (
 	"context"
-	"crypto/sha256"
-	"database/sql"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
-	"unicode"
 	"unicode/utf8"
-
-	"github.com/gofrs/flock"
 )
 
 // ErrNoPackages is returned (wrapped, with the go command's reason when it
@@ -35,20 +21,6 @@ var ErrNoPackages = errors.New("indexer: patterns match no Go package")
 // ErrInvalidOptions is returned (wrapped, naming the field) when Options
 // cannot be used, for example an empty DBPath.
 var ErrInvalidOptions = errors.New("indexer: invalid options")
-
-// ErrUnusableLockPath is returned (wrapped, naming the path and what is
-// there) when the path beside the database where its lock goes holds
-// something a lock cannot safely be taken on: a symbolic link, a FIFO, a
-// device or directory, a hard link, or a file that is not an assay lock
-// file. It is also ErrInvalidOptions (errors.Is): the database path given
-// cannot be used as it is.
-var ErrUnusableLockPath error = lockPathError{}
-
-type lockPathError struct{}
-
-func (lockPathError) Error() string { return "indexer: unusable lock path" }
-
-func (lockPathError) Is(target error) bool { return target == ErrInvalidOptions }
 
 // ErrDatabaseCheck is returned (wrapped, with SQLite's report) when the
 // written database fails PRAGMA integrity_check or foreign_key_check.
@@ -86,44 +58,36 @@ type Options struct {
 	// GOOS and GOARCH, when not empty, override the build target (they
 	// decide which files exist, and are recorded in the snapshot).
 	GOOS, GOARCH string
-	// Enrich, when not nil, is called inside the database's write
-	// transaction after the graph is inserted and before the integrity
-	// check, so that what it writes (metric values) is covered by the
-	// database's SHA-256. An error from it aborts the index: nothing is
-	// written. EnrichID names what Enrich computes and its version; it is
-	// part of the reuse key, so a new version is never served a database
-	// written by an old one.
-	Enrich   func(ctx context.Context, tx *sql.Tx, snap Snapshot) error
+	// Enrich, when not nil, computes what the index adds to the graph
+	// (metric values) from the graph in memory, while the graph rows are
+	// inserted, and writes its rows in the database's transaction, so
+	// that the database's checks and SHA-256 cover them (see EnrichFunc).
+	// An error from it aborts the index: nothing is written. EnrichID
+	// names what Enrich computes and its version; it is part of the
+	// content key, so a new version is never served a database written by
+	// an old one.
+	Enrich   EnrichFunc
 	EnrichID string
-	// EnrichGraph, when not nil, replaces Enrich in a full index: it is
-	// given a copy of the graph and runs on its own goroutine while the
-	// graph is inserted, and the function it returns writes its rows in
-	// the same transaction, before the checks and the SHA-256. It must
-	// compute what Enrich computes from the database (an incremental
-	// index, whose graph is partly copied from the previous database,
-	// still calls Enrich).
-	EnrichGraph EnrichGraphFunc
 	// Reuse lets Index return the snapshot already at DBPath, without
-	// loading or writing anything, when its reuse key equals the current
-	// one: same schema, tool, Go version and build context, same patterns,
-	// VCS state, EnrichID, and same content (SHA-256) of every file of the
-	// matched packages and of every dependency without a module version
-	// (vendored dependencies included). An unchanged tree is usually
-	// recognized without the go command's listing, by a file-system check
-	// (see the package doc, "Reuse and incremental index"). When only files
-	// of the matched packages changed, Index re-indexes incrementally: the
-	// changed packages and every package that imports
-	// them (transitively) are type-checked in full; the others are
-	// type-checked without function bodies, and the relations found in
-	// their bodies are kept from the previous database. The result has the
-	// same rows as a full index. When more than half of the packages are
-	// affected, or the package list changed, the index is full.
+	// loading or writing anything, when the database is byte for byte what
+	// its index wrote and the content key it stores equals the key of the
+	// same inputs now: schema, tool and enrichment versions (EnrichID), go
+	// env and options, VCS state, the content of every file the go command
+	// listed for the packages (and of their unversioned dependencies), and
+	// the entries of every directory under the patterns. Any difference,
+	// even a file the go command ignores, indexes in full; so does a
+	// database whose patterns are not all directories (see the package
+	// doc, "Reuse").
 	Reuse bool
 	// Progress, when not nil, is called with a short description of each
 	// stage as it starts ("loading and type-checking packages", ...), from
 	// the goroutine that called Index; also, once, when Index waits for
 	// another index of the same DBPath to finish.
 	Progress func(stage string)
+
+	// beforeLoad, when not nil (set by this package's tests), is called
+	// with the directory just before the packages are loaded.
+	beforeLoad func(dir string)
 }
 
 // Counts are the numbers of rows written per kind. A file shared by a package
@@ -204,30 +168,25 @@ type Snapshot struct {
 	Tags []string `json:"tags"`
 	// CGOEnabled is the go command's CGO_ENABLED ("0" or "1").
 	CGOEnabled string `json:"cgo_enabled"`
-	// InputKey is the reuse key (SHA-256 hex, 64 chars; see Options.Reuse).
+	// InputKey is the content key (SHA-256 hex, 64 chars; see
+	// Options.Reuse); "" when the index has none (patterns that are not
+	// directories), and is never reused.
 	InputKey string `json:"input_key"`
 	// Reused reports that Index returned the existing database unchanged
-	// because its InputKey matched.
+	// because its content key matched.
 	Reused bool `json:"reused"`
-	// ReusedBy says how an unchanged input was established when Reused:
-	// "files" when the file-system check found every file and directory the
-	// go command reads as it was (no listing needed), "listing" when the go
-	// command's listing gave the same reuse key. "" when not Reused.
-	ReusedBy string `json:"reused_by"`
-	// ConfigKey is the configuration key (SHA-256 hex): the reuse key
-	// without the contents of the matched packages' Go files, the
-	// package list and the VCS state. An existing
-	// database with the same ConfigKey can be updated incrementally.
-	ConfigKey string `json:"config_key"`
-	// Incremental reports that only the packages in Reindexed (import
-	// paths, with their test variants) were type-checked in full; the rest
-	// of the graph was kept from the previous database (see Options.Reuse).
-	Incremental bool `json:"incremental"`
-	// Reindexed lists the import paths re-indexed by an incremental index,
-	// sorted; nil after a full index.
-	Reindexed []string `json:"reindexed"`
-	// FullReason says why a full index was made although Options.Reuse
-	// found a previous database; "" otherwise.
+	// ConfigKey, Incremental and Reindexed are always "", false and nil:
+	// assay no longer indexes incrementally (issue 21; it was not faster
+	// than a full index). They are kept so that schema 3 databases and
+	// `assay index --format json` stay as they were.
+	ConfigKey   string   `json:"config_key"`
+	Incremental bool     `json:"incremental"`
+	Reindexed   []string `json:"reindexed"`
+	// FullReason says why Index indexed although Options.Reuse found a
+	// previous database: the database is not the one its index wrote, or
+	// what its content key covers changed ("file a/a.go changed since the
+	// last index", "the configuration changed: build tags [] -> [x]");
+	// "" otherwise.
 	FullReason string `json:"full_reason"`
 	// Counts are the rows written per kind.
 	Counts Counts `json:"counts"`
@@ -268,15 +227,8 @@ type Snapshot struct {
 // nothing (it may stay on disk after a crash). A failed run removes the
 // database's directory when it created it and nothing else is in it.
 //
-// While it loads, Index raises the process's garbage collection target
-// (runtime/debug SetGCPercent) to 200; from the end of the load to the
-// written database it turns the pacing off, collecting once explicitly
-// when the graph is built and from then on under a memory limit of 1.8
-// times what the Go runtime held at the end of the load (SetMemoryLimit;
-// with concurrent calls, once each has collected). Both are left alone
-// when the environment sets GOGC, and restored when the last concurrent
-// call returns. They save CPU time for a peak memory well under twice the
-// load's (docs/performance.md).
+// Index changes no setting of the process (the garbage collector's target
+// and memory limit are the caller's to choose: GOGC, GOMEMLIMIT).
 func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if opts.DBPath == "" {
 		return Snapshot{}, fmt.Errorf("%w: DBPath is empty", ErrInvalidOptions)
@@ -316,7 +268,7 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if err := checkReplaceable(ctx, dbPath); err != nil {
 		return Snapshot{}, err
 	}
-	// Everything from here on, the reuse check first, sees the database
+	// Everything from here on, the reuse decision first, sees the database
 	// as no other index changes it.
 	lock, lockErr := lockDatabase(ctx, dbPath, opts.Progress)
 	if lockErr != nil {
@@ -336,6 +288,9 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		}
 		removeStaleTemporaries(dbPath)
 	}
+	// Files are read from here on: whatever the content key covers that
+	// is modified after this is taken for modified while indexed.
+	since := time.Now()
 	env := append(os.Environ(), opts.Env...)
 	if opts.GOOS != "" {
 		env = append(env, "GOOS="+opts.GOOS)
@@ -347,109 +302,43 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if len(tags) > 0 {
 		buildFlags = []string{"-tags=" + strings.Join(tags, ",")}
 	}
-
 	goEnv, err := readGoEnv(ctx, dir, env)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	patterns, err := workspacePatterns(ctx, dir, env, goEnv, opts.Patterns)
+	patterns, roots, err := workspacePatterns(ctx, dir, env, goEnv, opts.Patterns)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	vcs := readVCS(ctx, dir, dbPath)
-	spec := loadSpec{dir: dir, env: env, buildFlags: buildFlags, patterns: patterns, tests: opts.Tests}
+	kc := keyContext{SchemaVersion: SchemaVersion, ToolVersion: opts.ToolVersion, EnrichID: opts.EnrichID, Dir: dir,
+		Env: goEnv, Tags: tags, Tests: opts.Tests, Patterns: patterns, VCSRevision: vcs.revision, VCSDirty: vcs.dirty}
 
-	// The reuse key needs only the go command's listing. When there is a
-	// database to reuse, it decides whether to load at all; otherwise it is
-	// computed while the packages load.
-	type keyResult struct {
-		keys keys
-		err  error
-	}
-	keyCh := make(chan keyResult, 1)
-	computeKey := func() {
-		k, err := reuseKey(ctx, spec, goEnv, vcs, opts, tags, dbPath)
-		keyCh <- keyResult{k, err}
-	}
-	var plan *incrementalPlan
 	var fullReason string
-	var fromLoad bool
-	// Files are read (hashed, listed, loaded) from here on.
-	readStart := time.Now()
-	_, statErr := os.Stat(dbPath)
-	trusted := false
-	var recorded string
-	if opts.Reuse && statErr == nil {
-		// A previous database is reused, or its rows kept, only when it is
-		// byte for byte what an index wrote: not damaged, not edited.
-		var why string
-		if recorded, trusted, why = verifyRecordedSHA256(dbPath); !trusted {
-			fullReason = why
-		}
-	}
-	if trusted {
-		// The file-system check first: when nothing the go command reads
-		// changed, neither did the listing, and it is not needed.
-		prev, ok, err := fsReuse(ctx, dbPath, dir, fsBase(goEnv, vcs, opts, tags, spec))
+	if opts.Reuse && fileExists(dbPath) {
+		prev, why, err := reusable(ctx, dbPath, kc)
 		if err != nil {
 			return Snapshot{}, err
 		}
-		// The file read must still be the one checked (prev.DBSHA256 is
-		// the hash of the bytes ReadSnapshot read).
-		if ok && prev.DBSHA256 == recorded {
-			prev.Reused, prev.ReusedBy = true, "files"
+		if prev.Reused {
 			return prev, nil
 		}
-		computeKey()
-		kr := <-keyCh
-		if kr.err != nil {
-			return Snapshot{}, kr.err
-		}
-		if prev, err := ReadSnapshot(ctx, dbPath); err == nil {
-			if prev.InputKey == kr.keys.input && prev.DBSHA256 == recorded {
-				prev.Reused, prev.ReusedBy = true, "listing"
-				return prev, nil
-			}
-			if prev.ConfigKey == kr.keys.config {
-				if plan, fullReason, err = planIncremental(ctx, dbPath, kr.keys.listing); err != nil {
-					return Snapshot{}, err
-				}
-			} else {
-				fullReason = configChange(prev, Snapshot{Dir: dir, GoVersion: goEnv.GoVersion, GOOS: goEnv.GOOS, GOARCH: goEnv.GOARCH,
-					CGOEnabled: goEnv.CGOEnabled, ToolVersion: opts.ToolVersion, Tests: opts.Tests, Patterns: patterns, Tags: tags})
-			}
-		}
-		keyCh <- kr
-	} else {
-		// Taken from the load's own listing once it is done (below), so
-		// that no second go command competes with the load.
-		fromLoad = true
+		fullReason = why
 	}
 	if lock == nil {
-		reason := "it cannot be reused"
-		if fullReason != "" {
-			reason = fullReason
-		}
-		return Snapshot{}, fmt.Errorf("%w (the database there could only have been reused, and %s)", lockErr, reason)
-	}
-	if plan != nil {
-		spec.strip = plan.strip
+		return Snapshot{}, fmt.Errorf("%w (the database there could only have been reused, and %s)", lockErr, fullReason)
 	}
 
-	defer raiseGCPercent()()
 	progress := func(stage string) {
 		if opts.Progress != nil {
 			opts.Progress(stage)
 		}
 	}
-	if plan != nil {
-		progress(fmt.Sprintf("loading packages: %d to re-index, the rest without function bodies", len(plan.affected)))
-	} else {
-		progress("loading and type-checking packages")
+	progress("loading and type-checking packages")
+	if opts.beforeLoad != nil {
+		opts.beforeLoad(dir)
 	}
-	if h := testHookBeforeLoad.Load(); h != nil {
-		(*h)(dir)
-	}
+	spec := loadSpec{dir: dir, env: env, buildFlags: buildFlags, patterns: patterns, tests: opts.Tests}
 	res, err := load(ctx, spec)
 	if err != nil {
 		return Snapshot{}, err
@@ -459,6 +348,7 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		// while listing (a missing go line, a missing requirement): the
 		// tree indexed is the one after the load.
 		vcs = readVCS(ctx, dir, dbPath)
+		kc.VCSRevision, kc.VCSDirty = vcs.revision, vcs.dirty
 	}
 	if len(res.roots) == 0 {
 		if len(res.unmatched) > 0 {
@@ -466,106 +356,8 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		}
 		return Snapshot{}, fmt.Errorf("%w in %s (patterns %q)", ErrNoPackages, dir, patterns)
 	}
-	// The graph records the bytes go/packages parsed; the reuse keys must
-	// describe the same bytes (alignWith).
-	var kr keyResult
-	var changed []string
-	var keysFromLoad func() error
-	if fromLoad {
-		// Hashed from the load's listing, and the tree under the patterns
-		// listed, while the graph is built (plan is nil: there was no
-		// database to plan from). Only reads: of res, and of the files.
-		kctx, cancelKeys := context.WithCancel(ctx)
-		go func() {
-			var k keys
-			var err error
-			defer func() {
-				// A defect met here is an error of this Index call, not a
-				// crash of the process that called it.
-				if r := recover(); r != nil {
-					k, err = keys{}, fmt.Errorf("indexer: internal error hashing the reuse keys: %v", r)
-				}
-				keyCh <- keyResult{k, err}
-			}()
-			if h := testHookKeys.Load(); h != nil {
-				(*h)()
-			}
-			var ok bool
-			k, ok, err = reuseKeyFromLoad(kctx, res, spec, goEnv, vcs, opts, tags, dbPath)
-			if err == nil && !ok {
-				k, err = reuseKey(kctx, spec, goEnv, vcs, opts, tags, dbPath)
-			}
-			if err == nil {
-				err = k.markTreeModified(readStart)
-			}
-		}()
-		received := false
-		keysFromLoad = func() error {
-			if !received {
-				received = true
-				kr = <-keyCh
-				cancelKeys()
-			}
-			if kr.err != nil {
-				return kr.err
-			}
-			var err error
-			changed, err = kr.keys.alignWith(res.parsed)
-			return err
-		}
-		defer func() {
-			// Every return waits for the goroutine (cancelled: an early
-			// return's keys are not needed).
-			if !received {
-				received = true
-				cancelKeys()
-				<-keyCh
-			}
-		}()
-	} else {
-		if kr = <-keyCh; kr.err != nil {
-			return Snapshot{}, kr.err
-		}
-		if changed, err = kr.keys.alignWith(res.parsed); err != nil {
-			return Snapshot{}, err
-		}
-	}
-	if plan != nil {
-		fullReason = plan.matches(res)
-		if fullReason == "" && len(changed) > 0 {
-			// The plan kept the bodies' relations of packages the listing
-			// found unchanged; one of their files may be among these.
-			fullReason = fmt.Sprintf("%d file(s) changed while being indexed", len(changed))
-		}
-	}
-	if plan != nil && fullReason != "" {
-		// The typed load disagrees with the listing (a file changed in
-		// between): index everything from scratch.
-		plan = nil
-		spec.strip = nil
-		if res, err = load(ctx, spec); err != nil {
-			return Snapshot{}, err
-		}
-		again, err := kr.keys.alignWith(res.parsed)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		changed = slices.Compact(slices.Sorted(slices.Values(append(changed, again...))))
-	}
-	changedWhileIndexed := func() {
-		if len(changed) > 0 {
-			progress(fmt.Sprintf("%d file(s) changed while being indexed (first %s): the snapshot records the content that was indexed", len(changed), changed[0]))
-		}
-	}
-	if keysFromLoad == nil {
-		changedWhileIndexed()
-	}
 	progress(fmt.Sprintf("building the graph of %d packages", len(res.roots)))
-	// Until the database is written the collector runs only when told to
-	// (below) and, after that, at a memory limit (holdCollector).
-	collected, release := holdCollector()
-	defer release()
-	g, err := buildGraph(ctx, res, plan)
+	g, err := buildGraph(ctx, res)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -578,36 +370,19 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		}
 		return Snapshot{}, fmt.Errorf("%w with files to index in %s: %d matched, none has a Go file to index%s", ErrNoPackages, dir, len(res.roots), hint)
 	}
-	if keysFromLoad != nil {
-		if err := keysFromLoad(); err != nil {
-			return Snapshot{}, err
-		}
-		changedWhileIndexed()
-	}
-	// Every file is read by now: the keys must not describe content the
-	// graph may not have been built from (markModified).
-	modified, err := kr.keys.markModified(res.parsed, readStart)
+	// Every file is read by now: the key describes the bytes the graph was
+	// built from, and marks what changed meanwhile.
+	key, modified, err := keyOfLoad(ctx, res, kc, roots, dbPath, since)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	if len(modified) > 0 {
-		progress(fmt.Sprintf("%d file(s) modified while being indexed (first %s): the next run indexes in full", len(modified), modified[0]))
+		progress(fmt.Sprintf("%d file(s) or directories modified while being indexed (first %s): the next run indexes again", len(modified), modified[0]))
 	}
-	// The loaded packages (type information, most of the heap) are garbage
-	// from here on. Collecting them now keeps the peak memory of writing
-	// near the load's; the collector is held otherwise. The collection
-	// runs to its end before the writing starts: with nothing else running
-	// it marks on both cores for a few tens of milliseconds, where a
-	// collection running alongside the database inserts and the metrics
-	// slowed both (write barriers, assists; on golang.org/x/tools the time
-	// after the load fell from 0.775 to 0.645 s, median of 8 alternated
-	// runs, docs/performance.md).
-	res = nil
-	if opts.EnrichGraph == nil || plan != nil {
-		g.syntax = nil // only the in-memory enrichment of a full index reads the trees
+	res = nil // the loaded packages (most of the heap) are garbage from here on
+	if opts.Enrich == nil {
+		g.syntax = nil // only the enrichment reads the trees
 	}
-	runtime.GC()
-	collected()
 
 	snap := Snapshot{
 		Dir:         dir,
@@ -624,403 +399,21 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 		Tags:        tags,
 		Counts:      g.counts(),
 		DBPath:      dbPath,
-		InputKey:    kr.keys.input,
-		ConfigKey:   kr.keys.config,
+		FullReason:  fullReason,
+	}
+	if snap.InputKey, err = key.hash(); err != nil {
+		return Snapshot{}, err
 	}
 	snap.Coverage = g.coverage()
-	snap.ID, err = snapshotID(snap, goEnv, g)
-	if err != nil {
+	if snap.ID, err = snapshotID(snap, goEnv, g); err != nil {
 		return Snapshot{}, err
 	}
-	if plan != nil {
-		snap.Incremental = true
-		snap.Reindexed = plan.affectedUnits()
-	}
-	snap.FullReason = fullReason
 	progress("writing the database")
-	sum, counts, err := writeDatabase(ctx, dbPath, snap, goEnv, g, enrichers{opts.Enrich, opts.EnrichGraph}, plan, progress, kr.keys)
-	if err != nil {
+	if snap.DBSHA256, err = writeDatabase(ctx, dbPath, snap, goEnv, g, opts.Enrich, key, progress); err != nil {
 		return Snapshot{}, err
 	}
-	snap.DBSHA256 = sum
-	snap.Counts = counts
 	return snap, nil
 }
-
-// readOnly reports whether err says the file system or the directory's
-// permissions refuse a new file.
-func readOnly(err error) bool {
-	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
-}
-
-// writable reports whether this process may create files in dir.
-func writable(dir string) bool {
-	return syscall.Access(dir, 2 /* W_OK */) == nil
-}
-
-func fileExists(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
-}
-
-// removeStaleTemporaries removes the temporary files of the database at
-// dbPath (.NAME.tmp-DIGITS, .NAME.tmp-sha256-DIGITS and their journals:
-// isDatabaseFile) that a killed run left: only the lock's holder writes
-// them, so under the lock none is in use.
-func removeStaleTemporaries(dbPath string) {
-	dir, base := filepath.Dir(dbPath), filepath.Base(dbPath)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if name := e.Name(); strings.HasPrefix(name, "."+base+".tmp-") && isDatabaseFile(name, base, e.Type().IsRegular()) {
-			_ = os.Remove(filepath.Join(dir, name))
-		}
-	}
-}
-
-// sha256Path is where Index records the SHA-256 of the database at dbPath
-// once it is written: beside it, among its own files (dbPath-*).
-func sha256Path(dbPath string) string { return dbPath + "-sha256" }
-
-// verifyRecordedSHA256 reports whether the database at dbPath has the
-// SHA-256 its index recorded, and returns that record; otherwise it says
-// why not (for Snapshot.FullReason). The record is read only if it is a
-// small regular file (not through a symbolic link, never blocking on a
-// FIFO) holding 64 lowercase hex digits.
-func verifyRecordedSHA256(dbPath string) (recorded string, ok bool, why string) {
-	rec, err := readSmallRegular(sha256Path(dbPath), 128)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", false, fmt.Sprintf("the database has no SHA-256 record (%s) to check it against: it is not reused", filepath.Base(sha256Path(dbPath)))
-	}
-	if err != nil {
-		return "", false, fmt.Sprintf("the database's SHA-256 record %s cannot be used (%v): it is not reused", filepath.Base(sha256Path(dbPath)), err)
-	}
-	recorded = strings.TrimSpace(string(rec))
-	if !sha256Hex.MatchString(recorded) {
-		return "", false, fmt.Sprintf("the database's SHA-256 record %s does not hold a SHA-256: it is not reused", filepath.Base(sha256Path(dbPath)))
-	}
-	f, err := os.Open(dbPath)
-	if err != nil {
-		return "", false, fmt.Sprintf("the database cannot be read: %v", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", false, fmt.Sprintf("the database cannot be read: %v", err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != recorded {
-		return "", false, fmt.Sprintf("the database's SHA-256 %s is not the %s its index wrote (damaged or edited since): it is not reused", got, recorded)
-	}
-	return recorded, true, ""
-}
-
-// sha256Hex is a SHA-256 as Index writes it: 64 lowercase hex digits.
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// readSmallRegular reads path if it is a regular file of at most max bytes,
-// opened without following a symbolic link and without blocking.
-func readSmallRegular(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), max)
-	}
-	return io.ReadAll(io.LimitReader(f, max))
-}
-
-// testHookAfterLockCheck, when set (by a test of this package), runs
-// between checkLockFile and opening the lock file: where another process
-// could put something else at the path.
-var testHookAfterLockCheck atomic.Pointer[func(path string)]
-
-// lockRetry is how often an index waiting for another index of the same
-// database tries its lock again.
-const lockRetry = 50 * time.Millisecond
-
-// lockPath is the lock file of the database at dbPath. The "-" after the
-// database's name (as in SQLite's -journal) puts it among the database's
-// own files, which the file-system reuse check leaves out (treeDigest):
-// whether it exists never changes a reuse key.
-func lockPath(dbPath string) string { return dbPath + "-lock" }
-
-// dbLock is the exclusive lock an Index run holds on its database.
-type dbLock struct {
-	fl   *flock.Flock
-	path string
-	// created are the directories (deepest first) this run created to
-	// hold the lock file; a failed run removes them when they are empty.
-	created []string
-}
-
-// lockDatabase takes the exclusive lock of the database at dbPath,
-// creating its directory when missing. When another index holds it,
-// lockDatabase calls progress once and waits, polling every lockRetry,
-// until it is released or ctx is done (an error wrapping ctx.Err()).
-//
-// A holder removes the lock file before it releases the lock, so a waiter
-// may lock a file no longer at the path: it checks that the file it locked
-// is the one the path names, and otherwise locks again. The directory
-// itself may vanish (a failed run removes the one it created): it is
-// created again.
-func lockDatabase(ctx context.Context, dbPath string, progress func(string)) (*dbLock, error) {
-	path := lockPath(dbPath)
-	dir := filepath.Dir(dbPath)
-	told := false
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("indexer: lock %s: %w", path, err)
-		}
-		created := missingDirs(dir)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
-		}
-		if err := checkLockFile(path); err != nil {
-			return nil, err
-		}
-		if h := testHookAfterLockCheck.Load(); h != nil {
-			(*h)(path)
-		}
-		// Opened read-only (flock(2) does not need write access), so that a
-		// lock file left by another user can still be locked; without
-		// following a link or waiting on a FIFO put there since the check
-		// above (such a file is refused below, once locked).
-		fl := flock.New(path, flock.SetPermissions(0o644),
-			flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK))
-		ok, err := fl.TryLock()
-		if err == nil && !ok {
-			holder := lockHolder(path)
-			if !told && progress != nil {
-				progress(fmt.Sprintf("waiting for another index of %s to finish (%s)", dbPath, holder))
-			}
-			told = true
-			ok, err = fl.TryLockContext(ctx, lockRetry)
-			if err != nil && ctx.Err() != nil {
-				return nil, fmt.Errorf("indexer: stopped waiting for another index of %s (%s): %w", dbPath, holder, err)
-			}
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // the directory was removed while we opened the file
-		}
-		if errors.Is(err, syscall.ELOOP) {
-			// O_NOFOLLOW: a symbolic link was put there after the check.
-			return nil, fmt.Errorf("%w: %s is a symbolic link; it is where the database's lock goes: remove it", ErrUnusableLockPath, path)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("indexer: lock %s: %w", path, err)
-		}
-		if !ok {
-			return nil, fmt.Errorf("indexer: lock %s: not acquired", path)
-		}
-		held, herr := fl.Stat()
-		if herr == nil && !held.Mode().IsRegular() {
-			_ = fl.Unlock()
-			return nil, fmt.Errorf("%w: %s is %s, not a regular file; it is where the database's lock goes: remove it", ErrUnusableLockPath, path, fileKind(held.Mode()))
-		}
-		cur, cerr := os.Lstat(path)
-		if herr == nil && cerr == nil && os.SameFile(held, cur) {
-			l := &dbLock{fl: fl, path: path, created: created}
-			l.recordHolder()
-			return l, nil
-		}
-		_ = fl.Unlock()
-		if herr != nil {
-			return nil, fmt.Errorf("indexer: lock %s: %w", path, herr)
-		}
-		if cerr != nil && !errors.Is(cerr, fs.ErrNotExist) {
-			return nil, fmt.Errorf("indexer: lock %s: %w", path, cerr)
-		}
-		// The previous holder removed the file we locked: lock the new one.
-	}
-}
-
-// missingDirs returns dir and its ancestors that do not exist, deepest
-// first.
-func missingDirs(dir string) []string {
-	var out []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
-			return out
-		}
-		out = append(out, d)
-		if filepath.Dir(d) == d {
-			return out
-		}
-	}
-}
-
-// recordHolder writes this process's id into the lock file, for the
-// message of an index that waits for it. Failing to is not an error: the
-// lock is the flock, not the file's content.
-func (l *dbLock) recordHolder() {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if !l.isLockedFile(f) {
-		return // not the file this run locked: leave it alone
-	}
-	if f.Truncate(0) == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-}
-
-// isLockedFile reports whether f is the file this run holds the lock on.
-func (l *dbLock) isLockedFile(f *os.File) bool {
-	held, err := l.fl.Stat()
-	if err != nil {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && os.SameFile(held, fi)
-}
-
-// fileKind names what a file mode's type is, for a message: "a symbolic
-// link", "a directory", "a FIFO", "a device", "a socket", "a regular file",
-// or "a file of mode M" for anything else.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&(fs.ModeDevice|fs.ModeCharDevice) != 0:
-		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsRegular():
-		return "a regular file"
-	}
-	return fmt.Sprintf("a file of mode %s", m.Type())
-}
-
-// checkLockFile refuses a lock path that holds something other than an
-// assay lock file: a symbolic link (the lock would write through it), a
-// FIFO or device (opening it would block), a directory, or a regular file
-// with content that is not a process id. A missing file is fine (the lock
-// creates it); so is an empty one or one holding a pid, which a run killed
-// before it removed its lock leaves. Errors wrap ErrUnusableLockPath.
-func checkLockFile(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("indexer: lock %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is %s, not a regular file; it is where the database's lock goes: remove it", ErrUnusableLockPath, path, fileKind(fi.Mode()))
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
-		// Writing the pid into it would write into every other name of it.
-		return fmt.Errorf("%w: %s is a hard link (%d names); it is where the database's lock goes: remove it", ErrUnusableLockPath, path, st.Nlink)
-	}
-	if fi.Size() == 0 {
-		return nil
-	}
-	if fi.Size() > 32 {
-		return fmt.Errorf("%w: %s exists and is not an assay lock file (%d bytes); it is where the database's lock goes: move it away", ErrUnusableLockPath, path, fi.Size())
-	}
-	b, err := readSmallRegular(path, 32)
-	if err != nil {
-		return fmt.Errorf("indexer: lock %s: %w", path, err)
-	}
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid <= 0 {
-		return fmt.Errorf("%w: %s exists and is not an assay lock file (it holds %q); it is where the database's lock goes: move it away", ErrUnusableLockPath, path, strings.TrimSpace(string(b)))
-	}
-	return nil
-}
-
-// lockHolder describes who holds the lock file at path: "pid N holds
-// PATH", or "PATH is locked" when the holder has not recorded its id (yet).
-func lockHolder(path string) string {
-	b, err := readSmallRegular(path, 32)
-	if err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			return fmt.Sprintf("pid %d holds %s", pid, path)
-		}
-	}
-	return path + " is locked"
-}
-
-// release removes the lock file and releases the lock, in that order (see
-// lockDatabase); after a failed run it also removes the directories the
-// run created, when nothing else is in them, so that a refused index
-// leaves nothing behind.
-func (l *dbLock) release(failed bool) {
-	// Only the file this run locked is removed: never what another
-	// program put at the path meanwhile.
-	if held, err := l.fl.Stat(); err == nil {
-		if cur, err := os.Lstat(l.path); err == nil && os.SameFile(held, cur) {
-			_ = os.Remove(l.path)
-		}
-	}
-	_ = l.fl.Unlock()
-	if failed {
-		for _, d := range l.created {
-			if os.Remove(d) != nil {
-				break
-			}
-		}
-	}
-}
-
-// configChange says why a snapshot's configuration key differs from this
-// run's: the recorded fields of prev that cur (this run's values of the
-// same fields) does not have, "root directory /a -> /b"; when none
-// differs, the inputs the snapshot does not record.
-func configChange(prev, cur Snapshot) string {
-	var diffs []string
-	// A value read from the database is shown quoted when it holds a
-	// character that is not printable (a terminal escape, a newline).
-	shown := func(v any) string {
-		s := fmt.Sprint(v)
-		if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-			return strconv.Quote(s)
-		}
-		return s
-	}
-	diff := func(what string, a, b any) {
-		if sa, sb := shown(a), shown(b); sa != sb {
-			diffs = append(diffs, fmt.Sprintf("%s %s -> %s", what, sa, sb))
-		}
-	}
-	diff("root directory", prev.Dir, cur.Dir)
-	diff("Go version", prev.GoVersion, cur.GoVersion)
-	diff("GOOS", prev.GOOS, cur.GOOS)
-	diff("GOARCH", prev.GOARCH, cur.GOARCH)
-	diff("CGO_ENABLED", prev.CGOEnabled, cur.CGOEnabled)
-	diff("tool version", prev.ToolVersion, cur.ToolVersion)
-	diff("tests", prev.Tests, cur.Tests)
-	diff("patterns", prev.Patterns, cur.Patterns)
-	diff("build tags", prev.Tags, cur.Tags)
-	if len(diffs) > 0 {
-		return "the configuration changed: " + strings.Join(diffs, "; ")
-	}
-	return "something the snapshot does not record changed: the go environment (GOFLAGS, GOEXPERIMENT, ...), the enrichment's options, the dependencies, go.mod or go.sum, or files outside the matched packages' Go files"
-}
-
-// testHookBeforeLoad, when set (by tests only), is called with the
-// directory before the packages are loaded.
-var testHookBeforeLoad atomic.Pointer[func(dir string)]
-
-// testHookKeys, when set (by tests only), is called on the goroutine that
-// hashes a cold index's reuse keys, before it does.
-var testHookKeys atomic.Pointer[func()]
 
 // unmatchedReason joins the go command's messages for patterns that
 // resolved to no package.
@@ -1032,78 +425,4 @@ func unmatchedReason(res *loadResult) string {
 		}
 	}
 	return strings.Join(msgs, "; ")
-}
-
-// snapshotInputs is what Snapshot.ID hashes. Field order is fixed by the
-// struct, slices are sorted, so the JSON encoding is deterministic.
-type snapshotInputs struct {
-	SchemaVersion int          `json:"schema_version"`
-	ToolVersion   string       `json:"tool_version"`
-	GoVersion     string       `json:"go_version"`
-	GOOS          string       `json:"goos"`
-	GOARCH        string       `json:"goarch"`
-	CGOEnabled    string       `json:"cgo_enabled"`
-	GOFLAGS       string       `json:"goflags"`
-	Tests         bool         `json:"tests"`
-	Patterns      []string     `json:"patterns"`
-	Tags          []string     `json:"tags"`
-	ModulePaths   []string     `json:"module_paths"`
-	VCSRevision   string       `json:"vcs_revision"`
-	VCSDirty      bool         `json:"vcs_dirty"`
-	Packages      []string     `json:"packages"`
-	Files         []fileDigest `json:"files"`
-	// CToolchain is CC, CXX, the CGO_*FLAGS and PKG_CONFIG: they decide
-	// what cgo generates, and whether a cgo package loads at all.
-	CToolchain []string `json:"c_toolchain"`
-	// ModuleFiles are the main modules' go.mod and go.sum (module-qualified
-	// paths): they decide the dependencies the packages were checked against.
-	ModuleFiles []fileDigest `json:"module_files"`
-	// LoadErrors are the recorded load errors (go id, kind, message with
-	// the indexed directory written "."), in recorded order: two loads of
-	// the same files that failed differently are two snapshots.
-	LoadErrors []string `json:"load_errors"`
-}
-
-// fileDigest names one source file by its module-qualified path and content.
-type fileDigest struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
-}
-
-// snapshotID computes Snapshot.ID from the snapshot's inputs.
-func snapshotID(s Snapshot, env goEnv, g *graph) (string, error) {
-	in := snapshotInputs{
-		SchemaVersion: SchemaVersion,
-		ToolVersion:   s.ToolVersion,
-		GoVersion:     env.GoVersion,
-		GOOS:          env.GOOS,
-		GOARCH:        env.GOARCH,
-		CGOEnabled:    env.CGOEnabled,
-		GOFLAGS:       env.GOFLAGS,
-		Tests:         s.Tests,
-		Patterns:      s.Patterns,
-		Tags:          s.Tags,
-		ModulePaths:   s.ModulePaths,
-		VCSRevision:   s.VCSRevision,
-		VCSDirty:      s.VCSDirty && s.VCSRevision != "",
-		Files:         g.sourceDigests(),
-	}
-	for _, p := range g.packages {
-		in.Packages = append(in.Packages, p.goID)
-	}
-	in.CToolchain = []string{env.CC, env.CXX, env.CGOCFLAGS, env.CGOCPPFLAGS, env.CGOCXXFLAGS, env.CGOFFLAGS, env.CGOLDFLAGS, env.PKGCONFIG}
-	in.ModuleFiles = g.moduleFileDigests()
-	for _, e := range g.loadErrors {
-		msg := e.message
-		if s.Dir != "" {
-			msg = strings.ReplaceAll(msg, s.Dir, ".")
-		}
-		in.LoadErrors = append(in.LoadErrors, e.goID+"\x00"+e.kind+"\x00"+msg)
-	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "", fmt.Errorf("indexer: encode snapshot inputs: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -820,4 +821,40 @@ func TestOnlyTestFilesWithoutTestsIsRefused(t *testing.T) {
 	if s := index(t, indexer.Options{Dir: dir, Tests: true}); s.Counts.Files != 1 {
 		t.Errorf("with tests: %d files, want 1", s.Counts.Files)
 	}
+}
+
+// TestProgress: each stage is reported, in order, from the calling goroutine.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	var stages []string
+	index(t, indexer.Options{Dir: "testdata/fixture", Progress: func(s string) { stages = append(stages, s) }})
+	want := []string{"loading and type-checking packages", "building the graph of 2 packages", "writing the database",
+		"checking (PRAGMA integrity_check, foreign_key_check), syncing and hashing the database"}
+	if diff := cmp.Diff(want, stages); diff != "" {
+		t.Errorf("stages (-want +got):\n%s", diff)
+	}
+}
+
+// TestIndexLeavesTheGarbageCollectorAlone: Index changes no setting of the
+// process that calls it (a server indexing on request wants its own): the
+// GC percent and memory limit the caller set hold at every stage and after.
+func TestIndexLeavesTheGarbageCollectorAlone(t *testing.T) {
+	// Not parallel: the settings are the process's.
+	const percent, limit = 137, int64(3 << 30)
+	oldPercent := debug.SetGCPercent(percent)
+	oldLimit := debug.SetMemoryLimit(limit)
+	t.Cleanup(func() {
+		debug.SetGCPercent(oldPercent)
+		debug.SetMemoryLimit(oldLimit)
+	})
+	check := func(when string) {
+		p := debug.SetGCPercent(percent)
+		l := debug.SetMemoryLimit(-1) // a negative limit only reads it
+		if p != percent || l != limit {
+			t.Errorf("%s: GC percent %d, memory limit %d; want %d and %d", when, p, l, percent, limit)
+		}
+	}
+	opts := withMetricsEnrich(indexer.Options{Dir: "testdata/fixture", Tests: true, Progress: check})
+	index(t, opts)
+	check("after Index")
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // TestInsertBatchedBothPaths inserts the same rows through the driver
-// connection (a transaction registered as Index's) and through database/sql
-// (any other transaction), at row counts around the batch size, and
+// connection (the *Tx Index writes in) and through database/sql (a
+// *sql.Tx), at row counts around the batch size, and
 // compares what each table holds with what was given.
 func TestInsertBatchedBothPaths(t *testing.T) {
 	t.Parallel()
@@ -84,11 +84,20 @@ func TestInsertBatchedRefusesNonSQLiteValues(t *testing.T) {
 	}
 }
 
+// testTx is what the tests do with a transaction: *Tx and *sql.Tx alike.
+type testTx interface {
+	Preparer
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // openTestTx opens a database in a temporary directory and a transaction
-// on one connection, registered as Index's when viaDriver. The test's
-// cleanup rolls the transaction back, then closes the connection and the
-// database (a connection does not close while a transaction is open).
-func openTestTx(t *testing.T, viaDriver bool) *sql.Tx {
+// on one connection: as Index's *Tx when viaDriver, else the *sql.Tx. The
+// test's cleanup rolls the transaction back, then closes the connection
+// and the database (a connection does not close while a transaction is
+// open).
+func openTestTx(t *testing.T, viaDriver bool) testTx {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sql.Open("sqlite3", sqliteuri.File(filepath.Join(t.TempDir(), "t.db"), ""))
@@ -105,11 +114,10 @@ func openTestTx(t *testing.T, viaDriver bool) *sql.Tx {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if viaDriver {
-		indexConns.Store(tx, conn)
-		t.Cleanup(func() { indexConns.Delete(tx) })
-	}
 	t.Cleanup(func() { _ = tx.Rollback() })
+	if viaDriver {
+		return &Tx{tx: tx, conn: conn}
+	}
 	return tx
 }
 

@@ -10,11 +10,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -104,10 +102,6 @@ type loadResult struct {
 	unmatched []*packages.Package
 	// testMains are the synthesized "p.test" packages, sorted by ID.
 	testMains []*packages.Package
-	// bodyEnds holds the original end of each function whose body was
-	// stripped before type checking (incremental index), so that its span
-	// is the same as in a full index.
-	bodyEnds map[*ast.FuncDecl]token.Pos
 	// all is what go/packages returned, in its order.
 	all []*packages.Package
 	// parsed holds the content of every file go/packages parsed, by its
@@ -115,30 +109,13 @@ type loadResult struct {
 	parsed map[string]*fileContent
 }
 
-// loadSpec is what to load and how: the same for the reuse key's listing
-// and for the typed load.
+// loadSpec is what to load and how.
 type loadSpec struct {
 	dir        string
 	env        []string
 	buildFlags []string
 	patterns   []string
 	tests      bool
-	// strip, when not nil, lists files whose function bodies are dropped
-	// before type checking (incremental index: their packages are not
-	// re-indexed).
-	strip *bodyStrip
-}
-
-// bodyStrip is what load needs to type-check files without their function
-// bodies: which files, and the name of every package they import, so that
-// an import only the bodies used can be blanked (stripBodies).
-type bodyStrip struct {
-	// files holds cleaned file names.
-	files map[string]bool
-	// names maps an import path, as written in the stripped files, to the
-	// name of the package it resolves to, as the listing found it ("" when
-	// the listing found different names for the path).
-	names map[string]string
 }
 
 // LoadMode returns the go/packages mode Index loads with (tests decides
@@ -162,9 +139,6 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		Tests:      spec.tests,
 	}
 	res := &loadResult{dir: spec.dir, parsed: map[string]*fileContent{}}
-	if spec.strip != nil && len(spec.strip.files) > 0 {
-		res.bodyEnds = map[*ast.FuncDecl]token.Pos{}
-	}
 	// Every file go/packages parses comes through here (concurrently): its
 	// bytes are hashed as they were parsed, so the graph records the
 	// content it was built from without reading the file again, and object
@@ -175,13 +149,8 @@ func load(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		f, err := parser.ParseFile(fset, filename, src, parser.AllErrors|parser.ParseComments|parser.SkipObjectResolution)
 		sum := sha256.Sum256(src)
 		c := &fileContent{data: src, sum: hex.EncodeToString(sum[:]), parsed: true, syntaxErrors: err != nil}
-		var ends map[*ast.FuncDecl]token.Pos
-		if f != nil && spec.strip != nil && spec.strip.files[filepath.Clean(filename)] {
-			ends = stripBodies(f, spec.strip.names)
-		}
 		mu.Lock()
 		res.parsed[filepath.Clean(filename)] = c
-		maps.Copy(res.bodyEnds, ends)
 		mu.Unlock()
 		return f, err
 	}
@@ -248,75 +217,79 @@ func packageVariant(p *packages.Package) string {
 	}
 }
 
-// stripBodies drops the bodies of f's functions and methods, except where
-// go/types requires one (init, generic functions), so that type checking
-// covers declarations only, and returns each stripped function's original
-// end. An import that only the bodies used is renamed to _ so that it does
-// not become an unused-import error. Whether the declarations use an import
-// depends on its package's name, which names gives (import path -> name);
-// for a path it lacks, the name is assumed from the path only where that is
-// the convention's plain case (assumedPackageName), and otherwise the import
-// is kept. Either mistake (a blanked import the declarations use: undefined;
-// a kept one they do not: imported and not used) is a type error of a
-// package that is not re-indexed, and Index then indexes in full.
-func stripBodies(f *ast.File, names map[string]string) map[*ast.FuncDecl]token.Pos {
-	ends := map[*ast.FuncDecl]token.Pos{}
-	for _, imp := range f.Imports {
-		if imp.Name != nil && imp.Name.Name == "." {
-			// What a dot import provides cannot be told from syntax, so
-			// whether the bodies alone used it cannot either: keep them.
-			return ends
+// workspacePatterns expands the pattern "./..." in a go.work workspace into
+// one "<module path>/..." pattern per workspace module, since "./..." alone
+// matches only the packages of the module containing dir. Other patterns,
+// and any pattern outside a workspace, are returned as given. roots are the
+// directories the patterns match packages in, for the content key (a
+// workspace's "./..." matches in its modules' directories); nil when some
+// pattern is not a directory relative to dir (an import path, "std",
+// "all": it can match packages anywhere).
+func workspacePatterns(ctx context.Context, dir string, env []string, ge goEnv, patterns []string) (out, roots []string, err error) {
+	type module struct{ Path, Dir string }
+	var mods []module
+	if ge.GOWORK != "" && ge.GOWORK != "off" && slices.Contains(patterns, "./...") {
+		cmd := exec.CommandContext(ctx, "go", "list", "-m", "-json")
+		cmd.Dir, cmd.Env = dir, env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.Output()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, fmt.Errorf("indexer: list workspace modules in %s: %w", dir, ctx.Err())
+			}
+			return nil, nil, fmt.Errorf("indexer: list workspace modules in %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
 		}
+		dec := json.NewDecoder(bytes.NewReader(stdout))
+		for dec.More() {
+			var m module
+			if err := dec.Decode(&m); err != nil {
+				return nil, nil, fmt.Errorf("indexer: decode workspace modules in %s: %w", dir, err)
+			}
+			mods = append(mods, m)
+		}
+		slices.SortFunc(mods, func(a, b module) int { return strings.Compare(a.Path, b.Path) })
 	}
-	for _, d := range f.Decls {
-		fd, ok := d.(*ast.FuncDecl)
-		if !ok || fd.Body == nil || fd.Type.TypeParams.NumFields() > 0 || (fd.Recv == nil && fd.Name.Name == "init") {
+	relative := true
+	for _, p := range patterns {
+		if p == "./..." && mods != nil {
+			for _, m := range mods {
+				out = append(out, m.Path+"/...")
+				roots = append(roots, filepath.Clean(m.Dir))
+			}
 			continue
 		}
-		ends[fd] = fd.End()
-		fd.Body = nil
+		out = append(out, p)
+		if r, ok := patternRoot(dir, p); ok {
+			roots = append(roots, r)
+		} else {
+			relative = false
+		}
 	}
-	used := map[string]bool{}
-	ast.Inspect(f, func(n ast.Node) bool {
-		if sel, ok := n.(*ast.SelectorExpr); ok {
-			if id, ok := sel.X.(*ast.Ident); ok {
-				used[id.Name] = true
-			}
-		}
-		return true
-	})
-	for _, imp := range f.Imports {
-		name := ""
-		if imp.Name != nil {
-			name = imp.Name.Name
-		} else if path, err := strconv.Unquote(imp.Path.Value); err == nil {
-			if n := names[path]; n != "" {
-				name = n
-			} else if n, ok := assumedPackageName(path); ok {
-				name = n
-			}
-		}
-		if name == "_" || name == "" || used[name] {
+	if !relative {
+		return out, nil, nil
+	}
+	slices.Sort(roots)
+	var outer []string
+	for _, r := range roots {
+		if len(outer) > 0 && isWithin(r, outer[len(outer)-1]) {
 			continue
 		}
-		imp.Name = &ast.Ident{NamePos: imp.Path.Pos(), Name: "_"}
+		outer = append(outer, r)
 	}
-	return ends
+	return out, outer, nil
 }
 
-// assumedPackageName returns the name the package at import path has by
-// the plain convention, its last path element (example.com/foo/v2 -> foo),
-// and false where the convention needs a guess (gopkg.in/yaml.v3,
-// github.com/openai/openai-go/v3, example.com/go-foo: the element is not an
-// identifier, and package names there vary).
-func assumedPackageName(path string) (string, bool) {
-	parts := strings.Split(path, "/")
-	last := parts[len(parts)-1]
-	if len(parts) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
-		last = parts[len(parts)-2]
-	}
-	if !token.IsIdentifier(last) {
+// patternRoot returns the directory a pattern relative to dir matches
+// packages in (".", "./...", "./x/...", "../y"), and false for any other
+// pattern.
+func patternRoot(dir, p string) (string, bool) {
+	if p != "." && p != ".." && !strings.HasPrefix(p, "./") && !strings.HasPrefix(p, "../") {
 		return "", false
 	}
-	return last, true
+	p = strings.TrimSuffix(p, "/...")
+	if strings.Contains(p, "...") {
+		return "", false // a wildcard inside a path element
+	}
+	return filepath.Join(dir, filepath.FromSlash(p)), true
 }

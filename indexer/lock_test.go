@@ -40,21 +40,20 @@ const hangGuard = 2 * time.Minute
 // reuses what the first wrote; the SHA-256 both report is the file's. Two
 // indexes never load at the same time.
 func TestConcurrentIndexesOfOneDatabase(t *testing.T) {
-	// Not parallel: the load hook is process-wide.
+	t.Parallel()
 	dir := lockModule(t)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The database inside the module, as `assay index` puts it by default:
-	// the lock file beside it must not disturb the file-system reuse check.
+	// the lock file beside it must not disturb the content key.
 	dbPath := filepath.Join(dir, "assay-out", "graph.db")
 	opts := indexer.Options{Dir: dir, DBPath: dbPath, Reuse: true, Tests: true, Env: []string{"GOPROXY=off"}}
 
 	loading := make(chan struct{}, 2)
 	release := make(chan struct{})
-	t.Cleanup(func() { indexer.SetTestHookBeforeLoad(nil) })
-	indexer.SetTestHookBeforeLoad(func(d string) {
+	opts = indexer.WithBeforeLoad(opts, func(d string) {
 		if d == abs {
 			loading <- struct{}{}
 			<-release
@@ -119,9 +118,9 @@ func TestConcurrentIndexesOfOneDatabase(t *testing.T) {
 	if r1.snap.Reused {
 		t.Errorf("the first index reused a database that did not exist")
 	}
-	if !r2.snap.Reused || r2.snap.ReusedBy != "files" || r2.snap.ID != r1.snap.ID {
-		t.Errorf("second: Reused %v ReusedBy %q ID %s; want the first's snapshot %s reused by the file-system check",
-			r2.snap.Reused, r2.snap.ReusedBy, r2.snap.ID, r1.snap.ID)
+	if !r2.snap.Reused || r2.snap.ID != r1.snap.ID {
+		t.Errorf("second: Reused %v ID %s (%s); want the first's snapshot %s reused",
+			r2.snap.Reused, r2.snap.ID, r2.snap.FullReason, r1.snap.ID)
 	}
 	sum := fileSHA256(t, dbPath)
 	if r1.snap.DBSHA256 != sum || r2.snap.DBSHA256 != sum {
@@ -413,9 +412,8 @@ func TestBadDirAndDatabasePathsAreRefused(t *testing.T) {
 	}
 }
 
-// TestEditedOrDamagedDatabaseIsNotReused: a database is reused (or its
-// rows kept by an incremental index) only while it is byte for byte what
-// its index wrote. An edit made with SQLite, bytes overwritten, or a
+// TestEditedOrDamagedDatabaseIsNotReused: a database is reused only while
+// it is byte for byte what its index wrote. An edit made with SQLite, bytes overwritten, or a
 // missing SHA-256 record make the next index a full one that says why.
 func TestEditedOrDamagedDatabaseIsNotReused(t *testing.T) {
 	t.Parallel()
@@ -465,8 +463,8 @@ func TestEditedOrDamagedDatabaseIsNotReused(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if s.Reused || s.Incremental || !strings.Contains(s.FullReason, tc.reason) {
-			t.Errorf("%s: reused %v incremental %v, full reason %q; want a full index saying %q", tc.name, s.Reused, s.Incremental, s.FullReason, tc.reason)
+		if s.Reused || !strings.Contains(s.FullReason, tc.reason) {
+			t.Errorf("%s: reused %v, full reason %q; want an index saying %q", tc.name, s.Reused, s.FullReason, tc.reason)
 		}
 		if s.ID != first.ID || s.Coverage != first.Coverage || fileSHA256(t, db) != s.DBSHA256 {
 			t.Errorf("%s: the new index differs: id %s coverage %v (first %s %v)", tc.name, s.ID, s.Coverage, first.ID, first.Coverage)
@@ -529,7 +527,7 @@ func TestFilesNamedLikeTheDatabaseAreSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Reused || s.Counts.Funcs != first.Counts.Funcs+1 {
-		t.Errorf("a new source file named graph.db-x.go: reused %v (by %s), funcs %d (were %d)", s.Reused, s.ReusedBy, s.Counts.Funcs, first.Counts.Funcs)
+		t.Errorf("a new source file named graph.db-x.go: reused %v, funcs %d (were %d)", s.Reused, s.Counts.Funcs, first.Counts.Funcs)
 	}
 	writeFiles(t, mod, map[string]string{"a/graph.db-pkg/p.go": "package pkg\n\nfunc P() {}\n"})
 	s2, err := indexer.Index(context.Background(), indexer.Options{Dir: mod, DBPath: db, Reuse: true})

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/assay-audit/assay/indexer"
-	"github.com/assay-audit/assay/metrics"
 )
 
 // TestIndexIndependentOfGOMAXPROCS: the relation pass visits files on
@@ -25,8 +24,7 @@ func TestIndexIndependentOfGOMAXPROCS(t *testing.T) {
 		var sums []string
 		for _, procs := range []int{1, 3, 8} {
 			runtime.GOMAXPROCS(procs)
-			snap := index(t, indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true,
-				Enrich: metrics.Enrich(metrics.Options{}), EnrichGraph: metrics.EnrichGraph(metrics.Options{}), EnrichID: metrics.RegistryID()})
+			snap := index(t, withMetricsEnrich(indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true}))
 			if snap.Counts.Edges < 50 && tc.dir == ".." {
 				t.Fatalf("only %d edges: the comparison proves little", snap.Counts.Edges)
 			}

@@ -11,9 +11,8 @@ const SchemaVersion = 3
 // A CHECK that a column holds one of a few values is written
 // "c = 'a' OR c = 'b'", not "c IN ('a', 'b')": the two accept the same
 // values (NULL included), but SQLite (3.54) evaluates the IN list for
-// every row of a multi-row INSERT at several times the cost; on
-// golang.org/x/tools the IN form took about a quarter of the metric
-// values' insert time (docs/performance.md).
+// every row of a multi-row INSERT at several times the cost
+// (docs/performance.md).
 func schemaDDL() []string {
 	return []string{
 		`CREATE TABLE snapshots (

@@ -7,8 +7,8 @@ import (
 	"go/token"
 )
 
-// GraphView is the graph of a full index, as its rows are written to the
-// database, handed to Options.EnrichGraph so that an enrichment (metrics)
+// GraphView is the graph of an index, as its rows are written to the
+// database, handed to Options.Enrich so that an enrichment (metrics)
 // can be computed from memory while the rows are being inserted. Each
 // field holds exactly the rows of the table it is named after, with NULL
 // as "" or 0; the slices are in no particular order. A GraphView is a copy:
@@ -117,12 +117,13 @@ type GraphFile struct {
 	Indexed, Synthesized bool
 }
 
-// EnrichGraphFunc computes an enrichment from the in-memory graph of a
-// full index, concurrently with the database inserts, and returns the
-// function that writes its rows into the database's transaction (called
-// after the graph rows are in, before the checks and the SHA-256). An
-// error from either aborts the index.
-type EnrichGraphFunc func(ctx context.Context, g *GraphView) (write func(context.Context, *sql.Tx) error, err error)
+// EnrichFunc computes an enrichment (metric values) from the in-memory
+// graph of an index, on its own goroutine while the graph rows are
+// inserted, and returns the function that writes its rows into the
+// database's transaction (called after the graph rows are in, before the
+// checks and the SHA-256, so that both cover them). An error from either,
+// or a panic, aborts the index: nothing is written.
+type EnrichFunc func(ctx context.Context, g *GraphView) (write func(context.Context, *Tx) error, err error)
 
 // view copies g's rows into a GraphView.
 func (g *graph) view(snap Snapshot) *GraphView {

@@ -1,21 +1,15 @@
 package indexer
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 
 	// Registers the "sqlite3" database/sql driver.
 	_ "github.com/mattn/go-sqlite3"
@@ -23,29 +17,24 @@ import (
 	"github.com/assay-audit/assay/internal/sqliteuri"
 )
 
-// writeDatabase writes g to a temporary file next to dbPath, checks it
-// (PRAGMA integrity_check and foreign_key_check) while syncing and hashing
-// it, renames it over dbPath and returns its SHA-256 hex. On any
-// error the temporary file is removed and dbPath is left as it was.
-// enrichers are Options.Enrich and Options.EnrichGraph.
-type enrichers struct {
-	db    func(context.Context, *sql.Tx, Snapshot) error
-	graph EnrichGraphFunc
-}
-
-func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich enrichers, plan *incrementalPlan, progress func(string), k keys) (sum string, counts Counts, err error) {
+// writeDatabase writes g, the key and what enrich computes to a temporary
+// file next to dbPath, checks it (PRAGMA integrity_check and
+// foreign_key_check) while syncing and hashing it, renames it over dbPath
+// and returns its SHA-256 hex. On any error the temporary file is removed
+// and dbPath is left as it was.
+func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv, g *graph, enrich EnrichFunc, key contentKey, progress func(string)) (sum string, err error) {
 	dir := filepath.Dir(dbPath)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: create database directory %s: %w", dir, err)
+		return "", fmt.Errorf("indexer: create database directory %s: %w", dir, err)
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dbPath)+".tmp-*")
 	if err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: create temporary database in %s: %w", dir, err)
+		return "", fmt.Errorf("indexer: create temporary database in %s: %w", dir, err)
 	}
 	tmpPath := tmp.Name()
 	if err := tmp.Close(); err != nil {
 		_ = os.Remove(tmpPath)
-		return "", Counts{}, fmt.Errorf("indexer: close temporary database %s: %w", tmpPath, err)
+		return "", fmt.Errorf("indexer: close temporary database %s: %w", tmpPath, err)
 	}
 	defer func() {
 		if err != nil {
@@ -54,9 +43,8 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		}
 	}()
 
-	counts, err = fillDatabase(ctx, tmpPath, snap, env, g, enrich, plan, progress, k)
-	if err != nil {
-		return "", Counts{}, err
+	if err := fillDatabase(ctx, tmpPath, snap, env, g, enrich, key, progress); err != nil {
+		return "", err
 	}
 	// The checks read the closed file through a read-only connection while
 	// it is synced and hashed: neither changes a byte of it.
@@ -70,19 +58,19 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 	checkErr := checkClosedDatabase(ctx, tmpPath)
 	<-done
 	if checkErr != nil {
-		return "", Counts{}, checkErr
+		return "", checkErr
 	}
 	if hashErr != nil {
-		return "", Counts{}, hashErr
+		return "", hashErr
 	}
 	if err := ctx.Err(); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: write %s: %w", dbPath, err)
+		return "", fmt.Errorf("indexer: write %s: %w", dbPath, err)
 	}
 	if err := os.Chmod(tmpPath, 0o644); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: chmod %s: %w", tmpPath, err)
+		return "", fmt.Errorf("indexer: chmod %s: %w", tmpPath, err)
 	}
 	if err := os.Rename(tmpPath, dbPath); err != nil {
-		return "", Counts{}, fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
+		return "", fmt.Errorf("indexer: rename %s to %s: %w", tmpPath, dbPath, err)
 	}
 	// The next index reuses the database only if it still has this
 	// SHA-256 (verifyRecordedSHA256). Without the record it indexes in
@@ -94,7 +82,7 @@ func writeDatabase(ctx context.Context, dbPath string, snap Snapshot, env goEnv,
 		_ = d.Sync()
 		_ = d.Close()
 	}
-	return sum, counts, nil
+	return sum, nil
 }
 
 // syncAndHash fsyncs the closed database file and returns its SHA-256 hex.
@@ -117,10 +105,10 @@ func syncAndHash(path string) (string, error) {
 // fillDatabase creates the schema in path, inserts g in one transaction
 // (with what enrich writes), sets the schema version and closes the
 // database.
-func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich enrichers, plan *incrementalPlan, progress func(string), k keys) (counts Counts, err error) {
+func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g *graph, enrich EnrichFunc, key contentKey, progress func(string)) (err error) {
 	db, err := sql.Open("sqlite3", sqliteuri.File(path, "_journal_mode=MEMORY&_synchronous=OFF"))
 	if err != nil {
-		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
+		return fmt.Errorf("indexer: open database %s: %w", path, err)
 	}
 	defer func() {
 		if cerr := db.Close(); cerr != nil && err == nil {
@@ -128,34 +116,27 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		}
 	}()
 	db.SetMaxOpenConns(1)
-	if plan != nil {
-		// ATTACH is refused inside a transaction; the one connection keeps it.
-		if _, err := db.ExecContext(ctx, "ATTACH DATABASE ? AS old", sqliteuri.File(plan.oldDB, "mode=ro")); err != nil {
-			return Counts{}, fmt.Errorf("indexer: attach previous database %s: %w", plan.oldDB, err)
-		}
-	}
 
 	// Rows in primary-key order make every B-tree insert an append. A
 	// node's seq is its position in id order; edges refer to nodes by seq.
 	nodes, seqOf := g.sortedNodes, g.seqOf
 	// The edges are numbered and sorted while the nodes are inserted, for
 	// edge_rows and for the enrichment (GraphView.EdgeOrder): on the
-	// enrichment's goroutine when there is one (a third goroutine took CPU
-	// time from the inserts: on golang.org/x/tools the time after the load
-	// was 0.635 s with one, 0.595 s without, medians of 12).
+	// enrichment's goroutine when there is one, since a third goroutine
+	// takes CPU time from the inserts (docs/performance.md).
 	edges := numberEdges(g.edges, seqOf)
-	if enrich.graph == nil || plan != nil {
+	if enrich == nil {
 		go edges.run()
 	}
 
-	// A full index's enrichment is computed from a copy of the graph while
-	// the graph is inserted.
+	// The enrichment is computed from a copy of the graph while the graph
+	// is inserted.
 	type enriched struct {
-		write func(context.Context, *sql.Tx) error
+		write func(context.Context, *Tx) error
 		err   error
 	}
 	var fromGraph chan enriched
-	if enrich.graph != nil && plan == nil {
+	if enrich != nil {
 		// The view holds the trees until the enrichment drops them. It is
 		// copied on the enrichment's goroutine: g is only read from here on.
 		syntax := g.syntax
@@ -164,7 +145,7 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 		gctx, cancel := context.WithCancel(ctx)
 		defer cancel() // on an early return, stop the enrichment
 		go func() {
-			var w func(context.Context, *sql.Tx) error
+			var w func(context.Context, *Tx) error
 			var err error
 			defer func() {
 				// A defect met in the enrichment is an error of this Index
@@ -179,78 +160,50 @@ func fillDatabase(ctx context.Context, path string, snap Snapshot, env goEnv, g 
 			view.Syntax = syntax
 			view.seq = seqOf
 			view.edgeOrder = edges.order
-			w, err = enrich.graph(gctx, view)
+			w, err = enrich(gctx, view)
 		}()
 	}
 
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return Counts{}, fmt.Errorf("indexer: open database %s: %w", path, err)
+		return fmt.Errorf("indexer: open database %s: %w", path, err)
 	}
 	defer conn.Close()
 	// Not bound to ctx: database/sql would roll the transaction back from
 	// another goroutine when ctx ends while the driver-level inserts go on
 	// outside it. The inserts check ctx between batches instead, and every
 	// error path below rolls back.
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	sqlTx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
-		return Counts{}, fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
+		return fmt.Errorf("indexer: begin transaction on %s: %w", path, err)
 	}
 	// The connection closes only once the transaction is over: a path
 	// that neither commits nor rolls back would block that close forever.
-	defer func() { _ = tx.Rollback() }() // after Commit: ErrTxDone, ignored
-	indexConns.Store(tx, conn)
-	defer indexConns.Delete(tx)
+	defer func() { _ = sqlTx.Rollback() }() // after Commit: ErrTxDone, ignored
+	tx := &Tx{tx: sqlTx, conn: conn}
 	if err := insertAll(ctx, tx, snap, env, g, nodes, edges); err != nil {
-		_ = tx.Rollback()
-		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+		return fmt.Errorf("indexer: write %s: %w", path, err)
 	}
-	if err := insertFSCheck(ctx, tx, k.fs, k.check); err != nil {
-		_ = tx.Rollback()
-		return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
+	if err := insertReuseCheck(ctx, tx, snap.InputKey, key); err != nil {
+		return fmt.Errorf("indexer: write %s: %w", path, err)
 	}
-	counts = snap.Counts
-	if plan != nil {
-		if err := mergeKept(ctx, tx, plan.kept); err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
-		}
-		if err := tx.QueryRowContext(ctx, "SELECT nodes, edges FROM snapshots").Scan(&counts.Nodes, &counts.Edges); err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: write %s: %w", path, err)
-		}
-		snap.Counts = counts
-	}
-	switch {
-	case fromGraph != nil:
+	if fromGraph != nil {
 		progress("enriching the database (metrics)")
 		r := <-fromGraph
 		if r.err == nil {
 			r.err = r.write(ctx, tx)
 		}
 		if r.err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: enrich %s: %w", path, r.err)
-		}
-	case enrich.db != nil:
-		progress("enriching the database (metrics)")
-		if err := enrich.db(ctx, tx, snap); err != nil {
-			_ = tx.Rollback()
-			return Counts{}, fmt.Errorf("indexer: enrich %s: %w", path, err)
+			return fmt.Errorf("indexer: enrich %s: %w", path, r.err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return Counts{}, fmt.Errorf("indexer: commit %s: %w", path, err)
-	}
-	if plan != nil {
-		if _, err := conn.ExecContext(ctx, "DETACH DATABASE old"); err != nil {
-			return Counts{}, fmt.Errorf("indexer: detach previous database: %w", err)
-		}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("indexer: commit %s: %w", path, err)
 	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
-		return Counts{}, fmt.Errorf("indexer: set user_version on %s: %w", path, err)
+		return fmt.Errorf("indexer: set user_version on %s: %w", path, err)
 	}
-	return counts, nil
+	return nil
 }
 
 // checkClosedDatabase runs PRAGMA integrity_check (which must answer
@@ -329,454 +282,6 @@ func foreignKeyCheck(ctx context.Context, db *sql.DB, path string) error {
 	return nil
 }
 
-// boolInt stores a bool the way the schema documents it: 0 or 1.
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func nullBoolInt(b sql.Null[bool]) sql.Null[int] {
-	return sql.Null[int]{V: boolInt(b.V), Valid: b.Valid}
-}
-
-// insertAll writes every table. Nodes go first so that references
-// resolve in insertion order.
-func insertAll(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph, nodes []nodeRow, edges *numberedEdges) (err error) {
-	var indexes []string
-	for _, stmt := range schemaDDL() {
-		// Indexes are built after the rows are in: one sort instead of a
-		// B-tree insert per row.
-		if strings.HasPrefix(stmt, "CREATE INDEX") {
-			indexes = append(indexes, stmt)
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("create schema: %w", err)
-		}
-	}
-	defer func() {
-		if err != nil {
-			return
-		}
-		for _, stmt := range indexes {
-			if _, ierr := tx.ExecContext(ctx, stmt); ierr != nil {
-				err = fmt.Errorf("create index: %w", ierr)
-				return
-			}
-		}
-	}()
-	if err := insertSnapshot(ctx, tx, snap, env, g); err != nil {
-		return err
-	}
-
-	// nodes are in id order: a node's seq is its position (nodeSeqs). The
-	// values are given as SQLite takes them, in one slice reused for every
-	// row (InsertBatched copies them).
-	nodeVals := make([]any, 12)
-	err = InsertBatched(ctx, tx, "nodes",
-		`INSERT INTO nodes (seq, id, kind, name, package_id, file_id, start_line, start_col, end_line, end_col, origin, object_path)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, len(nodes),
-		func(i int) []any {
-			n, r := &nodes[i], nodeVals
-			r[0], r[1], r[2], r[3], r[4], r[5] = int64(i+1), n.id, n.kind, sqlText(n.name), sqlText(n.packageID), sqlText(n.fileID)
-			r[6], r[7], r[8], r[9] = nil, nil, nil, nil
-			if n.pos != nil {
-				r[6], r[7], r[8], r[9] = int64(n.pos.startLine), int64(n.pos.startCol), int64(n.pos.endLine), int64(n.pos.endCol)
-			}
-			r[10], r[11] = n.origin, sqlText(n.objectPath)
-			return r
-		})
-	if err != nil {
-		return err
-	}
-	err = insertRows(ctx, tx, "packages",
-		`INSERT INTO packages (id, go_id, import_path, name, dir, module_path, module_version, module_dir, module_main, variant, for_test, ill_typed, error_count)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.packages,
-		func(p packageRow) []any {
-			return []any{p.id, p.goID, p.importPath, p.name, p.dir, p.modulePath, p.moduleVersion, p.moduleDir,
-				nullBoolInt(p.moduleMain), p.variant, p.forTest, boolInt(p.illTyped), p.errorCount}
-		})
-	if err != nil {
-		return err
-	}
-	err = insertRows(ctx, tx, "files",
-		`INSERT INTO files (id, package_id, path, rel_path, name, is_test, generated, synthesized, compiled, indexed, sha256, size_bytes, lines)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.files, func(r fileRow) string { return r.id }),
-		func(f fileRow) []any {
-			return []any{f.id, f.packageID, f.path, f.relPath, f.name, boolInt(f.isTest), nullBoolInt(f.generated),
-				boolInt(f.synthesized), boolInt(f.compiled), boolInt(f.indexed), f.sha256, f.sizeBytes, f.lines}
-		})
-	if err != nil {
-		return err
-	}
-	err = insertRows(ctx, tx, "types",
-		`INSERT INTO types (id, package_id, name, type_kind, exported, type_params, resolved) VALUES (?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.types, func(r typeRow) string { return r.id }),
-		func(t typeRow) []any {
-			return []any{t.id, t.packageID, t.name, t.typeKind, boolInt(t.exported), t.typeParams, boolInt(t.resolved)}
-		})
-	if err != nil {
-		return err
-	}
-	err = insertRows(ctx, tx, "funcs",
-		`INSERT INTO funcs (id, package_id, name, is_method, receiver, receiver_type_name, receiver_pointer, receiver_type_id, exported, type_params, signature, resolved)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.funcs, func(r funcRow) string { return r.id }),
-		func(f funcRow) []any {
-			return []any{f.id, f.packageID, f.name, boolInt(f.isMethod), f.receiver, f.receiverTypeName,
-				nullBoolInt(f.receiverPointer), f.receiverTypeID, boolInt(f.exported), f.typeParams, f.signature, boolInt(f.resolved)}
-		})
-	if err != nil {
-		return err
-	}
-	err = insertRows(ctx, tx, "imports",
-		`INSERT INTO imports (package_id, import_path, imported_id, imported_indexed) VALUES (?, ?, ?, ?)`, g.imports,
-		func(i importRow) []any {
-			return []any{i.packageID, i.importPath, i.importedID, boolInt(i.importedIndexed)}
-		})
-	if err != nil {
-		return err
-	}
-	// An edge is a relation, not an occurrence: g.edges is deduplicated.
-	<-edges.done
-	if edges.err != nil {
-		return edges.err
-	}
-	edgeVals := make([]any, 4)
-	err = InsertBatched(ctx, tx, "edge_rows",
-		`INSERT INTO edge_rows (src, dst, kind, variant) VALUES (?, ?, ?, ?)`, len(edges.rows),
-		func(i int) []any {
-			e, r := &edges.rows[i], edgeVals
-			r[0], r[1], r[2], r[3] = e.src, e.dst, e.kind, e.variant
-			return r
-		})
-	if err != nil {
-		return err
-	}
-	err = insertRows(ctx, tx, "members",
-		`INSERT INTO members (id, type_id, package_id, name, kind, embedded, exported) VALUES (?, ?, ?, ?, ?, ?, ?)`, sortedByID(g.members, func(r memberRow) string { return r.id }),
-		func(m memberRow) []any {
-			return []any{m.id, m.typeID, m.packageID, m.name, m.kind, boolInt(m.embedded), boolInt(m.exported)}
-		})
-	if err != nil {
-		return err
-	}
-	dseq := 0
-	err = insertRows(ctx, tx, "dynamic_calls",
-		`INSERT INTO dynamic_calls (seq, src, closure, mode, target, expr, signature, file_id, line, col, variant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.dynamicCalls,
-		func(d dynamicCallRow) []any {
-			dseq++
-			return []any{dseq, d.src, d.closure, d.mode, d.target, d.expr, d.signature, d.fileID, d.line, d.col, d.variant}
-		})
-	if err != nil {
-		return err
-	}
-	seq := 0
-	return insertRows(ctx, tx, "load_errors",
-		`INSERT INTO load_errors (seq, package_id, go_id, kind, position, file, line, col, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.loadErrors,
-		func(e loadErrorRow) []any {
-			seq++
-			return []any{seq, e.packageID, e.goID, e.kind, e.position, e.file, e.line, e.col, e.message}
-		})
-}
-
-// nodeSeqs returns every node row sorted by id, and each node's seq: its
-// position in that order, from 1.
-func nodeSeqs(g *graph) ([]nodeRow, map[string]int64) {
-	nodes := g.allNodes()
-	slices.SortFunc(nodes, func(a, b nodeRow) int { return strings.Compare(a.id, b.id) })
-	seqOf := make(map[string]int64, len(nodes))
-	for i, n := range nodes {
-		seqOf[n.id] = int64(i + 1)
-	}
-	return nodes, seqOf
-}
-
-// insertRows inserts rows with multi-row INSERT statements (up to
-// insertBatch rows each): one cgo call per batch instead of per row.
-// query is a single-row "INSERT ... VALUES (?, ...)" statement.
-func insertRows[T any](ctx context.Context, tx *sql.Tx, table, query string, rows []T, args func(T) []any) error {
-	return InsertBatched(ctx, tx, table, query, len(rows), func(i int) []any { return args(rows[i]) })
-}
-
-// insertBatch bounds the rows of one multi-row INSERT; with at most 13
-// columns it stays far below SQLite's variable limit.
-const insertBatch = 256
-
-// InsertBatched executes query, a single-row "INSERT ... VALUES (?, ...)"
-// statement, for rows 0..n-1 (args(i) gives row i's values), as multi-row
-// INSERT statements of up to insertBatch rows in tx. It is exported for
-// packages that write tables into the graph database inside indexer's
-// transaction (metrics). When tx is the transaction Index writes in, the
-// statements run on its SQLite connection directly, without database/sql's
-// conversion of every call's arguments; otherwise through tx. Values must
-// be nil, string, int, int64, float64, bool or a sql.Null of string, int,
-// int64 or float64. args may return the same slice every call: its values
-// are copied before the next. Errors name table and the first row of the
-// failing batch.
-func InsertBatched(ctx context.Context, tx *sql.Tx, table, query string, n int, args func(i int) []any) error {
-	head, group, ok := strings.Cut(query, "VALUES")
-	if !ok {
-		return fmt.Errorf("insert into %s: query has no VALUES clause", table)
-	}
-	group = strings.TrimSpace(group)
-	multiRow := func(k int) string {
-		var b strings.Builder
-		b.WriteString(head)
-		b.WriteString("VALUES ")
-		for i := 0; i < k; i++ {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(group)
-		}
-		return b.String()
-	}
-	// go-sqlite3 binds what it is given and leaves the rest NULL, and
-	// database/sql counts only a batch's values: a short or long row
-	// would shift every later value silently. Count each row's.
-	cols := strings.Count(group, "?")
-	if c, ok := indexConns.Load(tx); ok {
-		return c.(*sql.Conn).Raw(func(dc any) error {
-			return insertDriver(ctx, dc, table, multiRow, n, cols, args)
-		})
-	}
-	prepare := func(k int) (*sql.Stmt, error) {
-		stmt, err := tx.PrepareContext(ctx, multiRow(k))
-		if err != nil {
-			return nil, fmt.Errorf("prepare insert into %s: %w", table, err)
-		}
-		return stmt, nil
-	}
-	var full *sql.Stmt
-	defer func() {
-		if full != nil {
-			full.Close()
-		}
-	}()
-	var vals []any
-	for start := 0; start < n; start += insertBatch {
-		end := min(start+insertBatch, n)
-		vals = vals[:0]
-		for i := start; i < end; i++ {
-			row := args(i)
-			if len(row) != cols {
-				return fmt.Errorf("insert into %s (row %d): %d values for %d columns", table, i, len(row), cols)
-			}
-			for _, v := range row {
-				vals = append(vals, plainValue(v))
-			}
-		}
-		stmt := full
-		if end-start == insertBatch {
-			if full == nil {
-				var err error
-				if full, err = prepare(insertBatch); err != nil {
-					return err
-				}
-			}
-			stmt = full
-		} else {
-			var err error
-			if stmt, err = prepare(end - start); err != nil {
-				return err
-			}
-			defer stmt.Close()
-		}
-		if _, err := stmt.ExecContext(ctx, vals...); err != nil {
-			return fmt.Errorf("insert into %s (rows %d..%d): %w", table, start, end-1, err)
-		}
-	}
-	return nil
-}
-
-// indexConns maps each transaction Index writes in (*sql.Tx) to the
-// connection it runs on (*sql.Conn), for InsertBatched.
-var indexConns sync.Map
-
-// insertDriver is InsertBatched on the driver connection dc (go-sqlite3's):
-// one argument slice serves every batch, and no per-call conversion runs.
-// multiRow(k) is the INSERT statement for k rows. Statements run through
-// the driver's Query, not Exec: go-sqlite3 (v1.14.53) binds a query's
-// arguments and takes its first step in one cgo call, where Exec crosses
-// into C once per bound value; an INSERT is done at that first step.
-func insertDriver(ctx context.Context, dc any, table string, multiRow func(k int) string, n, cols int, args func(i int) []any) error {
-	conn, ok := dc.(driver.ConnPrepareContext)
-	if !ok {
-		return fmt.Errorf("insert into %s: driver connection %T cannot prepare statements", table, dc)
-	}
-	prepare := func(k int) (driver.StmtQueryContext, func(), error) {
-		stmt, err := conn.PrepareContext(ctx, multiRow(k))
-		if err != nil {
-			return nil, nil, fmt.Errorf("prepare insert into %s: %w", table, err)
-		}
-		query, ok := stmt.(driver.StmtQueryContext)
-		if !ok {
-			stmt.Close()
-			return nil, nil, fmt.Errorf("insert into %s: driver statement %T cannot run with a context", table, stmt)
-		}
-		return query, func() { stmt.Close() }, nil
-	}
-	var full driver.StmtQueryContext
-	var vals []driver.NamedValue
-	for start := 0; start < n; start += insertBatch {
-		// The index's transaction is not rolled back by database/sql when ctx
-		// ends (see fillDatabase): stop here, with ctx's error.
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("insert into %s: %w", table, err)
-		}
-		end := min(start+insertBatch, n)
-		vals = vals[:0]
-		for i := start; i < end; i++ {
-			row := args(i)
-			if len(row) != cols {
-				return fmt.Errorf("insert into %s (row %d): %d values for %d columns", table, i, len(row), cols)
-			}
-			for _, v := range row {
-				dv, err := driverValue(v)
-				if err != nil {
-					return fmt.Errorf("insert into %s (row %d): %w", table, i, err)
-				}
-				vals = append(vals, driver.NamedValue{Ordinal: len(vals) + 1, Value: dv})
-			}
-		}
-		stmt := full
-		if end-start == insertBatch && full != nil {
-			stmt = full
-		} else {
-			s, closeStmt, err := prepare(end - start)
-			if err != nil {
-				return err
-			}
-			defer closeStmt()
-			stmt = s
-			if end-start == insertBatch {
-				full = s
-			}
-		}
-		rows, err := stmt.QueryContext(ctx, vals)
-		if err == nil {
-			err = rows.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("insert into %s (rows %d..%d): %w", table, start, end-1, err)
-		}
-	}
-	return nil
-}
-
-// driverValue is plainValue for a driver: it refuses what is not a
-// driver.Value once plain.
-func driverValue(v any) (driver.Value, error) {
-	switch v := plainValue(v).(type) {
-	case nil:
-		return nil, nil
-	case string, int64, float64, bool, []byte:
-		return v, nil
-	default:
-		return nil, fmt.Errorf("value of type %T is not an SQLite value", v)
-	}
-}
-
-// sqlText is s as SQLite takes it: the string, or nil for NULL.
-func sqlText(s sql.Null[string]) any {
-	if !s.Valid {
-		return nil
-	}
-	return s.V
-}
-
-// plainValue turns the nullable and integer types the rows use into the
-// driver values they stand for (nil, int64, float64, string), so that
-// database/sql passes them on without a conversion through driver.Valuer
-// and reflection per value. Other values are returned unchanged.
-func plainValue(v any) any {
-	switch v := v.(type) {
-	case sql.Null[string]:
-		if !v.Valid {
-			return nil
-		}
-		return v.V
-	case sql.Null[int]:
-		if !v.Valid {
-			return nil
-		}
-		return int64(v.V)
-	case sql.Null[int64]:
-		if !v.Valid {
-			return nil
-		}
-		return v.V
-	case sql.Null[float64]:
-		if !v.Valid {
-			return nil
-		}
-		return v.V
-	case int:
-		return int64(v)
-	}
-	return v
-}
-
-func insertSnapshot(ctx context.Context, tx *sql.Tx, snap Snapshot, env goEnv, g *graph) error {
-	modulePaths, err := json.Marshal(nonNil(snap.ModulePaths))
-	if err != nil {
-		return fmt.Errorf("encode module paths: %w", err)
-	}
-	patterns, err := json.Marshal(nonNil(snap.Patterns))
-	if err != nil {
-		return fmt.Errorf("encode patterns: %w", err)
-	}
-	tags, err := json.Marshal(nonNil(snap.Tags))
-	if err != nil {
-		return fmt.Errorf("encode build tags: %w", err)
-	}
-	var reindexed sql.Null[string]
-	if snap.Incremental {
-		b, err := json.Marshal(nonNil(snap.Reindexed))
-		if err != nil {
-			return fmt.Errorf("encode re-indexed packages: %w", err)
-		}
-		reindexed = valid(string(b))
-	}
-	var dirty sql.Null[int]
-	if snap.VCSRevision != "" {
-		dirty = valid(boolInt(snap.VCSDirty))
-	}
-	c := snap.Counts
-	_, err = tx.ExecContext(ctx, `INSERT INTO snapshots (
-		id, schema_version, root_dir, module_paths, vcs_revision, vcs_dirty, go_version, goos, goarch, cgo_enabled, goflags,
-		tool_version, tests, patterns, packages, files, types, funcs, methods, imports, load_errors, packages_with_errors,
-		packages_ill_typed, unmatched_patterns, packages_matched, packages_ok, coverage, build_tags, nodes, edges, input_key,
-		config_key, incremental, reindexed
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		snap.ID, SchemaVersion, snap.Dir, string(modulePaths), nonEmpty(snap.VCSRevision), dirty, env.GoVersion, env.GOOS,
-		env.GOARCH, env.CGOEnabled, env.GOFLAGS, nonEmpty(snap.ToolVersion), boolInt(snap.Tests), string(patterns),
-		c.Packages, c.Files, c.Types, c.Funcs, c.Methods, c.Imports, c.LoadErrors, c.PackagesWithErrors,
-		c.PackagesIllTyped, c.UnmatchedPatterns, g.matched(), g.ok(), snap.Coverage, string(tags), c.Nodes, c.Edges, snap.InputKey,
-		snap.ConfigKey, boolInt(snap.Incremental), reindexed)
-	if err != nil {
-		return fmt.Errorf("insert snapshot: %w", err)
-	}
-	return nil
-}
-
-// nonNil makes an empty list encode as [] rather than null.
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-// sortedByID returns a copy of rows sorted by id: inserted in primary-key
-// order, every insert into the table's id index is an append.
-func sortedByID[T any](rows []T, id func(T) string) []T {
-	out := slices.Clone(rows)
-	slices.SortFunc(out, func(a, b T) int { return strings.Compare(id(a), id(b)) })
-	return out
-}
-
 // recordSHA256 writes sum, the database's SHA-256 hex, to sha256Path(dbPath)
 // through a temporary file and a rename; on failure it removes any older
 // record.
@@ -805,72 +310,4 @@ func recordSHA256(dbPath, sum string) {
 			_ = os.Remove(path)
 		}
 	}
-}
-
-// edgeSeq is an edge_rows row: an edge with its nodes' seqs, and the
-// edge's index in the graph's edges.
-type edgeSeq struct {
-	src, dst      int64
-	kind, variant string
-	index         int32
-}
-
-// numberedEdges are a graph's edges as numberEdges numbers and sorts them:
-// rows and err are set once done is closed.
-type numberedEdges struct {
-	run  func() // numbers, sorts and closes done; call it once
-	done chan struct{}
-	rows []edgeSeq // by (src, dst, kind): edge_rows' primary key order
-	err  error     // an edge names a node that is not in the graph (ErrDatabaseCheck)
-}
-
-// numberEdges returns the numbering of edges with their nodes' seqs,
-// sorted by (src, dst, kind): its run does the work (once, on the
-// goroutine that calls it) and closes done.
-func numberEdges(edges []edgeRow, seqOf map[string]int64) *numberedEdges {
-	ne := &numberedEdges{done: make(chan struct{})}
-	ne.run = func() {
-		defer close(ne.done)
-		// Until the rows are in place (a panic ends run early).
-		ne.err = fmt.Errorf("internal error: the edges were not numbered")
-		if len(edges) > math.MaxInt32 {
-			ne.err = fmt.Errorf("%w: %d edges, more than this index numbers", ErrDatabaseCheck, len(edges))
-			return
-		}
-		rows := make([]edgeSeq, len(edges))
-		for i, e := range edges {
-			src, ok1 := seqOf[e.src]
-			dst, ok2 := seqOf[e.dst]
-			if !ok1 || !ok2 {
-				ne.err = fmt.Errorf("%w: %s edge %s -> %s names a node that is not in the graph", ErrDatabaseCheck, e.kind, e.src, e.dst)
-				return
-			}
-			rows[i] = edgeSeq{src, dst, e.kind, e.variant, int32(i)}
-		}
-		slices.SortFunc(rows, func(a, b edgeSeq) int {
-			if c := cmp.Compare(a.src, b.src); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(a.dst, b.dst); c != 0 {
-				return c
-			}
-			return strings.Compare(a.kind, b.kind)
-		})
-		ne.rows, ne.err = rows, nil
-	}
-	return ne
-}
-
-// order returns the indexes of the edges in the order of rows, waiting
-// for them, and false when they could not be numbered.
-func (ne *numberedEdges) order() ([]int, bool) {
-	<-ne.done
-	if ne.err != nil {
-		return nil, false
-	}
-	idx := make([]int, len(ne.rows))
-	for i, r := range ne.rows {
-		idx[i] = int(r.index)
-	}
-	return idx, true
 }

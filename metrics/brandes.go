@@ -164,10 +164,9 @@ func Betweenness(ctx context.Context, n int, edges [][2]int32, sources []int32) 
 // over each node's successors ends after out-degree steps. Under an
 // arbitrary numbering that trip count changes from node to node and the
 // processor mispredicts most loop exits; with nodes grouped by out-degree
-// a level is a few runs of equal trip counts, which predict well. On the
-// 30,000-node random benchmark graph this took the exact computation from
-// about 11.2 to 9.3 CPU seconds (docs/performance.md). It is a
-// permutation, so every value is unchanged up to summation order.
+// a level is a few runs of equal trip counts, which predict well
+// (measured in docs/performance.md, "Betweenness"). It is a permutation,
+// so every value is unchanged up to summation order.
 func degreeOrder(n int, edges [][2]int32) []int32 {
 	deg := make([]int32, n)
 	for _, e := range edges {

@@ -54,19 +54,7 @@ func TestCallCountsOfABrokenPackageAreUnavailable(t *testing.T) {
 func TestReasonsOfAPackageIllTypedThroughAnImport(t *testing.T) {
 	t.Parallel()
 	for _, graph := range []bool{false, true} {
-		db := filepath.Join(t.TempDir(), "graph.db")
-		opts := indexer.Options{Dir: "../indexer/testdata/broken", Tests: true, DBPath: db,
-			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
-		if graph {
-			opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
-		}
-		if _, err := indexer.Index(context.Background(), opts); err != nil {
-			t.Fatal(err)
-		}
-		vals, err := metrics.Read(context.Background(), db, metrics.Filter{Scope: metrics.ScopeFunc})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, vals := indexValues(t, "../indexer/testdata/broken", nil, !graph, metrics.Filter{Scope: metrics.ScopeFunc})
 		const through = "package example.com/broken/user has no errors of its own but is ill-typed through its import example.com/broken/bad, which did not load cleanly"
 		seen := map[string]bool{}
 		for _, v := range vals {

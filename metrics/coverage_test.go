@@ -1,9 +1,7 @@
 package metrics_test
 
 import (
-	"context"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,24 +56,12 @@ func TestCoverageOfEveryKind(t *testing.T) {
 }
 
 // indexBrokenCallers indexes metrics/testdata/brokencallers with the
-// metrics (from memory when graph, from the database otherwise) and returns
-// the snapshot and the values filter selects, by "metric subject".
+// metrics and returns the snapshot and the values filter selects, by
+// "metric subject": as the index stored them (from its graph in memory)
+// when graph, computed from the written database otherwise.
 func indexBrokenCallers(t *testing.T, graph bool, filter metrics.Filter) (indexer.Snapshot, map[string]metrics.Value) {
 	t.Helper()
-	db := filepath.Join(t.TempDir(), "graph.db")
-	opts := indexer.Options{Dir: "testdata/brokencallers", Tests: true, DBPath: db,
-		Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
-	if graph {
-		opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
-	}
-	snap, err := indexer.Index(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals, err := metrics.Read(context.Background(), db, filter)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, vals := indexValues(t, "testdata/brokencallers", nil, !graph, filter)
 	got := map[string]metrics.Value{}
 	for _, v := range vals {
 		got[v.Metric+" "+v.Subject] = v

@@ -30,10 +30,10 @@
 //	         (Campbell 2017), fan_in, fan_out, dynamic_calls, call_scc_size,
 //	         betweenness_calls (Brandes 2001)
 //
-// Complexity metrics measure the syntax of each indexed source file. In a
-// full index (EnrichGraph) that is the indexer's tree of the bytes whose
-// SHA-256 the file's row records; otherwise, and for a file with syntax
-// errors, they re-parse the file and check its SHA-256 against the
+// Complexity metrics measure the syntax of each indexed source file. In an
+// index (Enrich) that is the indexer's tree of the bytes whose SHA-256 the
+// file's row records; in Compute over a written database, and for a file
+// with syntax errors, they re-parse the file and check its SHA-256 against the
 // snapshot: a file changed since the index makes its functions' values
 // unavailable rather than wrong. A file with syntax errors is measured on
 // the tree go/parser recovers, its values with coverage 0 and a reason
@@ -41,7 +41,8 @@
 //
 // # Storage
 //
-// Enrich is the hook indexer.Options.Enrich takes: the values are written
+// Enrich is the hook indexer.Options.Enrich takes: the values, computed
+// from the graph in memory while the indexer inserts it, are written
 // into the graph database (tables metric_descriptors, metric_value_rows
 // and metric_context, read through the view metric_values, which has one
 // row per value with every column of a Value; see Write) in the indexer's

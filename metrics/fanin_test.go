@@ -35,7 +35,7 @@ func TestFanInCountsCallersOfTheSameBuild(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "graph.db")
 	if _, err := indexer.Index(context.Background(), indexer.Options{Dir: dir, Tests: true, DBPath: db,
-		Enrich: metrics.Enrich(metrics.Options{}), EnrichGraph: metrics.EnrichGraph(metrics.Options{}), EnrichID: metrics.RegistryID()}); err != nil {
+		Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}); err != nil {
 		t.Fatal(err)
 	}
 	vals, err := metrics.Read(context.Background(), db, metrics.Filter{Metrics: []string{"fan_in"}})

@@ -15,8 +15,8 @@ import (
 	"github.com/assay-audit/assay/indexer"
 )
 
-// Queryer is what metrics reads the graph database through: a *sql.DB, or
-// the *sql.Tx the indexer writes in (see Enrich).
+// Queryer is what metrics reads the graph database through: a *sql.DB or
+// *sql.Tx.
 type Queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -362,7 +362,7 @@ func Load(ctx context.Context, q Queryer, opts Options) (*Input, error) {
 // FromGraph builds the Input Load would read from the database the
 // indexer writes for g: the same rows in the same order. It does not read
 // the database, so it can run while the database is written (see
-// EnrichGraph).
+// Enrich).
 func FromGraph(g *indexer.GraphView, opts Options) *Input {
 	in := &Input{
 		Options:  opts,

@@ -33,8 +33,9 @@ const (
 	ScopeFunc    Scope = "func"
 )
 
-// Scopes lists the scopes in display order.
-var Scopes = []Scope{ScopePackage, ScopeType, ScopeFunc}
+// Scopes returns the scopes in display order, a new slice each call (the
+// caller may change it).
+func Scopes() []Scope { return []Scope{ScopePackage, ScopeType, ScopeFunc} }
 
 // Method identifies the algorithm that computed a value and its version;
 // a change that can change any value bumps the version.

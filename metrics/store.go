@@ -201,9 +201,18 @@ func Write(ctx context.Context, tx *sql.Tx, vals []Value) error {
 	return write(ctx, tx, vals, nil)
 }
 
+// txWriter is what the values are written through: a *sql.Tx, or the
+// *indexer.Tx an index writes in (indexer.InsertBatched inserts on its
+// connection directly).
+type txWriter interface {
+	Queryer
+	indexer.Preparer
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // write is Write with each subject's nodes.seq given by seq (nil: read
 // from the nodes table in tx).
-func write(ctx context.Context, tx *sql.Tx, vals []Value, seq func(id string) (int64, bool)) error {
+func write(ctx context.Context, tx txWriter, vals []Value, seq func(id string) (int64, bool)) error {
 	reg := map[string]*Descriptor{}
 	for _, d := range Registry() {
 		reg[d.Name] = d
@@ -294,27 +303,13 @@ func textOrNull(s string) any {
 }
 
 // Enrich returns the hook indexer.Options.Enrich takes: it computes every
-// metric over the graph just written, inside the same transaction, and
-// writes the values, so that the database's SHA-256 covers them. Use
+// metric from the in-memory graph of the index (see FromGraph) while the
+// indexer inserts it, and returns the function that writes the values into
+// the indexer's transaction, so that the database's SHA-256 covers them.
+// The values are those Compute gives from the written database. Use
 // RegistryID() as indexer.Options.EnrichID.
-func Enrich(opts Options) func(context.Context, *sql.Tx, indexer.Snapshot) error {
-	return func(ctx context.Context, tx *sql.Tx, _ indexer.Snapshot) error {
-		vals, err := Compute(ctx, tx, opts)
-		if err != nil {
-			return err
-		}
-		return Write(ctx, tx, vals)
-	}
-}
-
-// EnrichGraph returns the hook indexer.Options.EnrichGraph takes: it
-// computes every metric from the in-memory graph of a full index (see
-// FromGraph) while the indexer inserts it, and returns the function that
-// writes the values into the indexer's transaction. It computes what
-// Enrich computes from the database; set both, since an incremental index
-// uses Enrich.
-func EnrichGraph(opts Options) indexer.EnrichGraphFunc {
-	return func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *sql.Tx) error, error) {
+func Enrich(opts Options) indexer.EnrichFunc {
+	return func(ctx context.Context, g *indexer.GraphView) (func(context.Context, *indexer.Tx) error, error) {
 		in := FromGraph(g, opts)
 		g.Syntax = nil // in holds the trees until the sources are measured
 		// The database inserts take one core meanwhile.
@@ -324,7 +319,7 @@ func EnrichGraph(opts Options) indexer.EnrichGraphFunc {
 			return nil, err
 		}
 		// The indexer numbered the nodes: no need to read them back.
-		return func(ctx context.Context, tx *sql.Tx) error { return write(ctx, tx, vals, g.NodeSeq) }, nil
+		return func(ctx context.Context, tx *indexer.Tx) error { return write(ctx, tx, vals, g.NodeSeq) }, nil
 	}
 }
 

@@ -1,12 +1,9 @@
 package metrics_test
 
 import (
-	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/metrics"
 )
 
@@ -18,24 +15,12 @@ import (
 // user read that for a function that has a body). Before, measured on the
 // recovered tree, carries the file's reason and coverage 0. Max, in a file
 // that parses, is measured with coverage 1 (cognitive: 0, see
-// TestCoverageOfEveryKind). Both the full index (EnrichGraph)
-// and Enrich from the database say the same.
+// TestCoverageOfEveryKind). The index (from its graph in memory) and
+// Compute from the written database say the same.
 func TestComplexityOfAFileWithSyntaxErrors(t *testing.T) {
 	t.Parallel()
 	for _, graph := range []bool{false, true} {
-		db := filepath.Join(t.TempDir(), "graph.db")
-		opts := indexer.Options{Dir: "testdata/syntaxerrors", Tests: true, DBPath: db,
-			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()}
-		if graph {
-			opts.EnrichGraph = metrics.EnrichGraph(metrics.Options{})
-		}
-		if _, err := indexer.Index(context.Background(), opts); err != nil {
-			t.Fatal(err)
-		}
-		vals, err := metrics.Read(context.Background(), db, metrics.Filter{Metrics: []string{"cyclomatic", "cyclomatic_folded", "cognitive"}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, vals := indexValues(t, "testdata/syntaxerrors", nil, !graph, metrics.Filter{Metrics: []string{"cyclomatic", "cyclomatic_folded", "cognitive"}})
 		got := map[string]metrics.Value{}
 		for _, v := range vals {
 			got[v.Metric+" "+strings.TrimPrefix(v.Subject, "func:example.com/syntaxerrors/p.")] = v

@@ -158,10 +158,11 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	}
 	// Only functions call and are called: "no callers" of a package, type
 	// or field would read as a finding about it.
-	var kind string
-	if err := db.QueryRowContext(ctx, "SELECT kind FROM nodes WHERE id = ?", id).Scan(&kind); err != nil {
+	node, err := indexer.Node(ctx, db, id)
+	if err != nil {
 		return fmt.Errorf("read the kind of %s: %w", id, err)
 	}
+	kind := node.Kind
 	// Callers: of anything a call can go to, including an interface method
 	// or a func-valued field a dynamic call goes through. Callees: of
 	// anything with a body.

@@ -102,7 +102,7 @@ func ensembleModeNames() []string {
 // metricsByScope is "package: a, b; type: c; func: d, e" (metrics.Names of each scope).
 func metricsByScope() string {
 	var parts []string
-	for _, s := range metrics.Scopes {
+	for _, s := range metrics.Scopes() {
 		parts = append(parts, string(s)+": "+strings.Join(metrics.Names(s), ", "))
 	}
 	return strings.Join(parts, "; ")

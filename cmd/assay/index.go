@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +46,7 @@ func NewCmdIndex(io IOStreams, runF func(context.Context, *IndexOptions) error) 
 				"closures and the edges between them) into a SQLite graph database (default <out>/graph.db), compute every "+
 				"metric into it ('assay metrics explain'), and print the counts and the database's SHA-256. The build context "+
 				"(--tags, --goos, --goarch, CGO_ENABLED) is recorded with the snapshot. An unchanged tree reuses the "+
-				"database, a changed one re-indexes the changed packages and their importers; runs writing one database take "+
+				"database, any change indexes again, saying what changed; runs writing one database take "+
 				"turns through a lock beside it. What the counts and COVERAGE count, reuse, the lock: docs/cli.md."),
 		Example: `  assay index
   assay index --tags integration --goos windows ./...
@@ -116,7 +115,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	iopts.Progress = indexProgress(opts.IO.ErrOut, isTerminal(opts.IO.ErrOut))
 	if opts.Metrics {
 		mopts := metrics.Options{BetweennessSources: opts.BetweennessSources}
-		iopts.Enrich, iopts.EnrichGraph = metrics.Enrich(mopts), metrics.EnrichGraph(mopts)
+		iopts.Enrich = metrics.Enrich(mopts)
 		iopts.EnrichID = fmt.Sprintf("%s sources=%d", metrics.RegistryID(), opts.BetweennessSources)
 	}
 	snap, err := indexer.Index(ctx, iopts)
@@ -141,14 +140,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "assay: nothing changed since the last index; reused %s\n", snap.DBPath)
 	}
 	if snap.FullReason != "" {
-		fmt.Fprintf(opts.IO.ErrOut, "assay: full index: %s\n", snap.FullReason)
-	}
-	switch {
-	case snap.Incremental && len(snap.Reindexed) == 0:
-		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: no package's Go files changed; kept every package\n")
-	case snap.Incremental:
-		fmt.Fprintf(opts.IO.ErrOut, "assay: incremental index: re-indexed %s (%s, with their test variants); kept the rest\n",
-			plural(len(snap.Reindexed), "package"), strings.Join(snap.Reindexed, ", "))
+		fmt.Fprintf(opts.IO.ErrOut, "assay: indexed again: %s\n", snap.FullReason)
 	}
 	if format == "json" {
 		return writeJSON(opts.IO.Out, snap)
@@ -202,13 +194,13 @@ func firstLoadError(ctx context.Context, path string) string {
 		return ""
 	}
 	defer db.Close()
-	var pos, msg sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT position, message FROM load_errors ORDER BY seq LIMIT 1").Scan(&pos, &msg); err != nil {
+	pos, msg, ok, err := indexer.FirstLoadError(ctx, db)
+	if err != nil || !ok {
 		return ""
 	}
-	m := oneLineMessage(msg.String)
-	if pos.Valid && pos.String != "" && !strings.HasPrefix(m, pos.String) {
-		return pos.String + ": " + m
+	m := oneLineMessage(msg)
+	if pos != "" && !strings.HasPrefix(m, pos) {
+		return pos + ": " + m
 	}
 	return m
 }

@@ -159,12 +159,12 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 		return err
 	}
 	scope := metrics.Scope(opts.Scope)
-	if !slices.Contains(metrics.Scopes, scope) {
+	if !slices.Contains(metrics.Scopes(), scope) {
 		return usageErrorf("--scope %q is not one of package, type, func", opts.Scope)
 	}
 	names := metrics.Names(scope)
 	if opts.Sort != "" && !slices.Contains(names, opts.Sort) {
-		for _, other := range metrics.Scopes {
+		for _, other := range metrics.Scopes() {
 			if other != scope && slices.Contains(metrics.Names(other), opts.Sort) {
 				return usageErrorf("--sort %q is a %s metric, not a %s one: add --scope %s", opts.Sort, other, scope, other)
 			}

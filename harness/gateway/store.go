@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gofrs/flock"
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" database/sql driver
 
+	"github.com/assay-audit/assay/internal/filelock"
 	"github.com/assay-audit/assay/internal/sqliteuri"
 )
 
@@ -29,7 +29,8 @@ var ErrSchemaVersion = errors.New("gateway: usage database schema version mismat
 // ErrDatabaseInUse is returned (wrapped, with the path) by Start when another
 // gateway holds the usage database: the gateway assigns record ids itself (at
 // request arrival), which needs a single owner per database file. The lock is
-// an flock(2) on the file DBPath+".lock".
+// an flock(2) on the file DBPath+".lock" (internal/filelock: something other
+// than a lock file at that path is refused with filelock.ErrUnusablePath).
 var ErrDatabaseInUse = errors.New("gateway: usage database is in use by another gateway")
 
 // timeLayout stores StartedAt as fixed-width UTC text so that text order is
@@ -74,7 +75,7 @@ CREATE INDEX IF NOT EXISTS requests_session ON requests (session_id, id);
 // concurrent use.
 type store struct {
 	path   string
-	lock   *flock.Flock
+	lock   *filelock.Lock
 	w      *sql.DB
 	r      *sql.DB
 	lastID atomic.Int64 // highest record id handed out
@@ -94,17 +95,17 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("gateway: usage database directory for %s: %w", abs, err)
 	}
-	lock := flock.New(abs + ".lock")
-	locked, err := lock.TryLock()
+	lock, err := filelock.Acquire(ctx, abs+".lock", filelock.Options{Command: "gateway"})
+	var held *filelock.HeldError
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("%w: %s (lock file %s, %s)", ErrDatabaseInUse, abs, held.Path, held.Holder())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gateway: lock usage database %s: %w", abs, err)
 	}
-	if !locked {
-		return nil, fmt.Errorf("%w: %s (lock file %s)", ErrDatabaseInUse, abs, lock.Path())
-	}
 	s, err := openLocked(ctx, abs)
 	if err != nil {
-		return nil, errors.Join(err, lock.Unlock())
+		return nil, errors.Join(err, lock.Release())
 	}
 	s.lock = lock
 	return s, nil
@@ -280,7 +281,7 @@ func (s *store) close() error {
 		errs = append(errs, fmt.Errorf("gateway: close usage database %s: %w", s.path, err))
 	}
 	if s.lock != nil {
-		if err := s.lock.Unlock(); err != nil {
+		if err := s.lock.Release(); err != nil {
 			errs = append(errs, fmt.Errorf("gateway: unlock usage database %s: %w", s.path, err))
 		}
 	}

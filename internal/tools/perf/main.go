@@ -3,13 +3,14 @@
 // patterns with the same mode, and against scip-go when it is installed.
 // Each measurement runs in its own child process, so that its peak RSS
 // (getrusage of that process; the go command it starts is not included, in
-// every case alike) is its own.
+// every case alike) is its own. Neither assay nor its indexer sets a GC
+// target: every child runs with the environment's (GOGC, GOMEMLIMIT).
 //
-// Run it through indexer/perf/perf.sh. To profile one measurement:
+// Run it through internal/tools/perf/perf.sh. To profile one measurement:
 //
-//	go run ./indexer/perf -child index -dir DIR -db DB -cpuprofile cpu.out
+//	go run ./internal/tools/perf -child index -dir DIR -db DB -cpuprofile cpu.out
 //
-//	go run ./indexer/perf [-scip-go BIN] golang.org/x/tools@v0.52.0 gonum.org/v1/gonum@v0.17.0
+//	go run ./internal/tools/perf [-scip-go BIN] golang.org/x/tools@v0.52.0 gonum.org/v1/gonum@v0.17.0
 package main
 
 import (
@@ -42,12 +43,6 @@ type childResult struct {
 	Edges    int  `json:"edges"`
 	Packages int  `json:"packages"`
 	Reused   bool `json:"reused"`
-	// ReusedBy is Snapshot.ReusedBy: "files" or "listing".
-	ReusedBy string `json:"reused_by,omitempty"`
-	// Incremental and Note (the re-indexed packages) describe an
-	// incremental index.
-	Incremental bool   `json:"incremental"`
-	Note        string `json:"note,omitempty"`
 }
 
 func main() {
@@ -55,7 +50,7 @@ func main() {
 	dir := flag.String("dir", "", "internal: module directory")
 	db := flag.String("db", "", "internal: database path")
 	scip := flag.String("scip-go", "", "scip-go binary (empty: not run)")
-	rounds := flag.Int("rounds", 3, "repeat each measurement this many times and keep the fastest")
+	rounds := flag.Int("rounds", 5, "rounds of every measurement (each printed, and the fastest)")
 	cpuProfile := flag.String("cpuprofile", "", "with -child: write a CPU profile of the measurement to this file")
 	stages := flag.Bool("stages", false, "with -child index: print each indexing stage with the time since start on stderr")
 	memProfile := flag.String("memprofile", "", "with -child: write an allocation profile (all allocations of the run) to this file")
@@ -140,7 +135,7 @@ func runChild(mode, dir, db string, stages bool) (childResult, error) {
 		return childResult{Files: files, Packages: len(pkgs)}, nil
 	case "index":
 		snap, err := indexer.Index(ctx, indexer.Options{Dir: dir, Tests: true, DBPath: db, Env: env, Reuse: true,
-			Enrich: metrics.Enrich(metrics.Options{}), EnrichGraph: metrics.EnrichGraph(metrics.Options{}), EnrichID: metrics.RegistryID(),
+			Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID(),
 			Progress: progress})
 		if err != nil {
 			return childResult{}, err
@@ -149,20 +144,9 @@ func runChild(mode, dir, db string, stages bool) (childResult, error) {
 			progress("done")
 		}
 		c := snap.Counts
-		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused, ReusedBy: snap.ReusedBy,
-			Incremental: snap.Incremental, Note: note(snap)}, nil
+		return childResult{Files: c.Files, Nodes: c.Nodes, Edges: c.Edges, Packages: c.Packages, Reused: snap.Reused}, nil
 	}
 	return childResult{}, fmt.Errorf("unknown mode %q", mode)
-}
-
-func note(s indexer.Snapshot) string {
-	if s.Incremental {
-		if len(s.Reindexed) == 1 {
-			return "1 package re-indexed"
-		}
-		return fmt.Sprintf("%d packages re-indexed", len(s.Reindexed))
-	}
-	return s.FullReason
 }
 
 // run measures one child process: wall time, peak RSS, and its output.
@@ -209,7 +193,8 @@ func measure(self, mod, scip string, rounds *int) error {
 	}
 	defer os.RemoveAll(tmp)
 	db := filepath.Join(tmp, "graph.db")
-	// A writable copy, so that the incremental run can change a file.
+	// A copy, as a checkout would be: the module cache's files are
+	// read-only.
 	src := filepath.Join(tmp, "src")
 	if out, err := exec.Command("cp", "-r", info.Dir, src).CombinedOutput(); err != nil {
 		return fmt.Errorf("copy %s: %v: %s", info.Dir, err, out)
@@ -219,120 +204,80 @@ func measure(self, mod, scip string, rounds *int) error {
 	}
 	info.Dir = src
 
-	childEnv := func(extraEnv []string, mode string) run {
+	child := func(mode string) run {
 		var res childResult
-		r := runProcess(info.Dir, &res, extraEnv, self, "-child", mode, "-dir", info.Dir, "-db", db)
+		r := runProcess(info.Dir, &res, nil, self, "-child", mode, "-dir", info.Dir, "-db", db)
 		r.res = res
 		return r
 	}
-	child := func(mode string) run { return childEnv(nil, mode) }
-	fmt.Printf("## %s (fastest of %d rounds)\n\n", mod, *rounds)
+	fmt.Printf("## %s (%d rounds; the machine is shared: each round's figures, and the fastest)\n\n", mod, *rounds)
 	warm := child("bare") // warms the build cache's export data, as a previous build would
 	if warm.err != nil {
 		return fmt.Errorf("warm-up load: %w", warm.err)
 	}
-	// The machine is shared: each measurement is repeated and the fastest
-	// run kept (with its own peak RSS), the usual way to read through noise.
-	var bare, cold, cold100, again, inc, scipRun run
-	var leaf string
-	best := func(cur *run, r run) error {
-		if r.err != nil {
-			return r.err
-		}
-		if cur.wall == 0 || r.wall < cur.wall {
-			*cur = r
-		}
-		return nil
-	}
+	// Each round runs every measurement once, in turn, so that a change of
+	// load on the machine touches them alike.
+	type roundRuns struct{ bare, cold, again, scip run }
+	var all []roundRuns
 	for round := 0; round < *rounds; round++ {
-		if err := best(&bare, child("bare")); err != nil {
-			return err
+		var r roundRuns
+		if r.bare = child("bare"); r.bare.err != nil {
+			return r.bare.err
 		}
 		if err := os.Remove(db); err != nil && !os.IsNotExist(err) {
 			return err
 		}
-		// The index raises GOGC to 200 unless GOGC is set: the same cold
-		// index with the floor's GC target (100) is measured too.
-		if err := best(&cold100, childEnv([]string{"GOGC=100"}, "index")); err != nil {
-			return err
+		if r.cold = child("index"); r.cold.err != nil {
+			return r.cold.err
 		}
-		if err := os.Remove(db); err != nil {
-			return err
+		if r.again = child("index"); r.again.err != nil {
+			return r.again.err
 		}
-		if err := best(&cold, child("index")); err != nil {
-			return err
-		}
-		a := child("index")
-		if err := best(&again, a); err != nil {
-			return err
-		}
-		if !a.res.Reused {
+		if !r.again.res.Reused {
 			return fmt.Errorf("the unchanged re-run did not reuse the snapshot")
 		}
-		if leaf == "" {
-			if leaf, err = leafFile(db); err != nil {
-				return fmt.Errorf("pick a package nobody imports: %w", err)
-			}
-		}
-		// Every round indexes the same tree: the appended func is taken out
-		// again once the incremental run is measured.
-		orig, err := os.ReadFile(leaf)
-		if err != nil {
-			return err
-		}
-		f, err := os.OpenFile(leaf, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(f, "\nfunc assayPerfTouch%d() int { return %d }\n", round, round)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		if err := best(&inc, child("index")); err != nil {
-			return err
-		}
-		if err := os.WriteFile(leaf, orig, 0o644); err != nil {
-			return err
-		}
 		if scip != "" {
-			r := runProcess(info.Dir, nil, nil, scip, "--output", filepath.Join(tmp, "index.scip"))
-			if r.err != nil {
-				scipRun = r
-			} else if scipRun.err == nil {
-				_ = best(&scipRun, r)
+			r.scip = runProcess(info.Dir, nil, nil, scip, "--output", filepath.Join(tmp, "index.scip"))
+		}
+		all = append(all, r)
+	}
+	fastest := func(pick func(roundRuns) run) run {
+		var best run
+		for _, r := range all {
+			if x := pick(r); x.err == nil && x.wall > 0 && (best.wall == 0 || x.wall < best.wall) {
+				best = x
 			}
 		}
+		return best
 	}
+	bare := fastest(func(r roundRuns) run { return r.bare })
+	cold := fastest(func(r roundRuns) run { return r.cold })
+	again := fastest(func(r roundRuns) run { return r.again })
+	scipRun := fastest(func(r roundRuns) run { return r.scip })
+	fmt.Printf("Fastest of the rounds (by wall time):\n\n")
 	fmt.Printf("| run | wall s | CPU s | peak RSS MiB | files | nodes | edges |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	fmt.Printf("| bare packages.Load (floor) | %.2f | %.2f | %.0f | %d | | |\n", bare.wall.Seconds(), bare.cpu.Seconds(), bare.rssMB, bare.res.Files)
 	fmt.Printf("| assay index, cold (graph + metrics) | %.2f | %.2f | %.0f | %d | %d | %d |\n", cold.wall.Seconds(), cold.cpu.Seconds(), cold.rssMB, cold.res.Files, cold.res.Nodes, cold.res.Edges)
-	fmt.Printf("| assay index, cold, with GOGC=100 (the floor's GC target) | %.2f | %.2f | %.0f | %d | %d | %d |\n", cold100.wall.Seconds(), cold100.cpu.Seconds(), cold100.rssMB, cold100.res.Files, cold100.res.Nodes, cold100.res.Edges)
-	fmt.Printf("| assay index, unchanged re-run (reused by %s) | %.2f | %.2f | %.0f | | | |\n", again.res.ReusedBy, again.wall.Seconds(), again.cpu.Seconds(), again.rssMB)
-	rel, _ := filepath.Rel(src, leaf)
-	fmt.Printf("| assay index after appending a func to %s (%s) | %.2f | %.2f | %.0f | %d | %d | %d |\n", rel,
-		map[bool]string{true: "incremental: ", false: "full: "}[inc.res.Incremental]+inc.res.Note, inc.wall.Seconds(), inc.cpu.Seconds(), inc.rssMB, inc.res.Files, inc.res.Nodes, inc.res.Edges)
-	if scip != "" {
-		if scipRun.err != nil {
-			fmt.Printf("| scip-go | failed: %v | | | | | |\n", scipRun.err)
-		} else {
-			fmt.Printf("| scip-go | %.2f | %.2f | %.0f | | | |\n", scipRun.wall.Seconds(), scipRun.cpu.Seconds(), scipRun.rssMB)
-		}
+	fmt.Printf("| assay index, unchanged re-run (reused) | %.2f | %.2f | %.0f | | | |\n", again.wall.Seconds(), again.cpu.Seconds(), again.rssMB)
+	if scip != "" && scipRun.wall > 0 {
+		fmt.Printf("| scip-go | %.2f | %.2f | %.0f | | | |\n", scipRun.wall.Seconds(), scipRun.cpu.Seconds(), scipRun.rssMB)
 	}
 	fmt.Println()
-	fmt.Printf("ratios: cold/floor wall %.2f (target <= 1.5); cold/floor RSS %.2f (target <= 2); re-run/cold wall %.3f (target <= 0.1); incremental/cold wall %.2f",
-		cold.wall.Seconds()/bare.wall.Seconds(), cold.rssMB/bare.rssMB, again.wall.Seconds()/cold.wall.Seconds(), inc.wall.Seconds()/cold.wall.Seconds())
-	if scip != "" && scipRun.err == nil {
-		fmt.Printf("; cold/scip-go wall %.2f (target <= 1)", cold.wall.Seconds()/scipRun.wall.Seconds())
+	fmt.Printf("Every round (wall s / CPU s; CPU is the measured process's user + system time, the go command's processes not counted, alike for every run):\n\n")
+	fmt.Printf("| round | bare | cold | re-run | cold/bare wall | cold/bare CPU | re-run/cold wall | re-run/cold CPU |\n")
+	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	ratio := func(a, b time.Duration) float64 { return a.Seconds() / b.Seconds() }
+	for i, r := range all {
+		fmt.Printf("| %d | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.2f | %.2f | %.3f | %.3f |\n", i+1,
+			r.bare.wall.Seconds(), r.bare.cpu.Seconds(), r.cold.wall.Seconds(), r.cold.cpu.Seconds(),
+			r.again.wall.Seconds(), r.again.cpu.Seconds(),
+			ratio(r.cold.wall, r.bare.wall), ratio(r.cold.cpu, r.bare.cpu), ratio(r.again.wall, r.cold.wall), ratio(r.again.cpu, r.cold.cpu))
 	}
-	fmt.Printf("; cold with GOGC=100/floor wall %.2f", cold100.wall.Seconds()/bare.wall.Seconds())
 	fmt.Println()
-	fmt.Printf("CPU ratios (steadier than wall time on a shared machine; the go command's own processes are not counted, alike for every run): cold/floor %.2f",
-		cold.cpu.Seconds()/bare.cpu.Seconds())
-	if scip != "" && scipRun.err == nil {
-		fmt.Printf("; cold/scip-go %.2f", cold.cpu.Seconds()/scipRun.cpu.Seconds())
+	fmt.Printf("ratios of the fastest runs: cold/floor wall %.2f, CPU %.2f (target <= 1.5); cold/floor RSS %.2f (target <= 2); re-run/cold wall %.3f, CPU %.3f (target <= 0.1)",
+		ratio(cold.wall, bare.wall), ratio(cold.cpu, bare.cpu), cold.rssMB/bare.rssMB, ratio(again.wall, cold.wall), ratio(again.cpu, cold.cpu))
+	if scip != "" && scipRun.wall > 0 {
+		fmt.Printf("; cold/scip-go wall %.2f, CPU %.2f (target <= 1)", ratio(cold.wall, scipRun.wall), ratio(cold.cpu, scipRun.cpu))
 	}
 	fmt.Println()
 	fmt.Println()
@@ -340,22 +285,6 @@ func measure(self, mod, scip string, rounds *int) error {
 		fmt.Printf("call graph for betweenness: %s\n\n", detail)
 	}
 	return nil
-}
-
-// leafFile returns a non-test source file of a base package that no other
-// package of the snapshot imports (Ca = 0), the first in id order.
-func leafFile(path string) (string, error) {
-	db, err := sql.Open("sqlite3", sqliteuri.File(path, "mode=ro"))
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	var f string
-	err = db.QueryRow(`SELECT f.path FROM metric_values v JOIN files f ON f.package_id = v.subject
-		WHERE v.metric = 'ca' AND v.value = 0 AND f.is_test = 0 AND f.synthesized = 0 AND f.generated = 0
-		AND v.subject NOT IN (SELECT package_id FROM files WHERE synthesized = 1)
-		ORDER BY v.subject, f.path LIMIT 1`).Scan(&f)
-	return f, err
 }
 
 func betweennessDetail(path string) (string, error) {

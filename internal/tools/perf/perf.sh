@@ -3,9 +3,9 @@
 # metrics), against a bare packages.Load of the same patterns and mode (the floor) and against
 # scip-go when it installs. Prints wall times, peak RSS, counts and the ratios the targets name.
 #
-#   bash indexer/perf/perf.sh [module@version ...]
+#   bash internal/tools/perf/perf.sh [module@version ...]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 SCIP_GO_VERSION=v0.2.9
 modules=("$@")
 if [ ${#modules[@]} -eq 0 ]; then
@@ -13,7 +13,7 @@ if [ ${#modules[@]} -eq 0 ]; then
 fi
 bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
-go build -o "$bin/perf" ./indexer/perf
+go build -o "$bin/perf" ./internal/tools/perf
 scip=""
 if GOBIN="$bin" GOFLAGS= go install "github.com/scip-code/scip-go/cmd/scip-go@$SCIP_GO_VERSION" 2>"$bin/scip-install.log"; then
   scip="$bin/scip-go"

@@ -5,9 +5,9 @@
 // `go list -json`. It prints a Markdown report: counts, the share of
 // identical values, and every disagreement with its classified reason.
 //
-// Run it through metrics/crosscheck/crosscheck.sh, which installs the peers.
+// Run it through internal/tools/crosscheck/crosscheck.sh, which installs the peers.
 //
-//	go run ./metrics/crosscheck -gocyclo BIN -gocognit BIN github.com/spf13/cobra@v1.10.2 ...
+//	go run ./internal/tools/crosscheck -gocyclo BIN -gocognit BIN github.com/spf13/cobra@v1.10.2 ...
 package main
 
 import (
