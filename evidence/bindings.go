@@ -36,6 +36,8 @@ type Binding struct {
 	// RecordedAt is when the binding was recorded (UTC, microseconds); set
 	// by the store.
 	RecordedAt time.Time `json:"recorded_at"`
+
+	runID string // the run, as loaded
 }
 
 // BindingChecker recomputes the bindings of one source from the records as
@@ -87,26 +89,34 @@ func (s *Store) BindExternal(ctx context.Context, runID string, b Binding) error
 	})
 }
 
-// Bindings returns run runID's bindings ordered by source. Works on a
-// read-only store. Errors: ErrNoRun; ErrClosed.
-func (s *Store) Bindings(ctx context.Context, runID string) ([]Binding, error) {
+// Bindings returns the bindings of the named runs (every run's when none is
+// named) by run id, each list ordered by source; a run without bindings has
+// no entry. Works on a read-only store. Errors: ErrClosed; database errors.
+func (s *Store) Bindings(ctx context.Context, runIDs ...string) (map[string][]Binding, error) {
 	if err := s.beginRead(); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	var n int
-	if err := s.conn.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE run_id = ?`, runID).Scan(&n); err != nil {
-		return nil, fmt.Errorf("evidence: bindings of run %s: %w", runID, err)
+	out := map[string][]Binding{}
+	if len(runIDs) == 0 {
+		runIDs = []string{""}
 	}
-	if n == 0 {
-		return nil, fmt.Errorf("evidence: bindings of run %s: %w", runID, ErrNoRun)
+	for _, id := range runIDs {
+		bs, err := loadBindings(ctx, s.conn, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			out[b.runID] = append(out[b.runID], b)
+		}
 	}
-	return loadBindings(ctx, s.conn, runID)
+	return out, nil
 }
 
+// loadBindings returns the bindings of runID ("" = all runs), by run and source.
 func loadBindings(ctx context.Context, q queryer, runID string) ([]Binding, error) {
-	rows, err := q.QueryContext(ctx, `SELECT source, CAST(locator AS VARCHAR), records, sha256, recorded_at FROM run_bindings
-		WHERE run_id = ? ORDER BY source`, runID)
+	rows, err := q.QueryContext(ctx, `SELECT run_id, source, CAST(locator AS VARCHAR), records, sha256, recorded_at FROM run_bindings
+		WHERE ? = '' OR run_id = ? ORDER BY run_id, source`, runID, runID)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: bindings of run %s: %w", runID, err)
 	}
@@ -115,7 +125,7 @@ func loadBindings(ctx context.Context, q queryer, runID string) ([]Binding, erro
 	for rows.Next() {
 		var b Binding
 		var loc string
-		if err := rows.Scan(&b.Source, &loc, &b.Records, &b.SHA256, &b.RecordedAt); err != nil {
+		if err := rows.Scan(&b.runID, &b.Source, &loc, &b.Records, &b.SHA256, &b.RecordedAt); err != nil {
 			return nil, fmt.Errorf("evidence: bindings of run %s: %w", runID, err)
 		}
 		b.Locator, b.RecordedAt = json.RawMessage(loc), b.RecordedAt.UTC()

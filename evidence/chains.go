@@ -34,12 +34,12 @@ type ChainHead struct {
 // before it, and pins the admissions and finalizations chains as it found
 // them; a clean close adds a closing record pinning them as it left them.
 type Writer struct {
-	WriterID  int64
-	PID       int64
-	Command   string
-	Host      string
-	OpenedAt  time.Time  // UTC, microsecond precision
-	ClosedAt  *time.Time // nil while open, or when the session crashed or was killed
+	WriterID int64
+	PID      int64
+	Command  string
+	Host     string
+	OpenedAt time.Time  // UTC, microsecond precision
+	ClosedAt *time.Time // nil while open, or when the session crashed or was killed
 	// Backfilled marks a session recorded before schema v5, chained by the
 	// migration: its heads are unknown (nil), and its runs were admitted
 	// under an older schema.
