@@ -30,6 +30,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
@@ -122,6 +123,12 @@ type Options struct {
 	// it and shows it); a dated snapshot of the requested id (gpt-4o-mini-2024-07-18 for
 	// gpt-4o-mini) needs no alias.
 	ModelAliases map[string]string
+
+	// Signer, when set, signs each run right after it is finalized (and each interrupted run the
+	// matrix's store session seals) as an in-toto attestation written to AttestDir (default
+	// OUT/attestations): evidence/attest.SignRun.
+	Signer    *attest.Signer
+	AttestDir string
 
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks
@@ -546,6 +553,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		}()
 	}
 	wg.Wait()
+	if err := signRuns(ctx, opts, store, store.Recovered()...); err != nil {
+		return sum, err
+	}
 	for i := range cases {
 		if errs[i] != nil {
 			return sum, errs[i]
@@ -941,9 +951,15 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: append(reasons, verdict.Reasons...)}
 	}
 	finStart := time.Now()
+	if err := bindExternal(ctx, env, opts.OutDir, runID, team.RunID, gwFrom, gwTo); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
+	}
 	fin, err := store.Finalize(ctx, runID, verdict)
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("finalize run %s: %w", runID, err)
+	}
+	if err := signRuns(ctx, opts, store, runID); err != nil {
+		return CaseResult{}, err
 	}
 	timings["finalize"] = time.Since(finStart).Seconds()
 	out := CaseResult{RunID: runID, Case: c.Name(), Catalog: c.Entry.Name, Formation: c.Entry.Formation, Profile: c.Profile.Name,
