@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/reports"
 	"github.com/assay-audit/assay/runtime/provider/reference"
@@ -27,6 +28,8 @@ type MatrixRunOptions struct {
 	APIKeyEnv  string
 	Faults     []string
 	Format     string
+	// SignKey is --sign-key: the private key attestations are signed with; "" signs none.
+	SignKey string
 	// ModelAliases are --model-alias values, REQUESTED=ANSWERED.
 	ModelAliases []string
 }
@@ -113,6 +116,8 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.Int64Var(&opts.Harness.MemberTokens, "member-tokens", 0, "hard limit on provider tokens per member over a case (total_tokens as responses reported them; 0 = no limit); a request is refused once the member's tokens reach it, or when earlier usage was not reported")
 	f.Int64Var(&opts.Harness.TeamTokens, "team-tokens", 0, "hard limit on provider tokens per case's team, shared by its members (0 = no limit); refused like --member-tokens")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
+	f.StringVar(&opts.SignKey, "sign-key", "", "Ed25519 private key (assay keygen) signing each run as an in-toto attestation right after it is finalized")
+	f.StringVar(&opts.Harness.AttestDir, "attestations", "", "directory the attestations are written to (default <out>/attestations; keep a copy elsewhere)")
 	cmd.AddCommand(run)
 	return cmd
 }
@@ -179,6 +184,13 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		return badInput(fmt.Errorf("--wait %s is negative", h.StoreWait))
 	}
 	h.Progress = opts.IO.ErrOut
+	if opts.SignKey != "" {
+		signer, err := attest.LoadSigner(opts.SignKey)
+		if err != nil {
+			return badInput(err)
+		}
+		h.Signer = signer
+	}
 	if err := h.Normalize(); err != nil {
 		return badInput(err)
 	}

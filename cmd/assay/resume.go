@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
@@ -23,6 +24,7 @@ type ResumeOptions struct {
 	APIKeyEnv string
 	Faults    []string
 	Format    string
+	SignKey   string // --sign-key; "" signs nothing
 }
 
 // NewCmdResume builds `assay resume RUN`. runF replaces runResume in tests.
@@ -98,6 +100,8 @@ not verify, or paused at calls no approval names), nothing written.`,
 	f.StringArrayVar(&opts.Faults, "reference-fault", nil, "inject a fault into the embedded reference provider (MEMBER:TURN:KIND[:ARG]); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process")
+	f.StringVar(&opts.SignKey, "sign-key", "", "Ed25519 private key (assay keygen) signing the resumed run, and the run it seals, as in-toto attestations")
+	f.StringVar(&opts.Harness.AttestDir, "attestations", "", "directory the attestations are written to (default <out>/attestations)")
 	return cmd
 }
 
@@ -131,6 +135,13 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		if p := filepath.Join(h.OutDir, "approvals.json"); fileExists(p) {
 			h.ApprovalsFile = p
 		}
+	}
+	if opts.SignKey != "" {
+		signer, err := attest.LoadSigner(opts.SignKey)
+		if err != nil {
+			return badInput(err)
+		}
+		h.Signer = signer
 	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
 	sum, err := harness.ResumeRun(ctx, h, opts.Run)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,17 +10,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/evidence/attest"
+	"github.com/assay-audit/assay/harness"
 )
 
 // VerifyOptions are the parsed flags of `assay verify`.
 type VerifyOptions struct {
-	IO       IOStreams
-	Store    storeFlags
-	Format   string
-	Runs     []string
-	Wait     time.Duration
-	Manifest string
-	Write    bool
+	IO           IOStreams
+	Store        storeFlags
+	Format       string
+	Runs         []string
+	Wait         time.Duration
+	Manifest     string
+	Write        bool
+	Final        bool
+	Strict       bool
+	SignKey      string
+	PubKey       string
+	Attestations string
 }
 
 // NewCmdVerify builds `assay verify [RUN...]`.
@@ -27,34 +35,42 @@ func NewCmdVerify(io IOStreams, runF func(context.Context, *VerifyOptions) error
 	opts := &VerifyOptions{IO: io}
 	cmd := &cobra.Command{
 		Use:   "verify [RUN...]",
-		Short: "Recompute every trace's hash chain and terminal hash; report tampering and deleted runs",
+		Short: "Recompute every trace's hash chain and terminal hash; report tampering, damage, deleted runs and unsigned ones",
 		Long: `Recompute, for each run (all runs when none are named), the hash chain of its events, the sequence
 continuity, the event count, the terminal hash and the artifact digests, from the bytes stored in the
 evidence store, and compare its checks and verdict with the check_recorded and run_finalized events
-the store chained into its trace. Each run is reported ok, tampered (with the first bad sequence
-number when the chain itself breaks), missing_payload, corrupt_payload or unfinalized (an
-interrupted run is unfinalized; its recorded events must still verify).
+the store chained into its trace. Each run is reported ok, interrupted (its writer ended without
+finalizing it: sealed rejected by the next writer, or waiting for it; its recorded evidence verifies),
+tampered (with the first bad sequence number when the chain itself breaks), missing_payload,
+corrupt_payload or damaged.
 
-Deleted runs are found too: every run is chained into a store-wide admissions chain when it is opened,
-so erasing a run leaves a gap or a broken link there (reported on the run after it), and a run id that
-is missing from the runs table but still named by rows of another table (events, verdicts, checks,
-admissions, ...) or by a run's corrects_run_id is reported tampered on a row of its own.
+The store as a whole is checked too: every table and column of the schema present and readable (a
+dropped or rebuilt table, duplicate keys, an unreadable block or a truncated file is damaged, named
+with its table and row); the store-wide chains of admissions, finalizations and writer sessions (a
+deleted run leaves a gap or a broken link; a writer session's record pins what it saw). The records
+each run is bound to beside the store are read back: the gateway's usage database and the effect
+service's receipts (a file edited, short of rows or gone is reported). Case files on disk that differ
+from the artifacts the store holds are noted "working copy differs": the artifact is the evidence.
 
-The hashes are unkeyed. Without a copy kept elsewhere they cannot show: a run erased with every later
-admission and terminal hash rewritten consistently; the most recently admitted runs erased together
-with their admissions; a run's trace rewritten consistently (its checks or verdict changed together
-with their events, the chain and terminal hash recomputed); or a run finalized by an assay older than
-schema 3 edited with its terminal hash recomputed. The defense is a manifest kept elsewhere (another
-machine, a signed commit, a ticket): --manifest FILE --write records the run ids and terminal hashes
-of every finalized run that verifies (refused when any run is tampered or has a missing or corrupt
-payload); --manifest FILE checks the store against it, and a run whose terminal hash differs from the
-manifest's, or that the manifest lists but the store lacks, is reported tampered.
+The hashes are unkeyed: someone who can write the store can rewrite it consistently, or append a run
+with assay's own code. Two defenses kept elsewhere catch that (docs/trust.md):
+  --manifest FILE --write [--final] [--sign-key KEY]  pins the store's logs (sizes and head hashes, as
+      transparency logs do) and every run's terminal hash; refused unless everything verifies.
+  --manifest FILE [--pubkey KEY] [--strict]  proves the pinned prefix unchanged and lists runs added
+      since; --strict (always for a --final manifest) fails on them. An empty manifest, one missing an
+      entry, or an unsigned one when --pubkey is given, is refused.
+  --attestations DIR --pubkey KEY  requires, for every finalized run, a signed attestation (assay
+      attest, matrix run --sign-key) that still matches its evidence.
 
-Exit status: 0 when every run verifies, 1 when any does not, 2 on bad input.`,
+Exit status: 0 when every run verifies (ok or interrupted) and every manifest and attestation check
+holds; 1 when anything does not, or the store is damaged; 2 on bad input (no store, an unusable
+manifest or key, a missing attestations directory, a store a writer holds).`,
 		Example: `  assay verify
   assay verify --format json run-20261130t101500-0a1b2c3d4e5f
-  assay verify --manifest /backup/evidence-manifest.json --write
-  assay verify --manifest /backup/evidence-manifest.json --wait 1m`,
+  assay keygen --out /secure/assay.key
+  assay verify --manifest /backup/evidence-manifest.json --write --sign-key /secure/assay.key
+  assay verify --manifest /backup/evidence-manifest.json --pubkey /secure/assay.key.pub --strict
+  assay verify --attestations /backup/attestations --pubkey /secure/assay.key.pub`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Runs = args
 			if runF != nil {
@@ -64,10 +80,16 @@ Exit status: 0 when every run verifies, 1 when any does not, 2 on bad input.`,
 		},
 	}
 	opts.Store.register(cmd)
-	cmd.Flags().StringVar(&opts.Format, "format", "table", "output format: table or json")
-	cmd.Flags().DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
-	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "check the store against this manifest of run ids and terminal hashes")
-	cmd.Flags().BoolVar(&opts.Write, "write", false, "with --manifest: write the manifest instead of checking it")
+	f := cmd.Flags()
+	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
+	f.DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
+	f.StringVar(&opts.Manifest, "manifest", "", "check the store against this manifest (a checkpoint of its logs and every run's terminal hash)")
+	f.BoolVar(&opts.Write, "write", false, "with --manifest: write the manifest instead of checking it")
+	f.BoolVar(&opts.Final, "final", false, "with --manifest --write: the store is complete; any run added later fails the check")
+	f.BoolVar(&opts.Strict, "strict", false, "with --manifest: fail on any run, finalization or writer session added since the manifest")
+	f.StringVar(&opts.SignKey, "sign-key", "", "with --manifest --write: sign the manifest with this Ed25519 private key (assay keygen)")
+	f.StringVar(&opts.PubKey, "pubkey", "", "Ed25519 public key the manifest must be signed with and the attestations are checked against")
+	f.StringVar(&opts.Attestations, "attestations", "", "directory of signed attestations every finalized run must have one in (needs --pubkey)")
 	return cmd
 }
 
@@ -75,59 +97,57 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 	if err := checkFormat(opts.Format, "table", "json"); err != nil {
 		return err
 	}
-	if opts.Write && opts.Manifest == "" {
-		return badInput(fmt.Errorf("--write needs --manifest FILE"))
+	switch {
+	case opts.Write && opts.Manifest == "":
+		return badInput(errors.New("--write needs --manifest FILE"))
+	case (opts.Final || opts.SignKey != "") && !opts.Write:
+		return badInput(errors.New("--final and --sign-key apply to a manifest being written: add --manifest FILE --write"))
+	case opts.Strict && (opts.Manifest == "" || opts.Write):
+		return badInput(errors.New("--strict applies to a manifest being checked: add --manifest FILE"))
+	case opts.Attestations != "" && opts.PubKey == "":
+		return badInput(errors.New("--attestations needs --pubkey: the public key the runs were signed with"))
 	}
-	var manifest evidence.Manifest
-	if opts.Manifest != "" && !opts.Write {
-		m, err := evidence.ReadManifest(opts.Manifest)
+	vo := harness.VerifyOptions{Runs: opts.Runs, Wait: opts.Wait, Command: "assay verify", Manifest: opts.Manifest,
+		WriteManifest: opts.Write, Final: opts.Final, Strict: opts.Strict, Attestations: opts.Attestations}
+	if opts.SignKey != "" {
+		s, err := attest.LoadSigner(opts.SignKey)
 		if err != nil {
 			return badInput(err)
 		}
-		manifest = m
+		vo.SignKey = s
 	}
-	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay verify"})
-	if err != nil {
-		return badInput(err)
-	}
-	defer store.Close()
-	results, err := store.Verify(ctx, opts.Runs...)
-	if err != nil {
-		return badInput(err)
-	}
-	if opts.Manifest != "" {
-		if opts.Write {
-			m, err := evidence.BuildManifest(opts.Store.path(), results)
-			if err != nil {
-				printVerification(opts, results)
-				return failed("%v; manifest %s not written", err, opts.Manifest)
-			}
-			if err := evidence.WriteManifest(opts.Manifest, m); err != nil {
-				return badInput(err)
-			}
-			fmt.Fprintf(opts.IO.ErrOut, "wrote manifest %s: %d finalized runs\n", opts.Manifest, len(m.Runs))
-		} else {
-			results = evidence.CheckManifest(manifest, results, len(opts.Runs) == 0)
+	if opts.PubKey != "" {
+		v, err := attest.LoadVerifier(opts.PubKey)
+		if err != nil {
+			return badInput(err)
 		}
+		vo.PubKey = v
 	}
-	if err := printVerification(opts, results); err != nil {
+	rep, err := harness.VerifyStore(ctx, opts.Store.path(), vo)
+	if errors.Is(err, evidence.ErrManifestRefused) {
+		if perr := printVerification(opts, rep.Results); perr != nil {
+			return perr
+		}
+		return failed("%v", err)
+	}
+	if err != nil {
+		return badInput(err)
+	}
+	if err := printVerification(opts, rep.Results); err != nil {
 		return err
 	}
-	var bad []string
-	for _, r := range results {
-		if r.Status != "ok" {
-			desc := r.RunID + " " + r.Status
-			if r.FirstBadSeq > 0 {
-				desc += fmt.Sprintf(" at seq %d", r.FirstBadSeq)
-			}
-			bad = append(bad, desc)
+	if opts.Write {
+		signed := "unsigned"
+		if rep.ManifestSigned {
+			signed = "signed"
 		}
+		fmt.Fprintf(opts.IO.ErrOut, "wrote manifest %s (%s): %d runs pinned\n", opts.Manifest, signed, rep.ManifestRuns)
 	}
-	if len(results) == 0 {
+	if len(rep.Results) == 0 {
 		return failed("no runs to verify in %s", opts.Store.path())
 	}
-	if len(bad) > 0 {
-		return failed("%d of %d runs do not verify: %s", len(bad), len(results), strings.Join(bad, "; "))
+	if bad := rep.Failures(); len(bad) > 0 {
+		return failed("%d of %d entries do not verify: %s", len(bad), len(rep.Results), strings.Join(bad, "; "))
 	}
 	return nil
 }
@@ -136,21 +156,51 @@ func printVerification(opts *VerifyOptions, results []evidence.RunVerification) 
 	if opts.Format == "json" {
 		return writeJSON(opts.IO.Out, results)
 	}
-	header := []string{"RUN", "STATUS", "FIRST BAD SEQ", "DETAIL"}
-	if opts.Manifest != "" && !opts.Write {
-		header = []string{"RUN", "STATUS", "FIRST BAD SEQ", "MANIFEST", "DETAIL"}
+	manifest := opts.Manifest != "" && !opts.Write
+	attested := opts.Attestations != ""
+	header := []string{"RUN", "STATUS", "FIRST BAD SEQ"}
+	if manifest {
+		header = append(header, "MANIFEST")
 	}
-	t := table{header: header}
+	if attested {
+		header = append(header, "ATTESTATION")
+	}
+	t := table{header: append(header, "DETAIL")}
 	for _, r := range results {
 		seq := "-"
 		if r.FirstBadSeq > 0 {
 			seq = fmt.Sprint(r.FirstBadSeq)
 		}
-		row := []string{r.RunID, r.Status, seq, r.Detail}
-		if len(header) == 5 {
-			row = []string{r.RunID, r.Status, seq, r.Manifest, r.Detail}
+		run := r.RunID
+		if run == "" {
+			run = "(store"
+			if r.Table != "" {
+				run += " " + r.Table
+			}
+			if r.Row != "" {
+				run += " " + r.Row
+			}
+			run += ")"
 		}
-		t.rows = append(t.rows, row)
+		row := []string{run, r.Status, seq}
+		if manifest {
+			row = append(row, labelOr(r.Manifest, "-"))
+		}
+		if attested {
+			row = append(row, labelOr(r.Attestation, "-"))
+		}
+		detail := r.Detail
+		for _, n := range r.Notes {
+			detail += " [note: " + n + "]"
+		}
+		t.rows = append(t.rows, append(row, detail))
 	}
 	return t.writeText(opts.IO.Out)
+}
+
+func labelOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
 }
