@@ -331,7 +331,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 			(SELECT count(*) FROM events ev WHERE ev.run_id = r.run_id),
 			e.tenant, e.manifest_digest, e.mode, e.policy_digest, e.dataset_digest, e.environment_fingerprint,
 			e.entropy_sources, e.replay_tolerance, e.provider, e.base_url, e.model, e.formation, e.task_profile, e.language,
-			coalesce((SELECT a.hash FROM admissions a WHERE a.run_id = r.run_id), ''), coalesce(r.writer_id, 0)
+			coalesce((SELECT min(a.hash) FROM admissions a WHERE a.run_id = r.run_id), ''), coalesce(r.writer_id, 0)
 		FROM runs r LEFT JOIN envelopes e ON e.run_id = r.run_id
 		WHERE ? = '' OR r.run_id = ?
 		ORDER BY r.ordinal`, runID, runID)

@@ -354,7 +354,7 @@ func (s *Store) openDB(ctx context.Context, migrating bool) error {
 	}
 	connector, err := duckdb.NewConnector(dsn, init)
 	if err != nil {
-		return fmt.Errorf("evidence: open %s: %w", s.path, err)
+		return s.openError(err)
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(1)

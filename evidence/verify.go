@@ -158,8 +158,8 @@ func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*
 	re := &runEvidence{}
 	err := q.QueryRowContext(ctx, `SELECT status, ordinal, event_count, terminal_hash, finalized_at,
 			(SELECT count(*) FROM envelopes e WHERE e.run_id = r.run_id) > 0,
-			(SELECT v.requested_verdict FROM verdicts v WHERE v.run_id = r.run_id),
-			(SELECT v.decided_at FROM verdicts v WHERE v.run_id = r.run_id)
+			(SELECT min(v.requested_verdict) FROM verdicts v WHERE v.run_id = r.run_id),
+			(SELECT min(v.decided_at) FROM verdicts v WHERE v.run_id = r.run_id)
 		FROM runs r WHERE run_id = ?`, runID).Scan(&re.status, &re.ordinal, &re.storedCount, &re.terminal, &re.finalizedAt,
 		&re.hasEnvelope, &re.requested, &re.decidedAt)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -908,7 +908,7 @@ func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerific
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		default:
-			detail := append(extra, "its evidence cannot be read: "+engineReason(err))
+			detail := append(extra, "its evidence cannot be read ("+engineReason(err)+")")
 			v = RunVerification{RunID: id, Status: VerifyDamaged, Detail: strings.Join(detail, "; ")}
 		}
 		out = append(out, v)

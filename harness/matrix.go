@@ -185,6 +185,9 @@ type Summary struct {
 	StorePath string       `json:"store_path"`
 	GatewayDB string       `json:"gateway_db"`
 	Cases     []CaseResult `json:"cases"`
+	// Sealed are the runs an earlier process left unfinished (interrupted) that this one's store
+	// session sealed: finalized rejected, reason "interrupted" (evidence.Store.Recovered).
+	Sealed []string `json:"sealed,omitempty"`
 	// ReferenceHandlerSeconds is the time the embedded reference provider spent answering, summed
 	// over requests (0 with --base-url): the stand-in model's share of the wall time, not assay's.
 	ReferenceHandlerSeconds float64 `json:"reference_handler_seconds,omitempty"`
@@ -553,7 +556,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		}()
 	}
 	wg.Wait()
-	if err := signRuns(ctx, opts, store, store.Recovered()...); err != nil {
+	if sum.Sealed = store.Recovered(); len(sum.Sealed) > 0 {
+		prog.line("sealed %d interrupted run(s) an earlier process left unfinished, rejected as interrupted: %s", len(sum.Sealed), strings.Join(sum.Sealed, ", "))
+	}
+	if err := signRuns(ctx, opts, store, sum.Sealed...); err != nil {
 		return sum, err
 	}
 	for i := range cases {

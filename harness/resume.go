@@ -209,7 +209,10 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	if err != nil {
 		return sum, err
 	}
-	if err := signRuns(ctx, opts, store, store.Recovered()...); err != nil {
+	if sum.Sealed = store.Recovered(); len(sum.Sealed) > 0 {
+		env.progress.line("sealed %d interrupted run(s), rejected as interrupted: %s", len(sum.Sealed), strings.Join(sum.Sealed, ", "))
+	}
+	if err := signRuns(ctx, opts, store, sum.Sealed...); err != nil {
 		return sum, err
 	}
 	sum.Cases = []CaseResult{res}

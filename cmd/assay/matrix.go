@@ -286,8 +286,12 @@ func writeMatrixReport(ctx context.Context, sum harness.Summary, path string) er
 	defer store.Close()
 	rep := reports.MatrixReport{Provider: sum.Provider, Model: sum.Model, Reference: sum.Reference, StorePath: sum.StorePath,
 		CasesDir: filepath.Join(sum.OutDir, "cases")}
+	ids := append([]string(nil), sum.Sealed...) // interrupted runs this invocation sealed: shown, rejected
 	for _, c := range sum.Cases {
-		r, err := store.Run(ctx, c.RunID)
+		ids = append(ids, c.RunID)
+	}
+	for _, id := range ids {
+		r, err := store.Run(ctx, id)
 		if err != nil {
 			return err
 		}

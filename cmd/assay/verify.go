@@ -172,7 +172,8 @@ func printVerification(opts *VerifyOptions, results []evidence.RunVerification) 
 			seq = fmt.Sprint(r.FirstBadSeq)
 		}
 		run := r.RunID
-		if run == "" {
+		if run == "" || r.Table != "" {
+			// A finding about the store, not a run: named by its table and row.
 			run = "(store"
 			if r.Table != "" {
 				run += " " + r.Table

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"github.com/secure-systems-lab/go-securesystemslib/signerverifier"
@@ -69,6 +70,9 @@ func Keygen(privPath string) (pubPath, keyID string, err error) {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return "", "", fmt.Errorf("attest: %s: %w", p, err)
 		}
+	}
+	if err := os.MkdirAll(filepath.Dir(privPath), 0o700); err != nil {
+		return "", "", fmt.Errorf("attest: key directory: %w", err)
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
