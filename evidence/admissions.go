@@ -199,6 +199,11 @@ func (s *Store) storeFindings(ctx context.Context) (chain map[string][]finding, 
 		return nil, nil, nil, err
 	}
 	storeLevel = writerChainFindings(writers, adms, fins)
+	orphans, err := s.unlinkedArtifacts(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	storeLevel = append(storeLevel, orphans...)
 	byRun, err := s.runWriterFindings(ctx, writers)
 	if err != nil {
 		return nil, nil, nil, err
@@ -309,4 +314,25 @@ func (s *Store) missingRuns(ctx context.Context, admitted map[string]int64) ([]R
 		return list[i].RunID < list[j].RunID
 	})
 	return list, nil
+}
+
+// unlinkedArtifacts reports artifacts rows no run links: PutArtifact stores
+// the row and its link in one transaction, so such a row was added by hand,
+// or is what remains of a run whose links were deleted.
+func (s *Store) unlinkedArtifacts(ctx context.Context) ([]RunVerification, error) {
+	rows, err := s.conn.QueryContext(ctx, `SELECT digest FROM artifacts WHERE digest NOT IN (SELECT digest FROM run_artifacts) ORDER BY digest LIMIT 100`)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: verify artifacts: %w", err)
+	}
+	defer rows.Close()
+	var out []RunVerification
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("evidence: verify artifacts: %w", err)
+		}
+		out = append(out, RunVerification{Status: VerifyTampered, Table: "artifacts", Row: "digest=" + d,
+			Detail: fmt.Sprintf("artifact sha256:%s is linked by no run: it was added, or the links of the run that stored it were deleted", d)})
+	}
+	return out, rows.Err()
 }

@@ -40,6 +40,10 @@ type Writer struct {
 	Host     string
 	OpenedAt time.Time  // UTC, microsecond precision
 	ClosedAt *time.Time // nil while open, or when the session crashed or was killed
+	// StoreCreatedAt is the store's meta.created_at, which every session's
+	// hash covers: a store's identity cannot be changed without breaking
+	// every writer record. Not a column of its own.
+	StoreCreatedAt string
 	// Backfilled marks a session recorded before schema v5, chained by the
 	// migration: its heads are unknown (nil), and its runs were admitted
 	// under an older schema.
@@ -87,7 +91,7 @@ func headPtr(h *ChainHead) (*int64, *string) {
 //
 //	{"writer_id", "pid", "command", "host", "opened_at" (EventTimeLayout),
 //	 "backfilled", "admissions", "admissions_head", "finalizations",
-//	 "finalizations_head"}
+//	 "finalizations_head", "store_created_at" (meta.created_at)}
 //
 // (the chains at open; null for a backfilled session), chained to prevHash
 // (the previous session's final hash, ZeroHash for the first). It fails when
@@ -109,7 +113,8 @@ func WriterHash(prevHash string, w Writer) (string, error) {
 		AdmissionsHead    *string `json:"admissions_head"`
 		Finalizations     *int64  `json:"finalizations"`
 		FinalizationsHead *string `json:"finalizations_head"`
-	}{w.WriterID, w.PID, w.Command, w.Host, w.OpenedAt.UTC().Format(EventTimeLayout), w.Backfilled, an, ah, fn, fh})
+		StoreCreatedAt    string  `json:"store_created_at"`
+	}{w.WriterID, w.PID, w.Command, w.Host, w.OpenedAt.UTC().Format(EventTimeLayout), w.Backfilled, an, ah, fn, fh, w.StoreCreatedAt})
 }
 
 // WriterCloseHash computes a writer session's closing hash over
@@ -217,7 +222,8 @@ func appendFinalization(ctx context.Context, tx *sql.Tx, f Finalization) (Finali
 func loadWriters(ctx context.Context, q queryer) ([]Writer, error) {
 	rows, err := q.QueryContext(ctx, `SELECT writer_id, pid, command, host, opened_at, closed_at, backfilled,
 			admissions_at_open, admissions_head_at_open, finalizations_at_open, finalizations_head_at_open, prev_hash, hash,
-			admissions_at_close, admissions_head_at_close, finalizations_at_close, finalizations_head_at_close, coalesce(close_hash, '')
+			admissions_at_close, admissions_head_at_close, finalizations_at_close, finalizations_head_at_close, coalesce(close_hash, ''),
+			coalesce((SELECT min(value) FROM meta WHERE key = 'created_at'), '')
 		FROM writers ORDER BY writer_id`)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: load writers: %w", err)
@@ -231,7 +237,7 @@ func loadWriters(ctx context.Context, q queryer) ([]Writer, error) {
 		var hashes [4]sql.NullString
 		if err := rows.Scan(&w.WriterID, &w.PID, &w.Command, &w.Host, &w.OpenedAt, &closed, &w.Backfilled,
 			&heads[0], &hashes[0], &heads[1], &hashes[1], &w.PrevHash, &w.Hash,
-			&heads[2], &hashes[2], &heads[3], &hashes[3], &w.CloseHash); err != nil {
+			&heads[2], &hashes[2], &heads[3], &hashes[3], &w.CloseHash, &w.StoreCreatedAt); err != nil {
 			return nil, fmt.Errorf("evidence: load writers: %w", err)
 		}
 		w.OpenedAt = w.OpenedAt.UTC()

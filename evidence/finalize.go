@@ -238,10 +238,12 @@ func decideVerdict(mode string, checks []Check, problems []string, req Verdict) 
 }
 
 // Finalize makes run runID immutable and records its verdict, event count and
-// terminal hash (see TerminalHash, version TerminalV3). Before computing the
+// terminal hash (see TerminalHash, version TerminalV5), and chains the
+// finalization into the store-wide finalizations chain. Before computing the
 // terminal hash it appends a run_finalized event (EventRunFinalized: the
-// effective verdict, the requested one and the reasons) as the run's last
-// event, so the verdict is in the run's own hash chain.
+// effective verdict, the requested one, the reasons and the status) as the
+// run's last event, so the verdict is in the run's own hash chain; the run's
+// finalized_at and its verdict's decided_at are that event's time.
 //
 // The store decides the effective verdict itself (see the returned
 // Finalized.Verdict): a run whose envelope mode is not "live" becomes

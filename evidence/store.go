@@ -440,6 +440,9 @@ func (s *Store) startWriter(ctx context.Context) error {
 		}
 	}
 	w.WriterID = last.Int64 + 1
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT min(value) FROM meta WHERE key = 'created_at'), '')`).Scan(&w.StoreCreatedAt); err != nil {
+		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
+	}
 	adm, err := headOf(ctx, tx, "admissions")
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -198,8 +199,8 @@ func terminalHashV5(r TerminalRecord) (string, error) {
 	return sha256Hex(b), nil
 }
 
-// writerOfRun returns the writers row of runs.writer_id (nil when the run
-// has none, or the row is gone).
+// writerOfRun returns runs.writer_id (nil when NULL) and that session's id,
+// hash and backfilled flag (nil when the row is gone).
 func writerOfRun(ctx context.Context, q queryer, runID string) (*int64, *Writer, error) {
 	var wid sql.NullInt64
 	if err := q.QueryRowContext(ctx, `SELECT writer_id FROM runs WHERE run_id = ?`, runID).Scan(&wid); err != nil {
@@ -209,10 +210,9 @@ func writerOfRun(ctx context.Context, q queryer, runID string) (*int64, *Writer,
 		return nil, nil, nil
 	}
 	id := wid.Int64
-	var w Writer
-	err := q.QueryRowContext(ctx, `SELECT writer_id, hash, backfilled, opened_at, closed_at FROM writers WHERE writer_id = ?`, id).
-		Scan(&w.WriterID, &w.Hash, &w.Backfilled, &w.OpenedAt, new(sql.NullTime))
-	if err == sql.ErrNoRows {
+	w := Writer{WriterID: id}
+	err := q.QueryRowContext(ctx, `SELECT hash, backfilled FROM writers WHERE writer_id = ?`, id).Scan(&w.Hash, &w.Backfilled)
+	if errors.Is(err, sql.ErrNoRows) {
 		return &id, nil, nil
 	}
 	if err != nil {

@@ -184,3 +184,37 @@ func TestOpeningWritesNothingUntilTheFirstWrite(t *testing.T) {
 		t.Fatalf("refusing an older store left a lock file: %v", err)
 	}
 }
+
+// What is outside every run's rows is covered too: the store's creation time, an artifacts row no
+// run links, a status change on a run that is open.
+func TestStoreIdentityAndStrayRowsAreCaught(t *testing.T) {
+	src := buildRuns(t, runSpec{"run-a", "", CheckPassed})
+	for _, tc := range []struct {
+		name, stmt, key, want string
+	}{
+		{"meta.created_at edited", `UPDATE meta SET value = '2020-01-01T00:00:00Z' WHERE key = 'created_at'`, "", "writer 1: hash mismatch"},
+		{"an artifacts row no run links", `INSERT INTO artifacts VALUES ('` + digestOf("x") + `', 1, 'inline', 'x'::BLOB, now())`, "", "linked by no run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "evidence.duckdb")
+			copyFile(t, src, p)
+			rawExec(t, p, tc.stmt)
+			if v := verifyAll(t, p)[tc.key]; v.Status != VerifyTampered || !strings.Contains(v.Detail, tc.want) {
+				t.Fatalf("%+v, want tampered with %q", v, tc.want)
+			}
+		})
+	}
+	t.Run("a status change added to an open run", func(t *testing.T) {
+		ctx := context.Background()
+		p := storePath(t)
+		s := mustOpen(t, p, OpenOptions{})
+		if err := s.OpenRun(ctx, "r", testEnvelope(ModeLive), ""); err != nil {
+			t.Fatal(err)
+		}
+		mustClose(t, s)
+		rawExec(t, p, `INSERT INTO run_status_changes VALUES ('r', 1, 'open', 'interrupted', 'made up', 1, now())`)
+		if v := verifyAll(t, p)["r"]; v.Status != VerifyTampered || !strings.Contains(v.Detail, "made up") {
+			t.Fatalf("%+v", v)
+		}
+	})
+}

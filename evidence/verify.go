@@ -592,6 +592,8 @@ func finalizationFindings(re *runEvidence, live bool) []finding {
 	case re.status == StatusOpen && recorded:
 		return append(out, finding{VerifyTampered, "run status is open, but the run was finalized (" + finalizationTraces(re) +
 			"): a status change on a finalized run"})
+	case re.status == StatusOpen && last != nil:
+		return append(out, finding{VerifyTampered, fmt.Sprintf("run status is open, but status change %d says it became %s: %s", len(s.StatusChanges), last.To, last.Reason)})
 	case re.status == StatusOpen && live:
 		return append(out, finding{VerifyUnfinalized, "run is open, not finalized"})
 	case re.status == StatusOpen:
