@@ -196,6 +196,18 @@ func headOf(ctx context.Context, q queryer, table string) (ChainHead, error) {
 	return h, nil
 }
 
+// logHeads returns the heads of the admissions and finalizations chains, as
+// a writer session's record pins them.
+func logHeads(ctx context.Context, q queryer) (admissions, finalizations ChainHead, err error) {
+	if admissions, err = headOf(ctx, q, "admissions"); err != nil {
+		return ChainHead{}, ChainHead{}, err
+	}
+	if finalizations, err = headOf(ctx, q, "finalizations"); err != nil {
+		return ChainHead{}, ChainHead{}, err
+	}
+	return admissions, finalizations, nil
+}
+
 // appendFinalization chains f to the end of the finalizations chain inside
 // tx, filling Ordinal, PrevHash and Hash, and returns it as stored.
 func appendFinalization(ctx context.Context, tx *sql.Tx, f Finalization) (Finalization, error) {

@@ -443,11 +443,7 @@ func (s *Store) startWriter(ctx context.Context) error {
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT min(value) FROM meta WHERE key = 'created_at'), '')`).Scan(&w.StoreCreatedAt); err != nil {
 		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
 	}
-	adm, err := headOf(ctx, tx, "admissions")
-	if err != nil {
-		return err
-	}
-	fin, err := headOf(ctx, tx, "finalizations")
+	adm, fin, err := logHeads(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -556,11 +552,7 @@ func (s *Store) recordClose(ctx context.Context) error {
 	w := Writer{WriterID: s.writerID, Hash: s.writerHash}
 	closed := utcMicro(time.Now())
 	w.ClosedAt = &closed
-	adm, err := headOf(ctx, tx, "admissions")
-	if err != nil {
-		return err
-	}
-	fin, err := headOf(ctx, tx, "finalizations")
+	adm, fin, err := logHeads(ctx, tx)
 	if err != nil {
 		return err
 	}

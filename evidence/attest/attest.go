@@ -527,39 +527,31 @@ func diffStatements(got, want *intoto.Statement) string {
 		}
 		return m
 	}
-	gm, wm := subj(gs), subj(ws)
-	var names []string
-	for n := range gm {
-		if wm[n] != gm[n] {
-			names = append(names, n)
-		}
-	}
-	for n := range wm {
-		if _, ok := gm[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range changedKeys(subj(gs), subj(ws)) {
 		diffs = append(diffs, "artifact "+n)
 	}
-	gp, wp := fields(got.GetPredicate()), fields(want.GetPredicate())
+	for _, k := range changedKeys(fields(got.GetPredicate()), fields(want.GetPredicate())) {
+		diffs = append(diffs, "predicate "+k)
+	}
+	return strings.Join(diffs, ", ")
+}
+
+// changedKeys returns, sorted, the keys whose values differ between a and b
+// or that only one of them has.
+func changedKeys(a, b map[string]string) []string {
 	var keys []string
-	for k := range wp {
-		if gp[k] != wp[k] {
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
 			keys = append(keys, k)
 		}
 	}
-	for k := range gp {
-		if _, ok := wp[k]; !ok {
+	for k := range b {
+		if _, ok := a[k]; !ok {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		diffs = append(diffs, "predicate "+k)
-	}
-	return strings.Join(diffs, ", ")
+	return keys
 }
 
 // fields returns each top-level field of a predicate as canonical JSON (RFC 8785).
