@@ -124,17 +124,20 @@ func admissionFindings(re *runEvidence) []finding {
 	return out
 }
 
-// storeFindings checks what no single run holds: that the admissions chain
-// runs 1..n without a gap with each prev_hash linking to its predecessor
-// (findings keyed by the run whose admission breaks it), and that no table
-// holds rows of a run missing from runs (orphans) and no run corrects a run
-// missing from runs (missing: one tampered RunVerification per such run id,
-// in admission order, then by id). Must be called with s.mu held.
-func (s *Store) storeFindings(ctx context.Context) (chain map[string][]finding, missing []RunVerification, err error) {
+// storeFindings checks what no single run holds: that the admissions and
+// finalizations chains run 1..n without a gap with each prev_hash linking to
+// its predecessor (findings keyed by the run whose entry breaks it); that no
+// table holds rows of a run missing from runs (orphans) and no run corrects
+// a run missing from runs (missing: one tampered RunVerification per such
+// run id, in admission order, then by id); and that the writer sessions form
+// their chain, pin prefixes of the other two chains, and hold the runs that
+// name them (storeLevel: one tampered entry per writer whose record breaks;
+// run findings keyed by run). Must be called with s.mu held.
+func (s *Store) storeFindings(ctx context.Context) (chain map[string][]finding, missing, storeLevel []RunVerification, err error) {
 	chain = map[string][]finding{}
 	rows, err := s.conn.QueryContext(ctx, `SELECT ordinal, run_id, prev_hash, hash, backfilled FROM admissions ORDER BY ordinal`)
 	if err != nil {
-		return nil, nil, fmt.Errorf("evidence: verify admissions: %w", err)
+		return nil, nil, nil, fmt.Errorf("evidence: verify admissions: %w", err)
 	}
 	expected, prevHash, prevOrdinal := int64(1), ZeroHash, int64(0)
 	firstLive := int64(0) // first admission written by OpenRun rather than backfilled
@@ -145,7 +148,7 @@ func (s *Store) storeFindings(ctx context.Context) (chain map[string][]finding, 
 		var backfilled bool
 		if err := rows.Scan(&ord, &runID, &prev, &hash, &backfilled); err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("evidence: verify admissions: %w", err)
+			return nil, nil, nil, fmt.Errorf("evidence: verify admissions: %w", err)
 		}
 		admitted[runID] = ord
 		// The migration backfills before any run is admitted live, so the
@@ -175,12 +178,40 @@ func (s *Store) storeFindings(ctx context.Context) (chain map[string][]finding, 
 		expected, prevHash, prevOrdinal = ord+1, hash, ord
 	}
 	if err := rows.Close(); err != nil {
-		return nil, nil, fmt.Errorf("evidence: verify admissions: %w", err)
+		return nil, nil, nil, fmt.Errorf("evidence: verify admissions: %w", err)
 	}
 	if missing, err = s.missingRuns(ctx, admitted); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return chain, missing, nil
+	fins, err := loadFinalizations(ctx, s.conn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for id, fs := range finalizationChainFindings(fins) {
+		chain[id] = append(chain[id], fs...)
+	}
+	writers, err := loadWriters(ctx, s.conn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	adms, err := admissionHashes(ctx, s.conn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	storeLevel = writerChainFindings(writers, adms, fins)
+	orphans, err := s.unlinkedArtifacts(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	storeLevel = append(storeLevel, orphans...)
+	byRun, err := s.runWriterFindings(ctx, writers)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for id, fs := range byRun {
+		chain[id] = append(chain[id], fs...)
+	}
+	return chain, missing, storeLevel, nil
 }
 
 // missingRuns finds run ids that some table (any table with a run_id column
@@ -283,4 +314,25 @@ func (s *Store) missingRuns(ctx context.Context, admitted map[string]int64) ([]R
 		return list[i].RunID < list[j].RunID
 	})
 	return list, nil
+}
+
+// unlinkedArtifacts reports artifacts rows no run links: PutArtifact stores
+// the row and its link in one transaction, so such a row was added by hand,
+// or is what remains of a run whose links were deleted.
+func (s *Store) unlinkedArtifacts(ctx context.Context) ([]RunVerification, error) {
+	rows, err := s.conn.QueryContext(ctx, `SELECT digest FROM artifacts WHERE digest NOT IN (SELECT digest FROM run_artifacts) ORDER BY digest LIMIT 100`)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: verify artifacts: %w", err)
+	}
+	defer rows.Close()
+	var out []RunVerification
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("evidence: verify artifacts: %w", err)
+		}
+		out = append(out, RunVerification{Status: VerifyTampered, Table: "artifacts", Row: "digest=" + d,
+			Detail: fmt.Sprintf("artifact sha256:%s is linked by no run: it was added, or the links of the run that stored it were deleted", d)})
+	}
+	return out, rows.Err()
 }

@@ -65,7 +65,7 @@ func (s *Store) PutArtifact(ctx context.Context, runID, name, mediaType string, 
 		return "", fieldErr(ErrInvalidArgument, "media_type", "must be at most 255 bytes of UTF-8")
 	}
 	digest := sha256Hex(data)
-	if err := s.beginWrite(); err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return "", err
 	}
 	defer s.mu.Unlock()

@@ -72,7 +72,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, runID string, seq int64, sta
 	if seq < 0 {
 		return Checkpoint{}, fieldErr(ErrInvalidArgument, "seq", "%d is negative", seq)
 	}
-	if err := s.beginWrite(); err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return Checkpoint{}, err
 	}
 	defer s.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 const helperAppendEnv = "ASSAY_EVIDENCE_HELPER_APPEND"
@@ -87,19 +86,31 @@ func TestCrashMidRunLeavesAnInterruptedRunThatVerifies(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	// A reader sees the open run has no live writer; nothing is changed.
+	// A reader sees the open run has no live writer: interrupted, its
+	// recorded prefix verifies, and nothing is changed or created.
+	before := fileDigest(t, path)
 	ro := mustOpen(t, path, OpenOptions{ReadOnly: true})
 	vs, err := ro.Verify(ctx, "crashing")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vs[0].Status != VerifyUnfinalized || vs[0].FirstBadSeq != 0 || !strings.Contains(vs[0].Detail, "no writer holds the store") {
+	if vs[0].Status != VerifyInterrupted || vs[0].FirstBadSeq != 0 || !strings.Contains(vs[0].Detail, "no writer holds the store") || !vs[0].Passed() {
 		t.Fatalf("reader's verification %+v", vs[0])
 	}
 	mustClose(t, ro)
+	if after := fileDigest(t, path); after != before {
+		t.Fatal("a reader changed the store")
+	}
 
-	// The next writer records the interruption, event-free.
+	// The next writer seals it at its first write: interrupted, finalized
+	// rejected for the reason "interrupted", its recorded events kept.
 	w := mustOpen(t, path, OpenOptions{Command: "next writer"})
+	if got := w.Recovered(); len(got) != 0 {
+		t.Fatalf("Recovered() before any write = %v", got)
+	}
+	if err := w.OpenRun(ctx, "after", testEnvelope(ModeLive), ""); err != nil {
+		t.Fatal(err)
+	}
 	if got := w.Recovered(); len(got) != 1 || got[0] != "crashing" {
 		t.Fatalf("Recovered() = %v, want [crashing]", got)
 	}
@@ -107,11 +118,13 @@ func TestCrashMidRunLeavesAnInterruptedRunThatVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Status != StatusInterrupted || sum.Verdict != nil || len(sum.StatusChanges) != 1 ||
+	if sum.Status != StatusInterrupted || !sum.Sealed || !sum.Interrupted || sum.Verdict == nil || sum.Verdict.Verdict != VerdictRejected ||
+		sum.Verdict.Reasons[0] != ReasonInterrupted || sum.TerminalHash == "" || len(sum.StatusChanges) != 1 ||
 		!strings.Contains(sum.StatusChanges[0].Reason, "crash-helper) ended without closing the store") {
-		t.Fatalf("run after recovery: status %s verdict %+v changes %+v", sum.Status, sum.Verdict, sum.StatusChanges)
+		t.Fatalf("run after recovery: status %s verdict %+v terminal %q changes %+v", sum.Status, sum.Verdict, sum.TerminalHash, sum.StatusChanges)
 	}
-	if sum.EventCount < committed {
+	// Every committed event is kept, plus the seal's run_finalized.
+	if sum.EventCount < committed+1 {
 		t.Fatalf("%d events stored, %d were committed before the kill", sum.EventCount, committed)
 	}
 	vs, err = w.Verify(ctx)
@@ -125,7 +138,7 @@ func TestCrashMidRunLeavesAnInterruptedRunThatVerifies(t *testing.T) {
 	if got["done"].Status != VerifyOK {
 		t.Errorf("the finalized run: %+v", got["done"])
 	}
-	if c := got["crashing"]; c.Status != VerifyUnfinalized || c.FirstBadSeq != 0 || !strings.Contains(c.Detail, "interrupted: writer") {
+	if c := got["crashing"]; c.Status != VerifyInterrupted || c.FirstBadSeq != 0 || !strings.Contains(c.Detail, "sealed by writer 2") || !c.Passed() {
 		t.Errorf("the interrupted run: %+v", c)
 	}
 	// Interrupted runs refuse writes and can never be accepted.
@@ -154,9 +167,11 @@ func TestCleanCloseWithAnOpenRun(t *testing.T) {
 	}
 	mustClose(t, s)
 	s = mustOpen(t, path, OpenOptions{})
+	if err := s.StartSession(ctx); err != nil {
+		t.Fatal(err)
+	}
 	sum, err := s.Run(ctx, "left")
-	if err != nil || sum.Status != StatusInterrupted || !strings.Contains(sum.StatusChanges[0].Reason, "closed the store without finalizing") {
+	if err != nil || sum.Status != StatusInterrupted || !sum.Sealed || !strings.Contains(sum.StatusChanges[0].Reason, "closed the store without finalizing") {
 		t.Fatalf("run left open by a clean close: %+v %v", sum, err)
 	}
-	_ = time.Second
 }

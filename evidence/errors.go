@@ -79,7 +79,33 @@ var (
 	// ErrUsageContradicted: RecordUsageVerdicts was given a "conserved" verdict
 	// that the run's recorded usage rows do not support.
 	ErrUsageContradicted = errors.New("usage verdict contradicted by recorded usage")
+	// ErrDamaged: the store file is a DuckDB database that cannot be read as
+	// one (truncated, a block whose checksum fails, a table or column missing):
+	// damage, not bad input. Returned in a *DamagedError.
+	ErrDamaged = errors.New("evidence store is damaged")
+	// ErrBindingExists: BindExternal was called twice for the same source of
+	// a run; a binding is evidence and is never replaced.
+	ErrBindingExists = errors.New("binding already recorded")
 )
+
+// DamagedError reports that the store file, or a table of it, cannot be read
+// as the schema says it should. Table is "" when the file as a whole is
+// unreadable. It unwraps to ErrDamaged.
+type DamagedError struct {
+	Path   string // the store path
+	Table  string // the table that cannot be read; "" for the file
+	Reason string // what is wrong, in assay's words (the database engine's message follows in parentheses when it helps)
+}
+
+func (e *DamagedError) Error() string {
+	if e.Table == "" {
+		return fmt.Sprintf("evidence store %s is damaged: %s", e.Path, e.Reason)
+	}
+	return fmt.Sprintf("evidence store %s is damaged: table %s: %s", e.Path, e.Table, e.Reason)
+}
+
+// Unwrap returns ErrDamaged.
+func (e *DamagedError) Unwrap() error { return ErrDamaged }
 
 // LockedError reports that another process holds the store's lock file
 // (<path>.lock). PID and Command are read from the lock file, where a writer

@@ -276,7 +276,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, evs []Event) ([]
 
 // appendPrepared chains, hashes and stores validated events.
 func (s *Store) appendPrepared(ctx context.Context, runID string, evs []StoredEvent) ([]StoredEvent, error) {
-	if err := s.beginWrite(); err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
@@ -383,10 +383,10 @@ func (s *Store) chainHeadTx(ctx context.Context, tx *sql.Tx, runID string) (chai
 }
 
 // appendStoreEvent appends one event the store writes itself
-// (EventCheckRecorded, EventRunFinalized) to run runID's chain inside tx, and
+// (EventCheckRecorded, EventRunFinalized), at time at, to run runID's chain inside tx, and
 // returns it with the chain's new head. The caller caches the head in
 // s.chains only after tx commits. Must be called with s.mu held.
-func (s *Store) appendStoreEvent(ctx context.Context, tx *sql.Tx, runID, typ string, payload any) (StoredEvent, chainHead, error) {
+func (s *Store) appendStoreEvent(ctx context.Context, tx *sql.Tx, runID, typ string, payload any, at time.Time) (StoredEvent, chainHead, error) {
 	head, err := s.chainHeadTx(ctx, tx, runID)
 	if err != nil {
 		return StoredEvent{}, chainHead{}, err
@@ -395,7 +395,7 @@ func (s *Store) appendStoreEvent(ctx context.Context, tx *sql.Tx, runID, typ str
 	if err != nil {
 		return StoredEvent{}, chainHead{}, fmt.Errorf("evidence: run %s: canonicalize %s payload: %w", runID, typ, err)
 	}
-	e := StoredEvent{RunID: runID, Seq: head.seq + 1, Type: typ, Time: utcMicro(time.Now()), Payload: canon,
+	e := StoredEvent{RunID: runID, Seq: head.seq + 1, Type: typ, Time: utcMicro(at), Payload: canon,
 		PrevHash: hex.EncodeToString(head.hash[:])}
 	sum, err := s.hasher.eventHash(&head.hash, e, canon)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestExportParquetWritesEveryTableReadableElsewhere(t *testing.T) {
@@ -96,4 +97,33 @@ func TestExportParquetRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+// storeWithRunsFile writes a store at dir/evidence.duckdb holding the named runs, each finalized
+// accepted with events step events and one file-backed artifact, and returns its path.
+func storeWithRunsFile(t *testing.T, dir string, events int, runs ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(dir, "evidence.duckdb")
+	s := mustOpen(t, path, OpenOptions{Command: "test"})
+	for _, run := range runs {
+		if err := s.OpenRun(ctx, run, testEnvelope(ModeLive), ""); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= events; i++ {
+			if _, err := s.AppendEvent(ctx, run, Event{Type: "step", Time: time.Unix(int64(i), 0).UTC(), Payload: payload(`{"n":%d}`, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.PutArtifact(ctx, run, "big.bin", "", append(largeData(InlineLimit+1, byte(len(run))), run...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordCheck(ctx, run, Check{Name: "c", Required: true, Status: "passed"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finalize(ctx, run, Verdict{Verdict: VerdictAccepted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustClose(t, s)
+	return path
 }

@@ -3,6 +3,7 @@ package evidence
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -99,7 +100,7 @@ func (s *Store) RecordCheck(ctx context.Context, runID string, c Check) error {
 		}
 		evidence = string(canon)
 	}
-	if err := s.beginWrite(); err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -118,8 +119,11 @@ func (s *Store) RecordCheck(ctx context.Context, runID string, c Check) error {
 	if n > 0 {
 		return fmt.Errorf("evidence: run %s check %s: %w", runID, c.Name, ErrCheckExists)
 	}
+	// The row's recorded_at is its check_recorded event's time, which the
+	// run's hash chain covers.
+	now := utcMicro(time.Now())
 	if _, err := tx.ExecContext(ctx, `INSERT INTO checks (run_id, name, required, status, detail, evidence, recorded_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, runID, c.Name, c.Required, c.Status, c.Detail, evidence, utcMicro(time.Now())); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, runID, c.Name, c.Required, c.Status, c.Detail, evidence, now); err != nil {
 		return fmt.Errorf("evidence: record check %s in run %s: %w", c.Name, runID, err)
 	}
 	stored := c
@@ -127,7 +131,7 @@ func (s *Store) RecordCheck(ctx context.Context, runID string, c Check) error {
 	if evidence != nil {
 		stored.Evidence = json.RawMessage(evidence.(string))
 	}
-	_, head, err := s.appendStoreEvent(ctx, tx, runID, EventCheckRecorded, checkRecordedOf(stored))
+	_, head, err := s.appendStoreEvent(ctx, tx, runID, EventCheckRecorded, checkRecordedOf(stored), now)
 	if err != nil {
 		return err
 	}
@@ -163,11 +167,13 @@ func checkRecordedOf(c Check) checkRecordedPayload {
 }
 
 // runFinalizedPayload is the payload of an EventRunFinalized event: the
-// verdicts row as Finalize wrote it.
+// verdicts row as Finalize wrote it and (schema v5) the status the run was
+// finalized with: finalized, or interrupted for a sealed run.
 type runFinalizedPayload struct {
 	Verdict          string   `json:"verdict"`
 	RequestedVerdict string   `json:"requested_verdict"`
 	Reasons          []string `json:"reasons"`
+	Status           string   `json:"status,omitempty"`
 }
 
 // checkProblems names why checks do not support acceptance: each required
@@ -232,10 +238,12 @@ func decideVerdict(mode string, checks []Check, problems []string, req Verdict) 
 }
 
 // Finalize makes run runID immutable and records its verdict, event count and
-// terminal hash (see TerminalHash, version TerminalV3). Before computing the
+// terminal hash (see TerminalHash, version TerminalV5), and chains the
+// finalization into the store-wide finalizations chain. Before computing the
 // terminal hash it appends a run_finalized event (EventRunFinalized: the
-// effective verdict, the requested one and the reasons) as the run's last
-// event, so the verdict is in the run's own hash chain.
+// effective verdict, the requested one, the reasons and the status) as the
+// run's last event, so the verdict is in the run's own hash chain; the run's
+// finalized_at and its verdict's decided_at are that event's time.
 //
 // The store decides the effective verdict itself (see the returned
 // Finalized.Verdict): a run whose envelope mode is not "live" becomes
@@ -260,7 +268,7 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 			return Finalized{}, fieldErr(ErrInvalidArgument, fmt.Sprintf("reasons[%d]", i), "not valid UTF-8")
 		}
 	}
-	if err := s.beginWrite(); err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return Finalized{}, err
 	}
 	defer s.mu.Unlock()
@@ -288,32 +296,85 @@ func (s *Store) Finalize(ctx context.Context, runID string, v Verdict) (Finalize
 		problems = append(problems, "evidence does not reconcile: "+p)
 	}
 	effective := decideVerdict(re.summary.Envelope.Mode, re.summary.Checks, problems, v)
-	// The verdict enters the run's own hash chain as its last event, so the
-	// verdicts row cannot be changed by recomputing the terminal hash alone.
-	fe, _, err := s.appendStoreEvent(ctx, tx, runID, EventRunFinalized,
-		runFinalizedPayload{Verdict: effective.Verdict, RequestedVerdict: v.Verdict, Reasons: effective.Reasons})
+	fin, err := s.fixFinalization(ctx, tx, re, v.Verdict, effective, StatusFinalized)
 	if err != nil {
 		return Finalized{}, err
-	}
-	re.chain.count++
-	re.chain.lastHash = fe.Hash
-	rec := re.terminalRecord(effective, TerminalV3)
-	terminal, err := TerminalHash(rec)
-	if err != nil {
-		return Finalized{}, err
-	}
-	now := utcMicro(time.Now())
-	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'finalized', finalized_at = ?, event_count = ?, terminal_hash = ?,
-		terminal_version = ? WHERE run_id = ?`, now, rec.EventCount, terminal, TerminalV3, runID); err != nil {
-		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO verdicts (run_id, verdict, requested_verdict, reasons, decided_at) VALUES (?, ?, ?, ?, ?)`,
-		runID, effective.Verdict, v.Verdict, effective.Reasons, now); err != nil {
-		return Finalized{}, fmt.Errorf("evidence: finalize run %s: record verdict: %w", runID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
 	}
 	delete(s.chains, runID) // immutable now: nothing appends to it again
+	return fin, nil
+}
+
+// fixFinalization makes the run of re immutable inside tx: it appends the
+// run_finalized event recording effective, requested and status (not for a
+// run admitted before schema 3, whose chain never carries store events),
+// sets runs.finalized_at and verdicts.decided_at to that event's time,
+// records the verdict, computes the terminal hash (version 5) and chains it
+// into finalizations. status is StatusFinalized (Finalize) or
+// StatusInterrupted (a seal, which leaves the status as it is).
+func (s *Store) fixFinalization(ctx context.Context, tx *sql.Tx, re *runEvidence, requested string, effective Verdict, status string) (Finalized, error) {
+	runID := re.summary.RunID
+	at := utcMicro(time.Now())
+	if re.chained() {
+		// The verdict enters the run's own hash chain as its last event, so
+		// the verdicts row cannot be changed by recomputing the terminal hash
+		// alone.
+		fe, _, err := s.appendStoreEvent(ctx, tx, runID, EventRunFinalized,
+			runFinalizedPayload{Verdict: effective.Verdict, RequestedVerdict: requested, Reasons: effective.Reasons, Status: status}, at)
+		if err != nil {
+			return Finalized{}, err
+		}
+		re.chain.count++
+		re.chain.lastHash, re.chain.maxSeq = fe.Hash, fe.Seq
+	}
+	rec := re.terminalRecord(effective, TerminalV5)
+	rec.Status, rec.FinalizedAt, rec.RequestedVerdict = status, at, requested
+	terminal, err := TerminalHash(rec)
+	if err != nil {
+		return Finalized{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, finalized_at = ?, event_count = ?, terminal_hash = ?,
+		terminal_version = ? WHERE run_id = ?`, status, at, rec.EventCount, terminal, TerminalV5, runID); err != nil {
+		return Finalized{}, fmt.Errorf("evidence: finalize run %s: %w", runID, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO verdicts (run_id, verdict, requested_verdict, reasons, decided_at) VALUES (?, ?, ?, ?, ?)`,
+		runID, effective.Verdict, requested, effective.Reasons, at); err != nil {
+		return Finalized{}, fmt.Errorf("evidence: finalize run %s: record verdict: %w", runID, err)
+	}
+	wid := s.writerID
+	if _, err := appendFinalization(ctx, tx, Finalization{RunID: runID, Status: status, TerminalHash: terminal, WriterID: &wid, FinalizedAt: at}); err != nil {
+		return Finalized{}, err
+	}
 	return Finalized{RunID: runID, Verdict: effective, EventCount: rec.EventCount, TerminalHash: terminal}, nil
+}
+
+// ReasonInterrupted is the first reason of the verdict of a sealed run: a
+// run its writer left unfinished, finalized rejected by the next writer.
+const ReasonInterrupted = "interrupted"
+
+// sealInterrupted finalizes the interrupted run runID inside tx (startWriter):
+// verdict rejected, reasons "interrupted", why, and what of its evidence does
+// not verify; status stays interrupted. Must be called with s.mu held and
+// s.writerID set.
+func (s *Store) sealInterrupted(ctx context.Context, tx *sql.Tx, runID, why string) error {
+	re, err := s.loadRunEvidence(ctx, tx, runID)
+	if err != nil {
+		return err
+	}
+	integrity, err := s.integrityFindings(ctx, tx, re)
+	if err != nil {
+		return err
+	}
+	reasons := []string{ReasonInterrupted, why}
+	for _, f := range integrity {
+		reasons = append(reasons, "evidence does not verify: "+f.detail)
+	}
+	effective := Verdict{Verdict: VerdictRejected, Reasons: reasons}
+	if _, err := s.fixFinalization(ctx, tx, re, VerdictRejected, effective, StatusInterrupted); err != nil {
+		return fmt.Errorf("evidence: seal interrupted run %s: %w", runID, err)
+	}
+	delete(s.chains, runID)
+	return nil
 }

@@ -209,6 +209,8 @@ func checkVerify(t *testing.T, got map[string]RunVerification, want map[string]w
 // Erasing a rejected run must not leave a store that verifies ok.
 func TestVerifyFindsErasedRuns(t *testing.T) {
 	ok := wantVerify{status: VerifyOK}
+	// The writer session's closing record pins the logs as it left them.
+	writerSaw := wantVerify{VerifyTampered, []string{"writer 1:", "the session saw 3 entries"}}
 	cases := []struct {
 		name  string
 		specs []runSpec
@@ -229,7 +231,7 @@ func TestVerifyFindsErasedRuns(t *testing.T) {
 			map[string]wantVerify{"run-a": ok, "run-b": {VerifyTampered, []string{"run-b is missing from runs", "events ("}}}},
 		{"every row of a middle run deleted", []runSpec{{"run-a", "", CheckPassed}, {"run-b", "", CheckUnknown}, {"run-c", "", CheckPassed}},
 			func(t *testing.T, path string) { eraseRun(t, path, "run-b") },
-			map[string]wantVerify{"run-a": ok, "run-c": {VerifyTampered, []string{"admission", "deleted"}}}},
+			map[string]wantVerify{"run-a": ok, "run-c": {VerifyTampered, []string{"admission", "deleted"}}, "": writerSaw}},
 		{"middle run erased, next admission renumbered and rehashed but not relinked",
 			[]runSpec{{"run-a", "", CheckPassed}, {"run-b", "", CheckUnknown}, {"run-c", "", CheckPassed}},
 			func(t *testing.T, path string) {
@@ -241,13 +243,13 @@ func TestVerifyFindsErasedRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 				rawExec(t, path, `UPDATE admissions SET ordinal = 2, hash = '`+h+`' WHERE run_id = 'run-c'`, `UPDATE runs SET ordinal = 2 WHERE run_id = 'run-c'`)
-				forgeTerminal(t, path, "run-c", TerminalV3)
+				forgeTerminal(t, path, "run-c", TerminalV5)
 			},
-			map[string]wantVerify{"run-a": ok, "run-c": {VerifyTampered, []string{"admission 2: prev_hash does not link to admission 1"}}}},
+			map[string]wantVerify{"run-a": ok, "run-c": {VerifyTampered, []string{"admission 2: prev_hash does not link to admission 1"}}, "": writerSaw}},
 		{"every row of a corrected run deleted", []runSpec{{"run-a", "", CheckPassed}, {"run-b", "", CheckUnknown}, {"run-d", "run-b", CheckPassed}},
 			func(t *testing.T, path string) { eraseRun(t, path, "run-b") },
 			map[string]wantVerify{"run-a": ok, "run-d": {VerifyTampered, []string{"admission"}},
-				"run-b": {VerifyTampered, []string{"run-b is missing from runs", "runs.corrects_run_id of run-d"}}}},
+				"run-b": {VerifyTampered, []string{"run-b is missing from runs", "runs.corrects_run_id of run-d"}}, "": writerSaw}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,7 +277,7 @@ func TestVerifyFindsErasedRuns(t *testing.T) {
 		if a := mustAdmission(t, path, "run-c"); a.Ordinal != 3 {
 			t.Errorf("run-c admitted as %d, want 3", a.Ordinal)
 		}
-		checkVerify(t, verifyAll(t, path), map[string]wantVerify{"run-a": {status: VerifyOK}, "run-c": {status: VerifyUnfinalized},
+		checkVerify(t, verifyAll(t, path), map[string]wantVerify{"run-a": {status: VerifyOK}, "run-c": {status: VerifyInterrupted},
 			"run-b": {VerifyTampered, []string{"missing from runs"}}})
 	})
 }
@@ -313,4 +315,48 @@ func TestVerifyDetectsForgedChecksAndVerdict(t *testing.T) {
 			checkVerify(t, verifyAll(t, path), map[string]wantVerify{"run-a": {status: VerifyOK}, run: {VerifyTampered, tc.detail}})
 		})
 	}
+}
+
+// buildManifest verifies every run of the store at path and builds its manifest.
+func buildManifest(t *testing.T, path string, final bool) Manifest {
+	t.Helper()
+	ctx := context.Background()
+	ro := mustOpen(t, path, OpenOptions{ReadOnly: true})
+	defer mustClose(t, ro)
+	vs, err := ro.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ro.BuildManifest(ctx, vs, final)
+	if err != nil {
+		t.Fatalf("BuildManifest: %v", err)
+	}
+	return m
+}
+
+// checkManifestAll verifies every run of the store at path and checks the
+// results against m, keyed by run id, or "table:<table>" for a store-level entry.
+func checkManifestAll(t *testing.T, path string, m Manifest, strict bool) map[string]RunVerification {
+	t.Helper()
+	ctx := context.Background()
+	ro := mustOpen(t, path, OpenOptions{ReadOnly: true})
+	defer mustClose(t, ro)
+	vs, err := ro.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := ro.CheckManifest(ctx, m, vs, strict)
+	if err != nil {
+		t.Fatalf("CheckManifest: %v", err)
+	}
+	out := map[string]RunVerification{}
+	for _, v := range checked {
+		key := v.RunID
+		if key == "" {
+			key = "table:" + v.Table
+		}
+		t.Logf("%s %s manifest %s: %s", key, v.Status, v.Manifest, v.Detail)
+		out[key] = v
+	}
+	return out
 }

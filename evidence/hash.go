@@ -314,7 +314,7 @@ const (
 
 // TerminalRecord is everything a finalized run's terminal hash covers.
 type TerminalRecord struct {
-	Version        int // TerminalV1, TerminalV2 or TerminalV3 (0 is read as TerminalV3, the current definition)
+	Version        int // TerminalV1, TerminalV2, TerminalV3 or TerminalV5 (0 is read as TerminalV3)
 	RunID          string
 	CorrectsRunID  string
 	EnvelopeDigest string
@@ -328,6 +328,17 @@ type TerminalRecord struct {
 	Checkpoints    []CheckpointInfo // v2
 	Verdict        Verdict
 	AdmissionHash  string // v3: the run's admissions-chain hash (Admission.Hash)
+
+	// Version 5 hashes the fields above from RunID to EventCount, Verdict
+	// and AdmissionHash, and these instead of Artifacts to Checkpoints:
+	Status           string    // StatusFinalized, or StatusInterrupted for a sealed run
+	FinalizedAt      time.Time // runs.finalized_at (= verdicts.decided_at = the run_finalized event's time)
+	RequestedVerdict string    // verdicts.requested_verdict
+	WriterID         *int64    // runs.writer_id; nil when NULL
+	WriterHash       string    // that writer session's writers.hash; "" when there is none
+	// Tables holds the run's rows of each table terminalTables lists, each
+	// as the canonical JSON object of its columns, in key order.
+	Tables map[string][]json.RawMessage
 }
 
 type terminalArtifact struct {
@@ -431,14 +442,24 @@ type terminalObject struct {
 //
 // plus, for TerminalV2 and later, "terminal_version", "usage_calls",
 // "checkpoints" and each usage verdict's duplicated/multiple/sources, and for
-// TerminalV3 "admission_hash" (docs/evidence-schema.md gives each
-// definition). Absent evidence and unknown token counts hash as null. The
+// TerminalV3 "admission_hash". TerminalV5 hashes instead
+//
+//	{"terminal_version": 5, "run_id", "corrects_run_id", "envelope_digest",
+//	 "admission_hash", "last_event_hash", "event_count", "status",
+//	 "finalized_at", "writer_id", "writer_hash",
+//	 "verdict": {verdict, requested_verdict, reasons},
+//	 "tables": {table: [row objects with every column]}}
+//
+// (docs/evidence-schema.md gives each definition). Absent evidence and unknown token counts hash as null. The
 // input slices are not modified. It fails for an unknown version, or a v3
 // record whose AdmissionHash is not SHA-256 hex.
 func TerminalHash(r TerminalRecord) (string, error) {
 	version := r.Version
 	if version == 0 {
 		version = TerminalV3
+	}
+	if version == TerminalV5 {
+		return terminalHashV5(r)
 	}
 	if version != TerminalV1 && version != TerminalV2 && version != TerminalV3 {
 		return "", fmt.Errorf("evidence: terminal hash version %d of run %s is unknown", r.Version, r.RunID)

@@ -43,7 +43,7 @@ func migrations() []migration {
 			return nil
 		},
 		Stmts: []string{
-			writersDDL,
+			writersDDLv2,
 			runStatusChangesDDL,
 			`ALTER TABLE runs ADD COLUMN writer_id BIGINT`,
 			`ALTER TABLE runs ADD COLUMN terminal_version INTEGER`,
@@ -118,7 +118,83 @@ func migrations() []migration {
 			`DROP TABLE usage_calls`,
 			`ALTER TABLE usage_calls_v4 RENAME TO usage_calls`,
 		},
+	}, {
+		From: 4,
+		Doc: "v4 -> v5: writer sessions form a hash chain (existing ones backfilled, in writer_id order) that pins the admissions " +
+			"and finalizations chains at each open and close; the finalizations chain, backfilled for runs finalized before (in " +
+			"finalization order); run_bindings binds a run to the records outside the store its verdict rests on; runs finalized " +
+			"from now on use terminal version 5 (every column of their rows); the next writer seals interrupted runs (finalized " +
+			"rejected, reason interrupted)",
+		Stmts: []string{
+			writersDDL("writers_v5"),
+			`INSERT INTO writers_v5 (writer_id, pid, command, host, opened_at, closed_at, backfilled, prev_hash, hash)
+				SELECT writer_id, pid, command, host, opened_at, closed_at, true, '', '' FROM writers`,
+			`DROP TABLE writers`,
+			`ALTER TABLE writers_v5 RENAME TO writers`,
+			finalizationsDDL,
+			runBindingsDDL,
+		},
+		Apply: backfillV5,
 	}}
+}
+
+// backfillV5 chains the writer sessions and the finalizations of a store
+// being migrated to schema v5: every existing session in writer_id order
+// (backfilled: no heads), and a backfilled finalization for every finalized
+// run in the order of its finalization time, then creation.
+func backfillV5(ctx context.Context, tx *sql.Tx) error {
+	ws, err := loadWriters(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("backfill writers: %w", err)
+	}
+	prev := ZeroHash
+	for _, w := range ws {
+		w.PrevHash = prev
+		if w.Hash, err = WriterHash(prev, w); err != nil {
+			return fmt.Errorf("backfill writers: %w", err)
+		}
+		w.CloseHash = ""
+		var closeHash any
+		if w.ClosedAt != nil {
+			if w.CloseHash, err = WriterCloseHash(w); err != nil {
+				return fmt.Errorf("backfill writers: %w", err)
+			}
+			closeHash = w.CloseHash
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE writers SET prev_hash = ?, hash = ?, close_hash = ? WHERE writer_id = ?`,
+			w.PrevHash, w.Hash, closeHash, w.WriterID); err != nil {
+			return fmt.Errorf("backfill writers: %w", err)
+		}
+		prev = w.finalHash()
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT run_id, coalesce(terminal_hash, ''), writer_id, coalesce(finalized_at, created_at)
+		FROM runs WHERE status = 'finalized' ORDER BY finalized_at NULLS LAST, ordinal`)
+	if err != nil {
+		return fmt.Errorf("backfill finalizations: %w", err)
+	}
+	var fins []Finalization
+	for rows.Next() {
+		f := Finalization{Status: StatusFinalized, Backfilled: true}
+		var wid sql.NullInt64
+		if err := rows.Scan(&f.RunID, &f.TerminalHash, &wid, &f.FinalizedAt); err != nil {
+			rows.Close()
+			return fmt.Errorf("backfill finalizations: %w", err)
+		}
+		if wid.Valid {
+			v := wid.Int64
+			f.WriterID = &v
+		}
+		fins = append(fins, f)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("backfill finalizations: %w", err)
+	}
+	for _, f := range fins {
+		if _, err := appendFinalization(ctx, tx, f); err != nil {
+			return fmt.Errorf("backfill finalizations: %w", err)
+		}
+	}
+	return nil
 }
 
 // MigrateResult is what Migrate did.

@@ -105,7 +105,9 @@ func queryFixture(t *testing.T) string {
 	_, err = s.AppendEvent(ctx, "run-int", Event{Type: "step", Payload: json.RawMessage(`{}`)})
 	must(err)
 	mustClose(t, s)
-	mustClose(t, mustOpen(t, path, OpenOptions{Command: "recovering writer"}))
+	w := mustOpen(t, path, OpenOptions{Command: "recovering writer"})
+	must(w.StartSession(ctx))
+	mustClose(t, w)
 	return path
 }
 

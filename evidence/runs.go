@@ -14,7 +14,7 @@ import (
 const (
 	StatusOpen        = "open"        // accepting events and evidence
 	StatusFinalized   = "finalized"   // immutable, with terminal hash and verdict
-	StatusInterrupted = "interrupted" // reserved for crash recovery; refuses writes
+	StatusInterrupted = "interrupted" // its writer ended without finalizing it; refuses writes; sealed by the next writer (schema v5)
 )
 
 // Envelope modes (DESIGN.md vocabulary). Only ModeLive can certify.
@@ -82,6 +82,28 @@ type RunSummary struct {
 	// AdmissionHash is the run's hash in the store-wide admissions chain
 	// (Admission.Hash, SHA-256 hex); "" when the run has no admission.
 	AdmissionHash string
+	// WriterID is the writer session that opened the run (runs.writer_id);
+	// 0 for a run of schema v1.
+	WriterID int64
+	// Interrupted reports that the run was interrupted: its status is
+	// interrupted (sealed by a later writer, or recorded so before schema 5),
+	// or it is open although no writer session of this Store owns it (to a
+	// reader, and to a writer before its first write, every open run is one
+	// whose writer ended: Open holds the lock, so none is live).
+	Interrupted bool
+	// Sealed reports an interrupted run a later writer finalized as
+	// interrupted (schema v5): it has a terminal hash, an event count and
+	// the verdict rejected for the reason "interrupted".
+	Sealed bool
+}
+
+// markInterrupted sets Interrupted and Sealed on runs as this store sees them.
+func (s *Store) markInterrupted(runs []RunSummary) {
+	for i := range runs {
+		r := &runs[i]
+		r.Sealed = r.Status == StatusInterrupted && r.TerminalHash != ""
+		r.Interrupted = r.Status == StatusInterrupted || (r.Status == StatusOpen && (s.writerID == 0 || r.WriterID != s.writerID))
+	}
 }
 
 // StatusChange is a run status change recorded outside the hash chain.
@@ -183,7 +205,7 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 	if err != nil {
 		return err
 	}
-	if err := s.beginWrite(); err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
@@ -277,7 +299,12 @@ func (s *Store) Runs(ctx context.Context) ([]RunSummary, error) {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	return loadRuns(ctx, s.conn, "")
+	runs, err := loadRuns(ctx, s.conn, "")
+	if err != nil {
+		return nil, err
+	}
+	s.markInterrupted(runs)
+	return runs, nil
 }
 
 // Run returns one run like Runs does. Errors: ErrNoRun when it does not exist.
@@ -293,6 +320,7 @@ func (s *Store) Run(ctx context.Context, runID string) (RunSummary, error) {
 	if len(runs) == 0 {
 		return RunSummary{}, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
 	}
+	s.markInterrupted(runs)
 	return runs[0], nil
 }
 
@@ -303,7 +331,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 			(SELECT count(*) FROM events ev WHERE ev.run_id = r.run_id),
 			e.tenant, e.manifest_digest, e.mode, e.policy_digest, e.dataset_digest, e.environment_fingerprint,
 			e.entropy_sources, e.replay_tolerance, e.provider, e.base_url, e.model, e.formation, e.task_profile, e.language,
-			coalesce((SELECT a.hash FROM admissions a WHERE a.run_id = r.run_id), '')
+			coalesce((SELECT min(a.hash) FROM admissions a WHERE a.run_id = r.run_id), ''), coalesce(r.writer_id, 0)
 		FROM runs r LEFT JOIN envelopes e ON e.run_id = r.run_id
 		WHERE ? = '' OR r.run_id = ?
 		ORDER BY r.ordinal`, runID, runID)
@@ -323,7 +351,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 		var sources any
 		if err := rows.Scan(&r.RunID, &corrects, &r.Status, &r.EnvelopeDigest, &r.CreatedAt, &finalized, &storedCount,
 			&terminal, &r.TerminalVersion, &liveCount, &tenant, &manifest, &mode, &policy, &dataset, &fingerprint, &sources, &tolerance,
-			&provider, &baseURL, &model, &formation, &profile, &language, &r.AdmissionHash); err != nil {
+			&provider, &baseURL, &model, &formation, &profile, &language, &r.AdmissionHash, &r.WriterID); err != nil {
 			return nil, fmt.Errorf("evidence: load runs: %w", err)
 		}
 		r.CorrectsRunID = corrects.String

@@ -7,8 +7,11 @@ package evidence
 //
 // Version 3 adds the store-wide admissions chain and the store-written
 // check_recorded and run_finalized events (terminal hash version 3); version 4 allows the check
-// statuses simulated and not_enforced, and per-call usage from the gateway source.
-const SchemaVersion = 4
+// statuses simulated and not_enforced, and per-call usage from the gateway source; version 5
+// chains the writer sessions and the finalizations store-wide, seals interrupted runs, binds the
+// records a run rests on outside the store (run_bindings), and finalizes with terminal hash
+// version 5, which covers every column of the run's rows.
+const SchemaVersion = 5
 
 // appMarker is the value of meta.app that identifies a DuckDB file as an assay
 // evidence store.
@@ -24,8 +27,10 @@ func schemaDDL() []string {
 		key   VARCHAR PRIMARY KEY,
 		value VARCHAR NOT NULL
 	)`,
-		writersDDL,
+		writersDDL("writers"),
 		admissionsDDL,
+		finalizationsDDL,
+		runBindingsDDL,
 		`CREATE TABLE runs (
 		run_id           VARCHAR PRIMARY KEY,
 		ordinal          BIGINT NOT NULL UNIQUE,
@@ -121,15 +126,73 @@ func schemaDDL() []string {
 	}
 }
 
-// writersDDL (v2) records every writer session: who held the lock, from when
-// to when. A run opened by a writer that never closed was interrupted.
-const writersDDL = `CREATE TABLE writers (
+// writersDDL records every writer session: who held the lock, from when to
+// when (v2). A run opened by a writer that never closed was interrupted. From
+// v5 the sessions form a hash chain (WriterHash, WriterCloseHash): each
+// session's opening record pins the admissions and finalizations chains as it
+// found them, its closing record as it left them.
+func writersDDL(name string) string {
+	return `CREATE TABLE ` + name + ` (
+		writer_id                   BIGINT PRIMARY KEY,
+		pid                         BIGINT NOT NULL,
+		command                     VARCHAR NOT NULL,
+		host                        VARCHAR NOT NULL,
+		opened_at                   TIMESTAMP NOT NULL,
+		closed_at                   TIMESTAMP,
+		backfilled                  BOOLEAN NOT NULL,
+		admissions_at_open          BIGINT,
+		admissions_head_at_open     VARCHAR,
+		finalizations_at_open       BIGINT,
+		finalizations_head_at_open  VARCHAR,
+		prev_hash                   VARCHAR NOT NULL,
+		hash                        VARCHAR NOT NULL,
+		admissions_at_close         BIGINT,
+		admissions_head_at_close    VARCHAR,
+		finalizations_at_close      BIGINT,
+		finalizations_head_at_close VARCHAR,
+		close_hash                  VARCHAR
+	)`
+}
+
+// writersDDLv2 is the writers table of schemas 2 to 4.
+const writersDDLv2 = `CREATE TABLE writers (
 		writer_id BIGINT PRIMARY KEY,
 		pid       BIGINT NOT NULL,
 		command   VARCHAR NOT NULL,
 		host      VARCHAR NOT NULL,
 		opened_at TIMESTAMP NOT NULL,
 		closed_at TIMESTAMP
+	)`
+
+// finalizationsDDL (v5) is the store-wide hash chain over finalizations:
+// Finalize, and the sealing of an interrupted run, append one row in the
+// transaction that fixes the run's terminal hash (FinalizationHash). Turning a
+// finalized run back into an open or interrupted one then leaves a row that
+// contradicts it, or a broken chain.
+const finalizationsDDL = `CREATE TABLE finalizations (
+		ordinal       BIGINT PRIMARY KEY,
+		run_id        VARCHAR NOT NULL UNIQUE,
+		status        VARCHAR NOT NULL CHECK (status IN ('finalized', 'interrupted')),
+		terminal_hash VARCHAR NOT NULL,
+		writer_id     BIGINT,
+		finalized_at  TIMESTAMP NOT NULL,
+		backfilled    BOOLEAN NOT NULL,
+		prev_hash     VARCHAR NOT NULL,
+		hash          VARCHAR NOT NULL
+	)`
+
+// runBindingsDDL (v5) binds a run to records kept outside the store (the
+// gateway's usage database, the effect service's receipts): how to find them,
+// how many there were and the SHA-256 of their canonical form. Terminal hash
+// version 5 covers the rows; Verify recomputes them with a BindingChecker.
+const runBindingsDDL = `CREATE TABLE run_bindings (
+		run_id      VARCHAR NOT NULL,
+		source      VARCHAR NOT NULL,
+		locator     JSON NOT NULL,
+		records     BIGINT NOT NULL,
+		sha256      VARCHAR NOT NULL,
+		recorded_at TIMESTAMP NOT NULL,
+		PRIMARY KEY (run_id, source)
 	)`
 
 // admissionsDDL (v3) is the store-wide hash chain over run admissions: OpenRun

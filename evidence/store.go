@@ -33,6 +33,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
@@ -69,16 +70,21 @@ type Store struct {
 	conn     *sql.Conn      // the one connection every method uses (DuckDB single-writer, Appender needs it raw)
 	lock     *filelock.Lock // nil when a reader could not create the lock file (no writer can exist then)
 	command  string         // the writer's command as recorded
-	writerID int64          // this writer session's writers.writer_id; 0 for a reader
+	writerID int64          // this writer session's writers.writer_id; 0 for a reader and before the first write
+	// writerHash is this session's writers.hash, which its closing record chains to.
+	writerHash string
 
 	required map[string][]string  // event type -> required payload keys (EventSchemas)
 	chains   map[string]chainHead // run id -> cached chain head (writer only)
 	hasher   hasher
-	// recovered lists the runs this writer's Open marked interrupted.
+	// recovered lists the runs this writer session sealed as interrupted.
 	recovered []string
 	// exporting opens read-only without the SQL lockdown, so the store's own
 	// fixed COPY ... TO statements may write Parquet files (ExportParquet).
 	exporting bool
+	// probing marks the read-only look a writer takes at an existing file
+	// before it creates a lock file beside it (probe).
+	probing bool
 }
 
 // Open opens the evidence store at path (e.g. "assay-out/evidence.duckdb"),
@@ -124,8 +130,24 @@ func openWith(ctx context.Context, path string, opts OpenOptions, migrating, exp
 		if _, err := statExisting(path); err != nil {
 			return nil, err
 		}
-	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("evidence: create directory for %s: %w", path, err)
+	}
+	// A file that is there is checked before anything is created beside it,
+	// so that opening something that is not a store of this version, or a
+	// damaged one, leaves no lock file behind.
+	exists, err := s.checkHeader()
+	if err != nil {
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		if _, err := os.Lstat(s.lockPath()); exists && errors.Is(err, fs.ErrNotExist) {
+			// No lock file: no assay writer holds the store.
+			if err := s.probe(ctx, migrating); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("evidence: create directory for %s: %w", path, err)
+		}
 	}
 	if err := s.acquireLock(ctx, opts); err != nil {
 		return nil, err
@@ -157,8 +179,8 @@ func (s *Store) Close() error {
 		// A clean close: runs this writer left open are later recorded as
 		// closed without finalizing, not as crashed.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if _, err := s.conn.ExecContext(ctx, `UPDATE writers SET closed_at = ? WHERE writer_id = ?`, utcMicro(time.Now()), s.writerID); err != nil {
-			errs = append(errs, fmt.Errorf("evidence: record clean close in %s: %w", s.path, err))
+		if err := s.recordClose(ctx); err != nil {
+			errs = append(errs, err)
 		}
 		cancel()
 	}
@@ -186,6 +208,14 @@ func (s *Store) lockPath() string { return s.path + ".lock" }
 // does not exist and cannot be created goes on without it: no writer can
 // hold it either.
 func (s *Store) acquireLock(ctx context.Context, opts OpenOptions) error {
+	if opts.ReadOnly {
+		// A reader creates nothing: without a lock file no assay writer holds
+		// the store (a writer creates it before it opens the database), and
+		// DuckDB's own file lock refuses a writer that starts meanwhile.
+		if _, err := os.Lstat(s.lockPath()); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
 	l, err := filelock.Acquire(ctx, s.lockPath(), filelock.Options{Shared: opts.ReadOnly, Wait: opts.Wait,
 		Retry: lockRetry, Command: opts.Command})
 	var held *filelock.HeldError
@@ -240,10 +270,18 @@ func (s *Store) checkHeader() (bool, error) {
 	return true, nil
 }
 
-func (s *Store) openDB(ctx context.Context, migrating bool) error {
-	if _, err := s.checkHeader(); err != nil {
+// probe opens the file read-only, checks it is a store this build may open
+// (or, migrating, upgrade), and closes it: nothing is created or written.
+func (s *Store) probe(ctx context.Context, migrating bool) error {
+	p := &Store{path: s.path, dir: s.dir, readOnly: true, exporting: true, probing: true}
+	if err := p.openDB(ctx, migrating); err != nil {
 		return err
 	}
+	_ = p.conn.Close()
+	return p.db.Close()
+}
+
+func (s *Store) openDB(ctx context.Context, migrating bool) error {
 	dsn := s.path
 	var init func(driver.ExecerContext) error
 	if s.readOnly {
@@ -254,7 +292,7 @@ func (s *Store) openDB(ctx context.Context, migrating bool) error {
 	}
 	connector, err := duckdb.NewConnector(dsn, init)
 	if err != nil {
-		return fmt.Errorf("evidence: open %s: %w", s.path, err)
+		return s.openError(err)
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(1)
@@ -263,7 +301,7 @@ func (s *Store) openDB(ctx context.Context, migrating bool) error {
 	db.SetConnMaxIdleTime(0)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return fmt.Errorf("evidence: open %s: %w", s.path, err)
+		return s.openError(err)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -294,20 +332,21 @@ func (s *Store) openDB(ctx context.Context, migrating bool) error {
 			return fail(fmt.Errorf("evidence: configure %s: %w", s.path, err))
 		}
 	}
-	if !s.readOnly && version == SchemaVersion {
-		if err := s.startWriter(ctx); err != nil {
-			return fail(err)
-		}
-	}
 	return nil
 }
 
-// startWriter records this writer session and marks every run left open by
-// an earlier writer as interrupted. Holding the exclusive lock proves no
-// other writer is live, so an open run has nobody left to finish it: it was
-// interrupted (its writer crashed, was killed, or closed without finalizing).
-// The change is recorded in run_status_changes, not as an event, so the run's
-// hash chain is untouched and its recorded events still verify.
+// startWriter records this writer session and seals every run an earlier
+// writer left unfinished. Holding the exclusive lock proves no other writer
+// is live, so an open run has nobody left to finish it: it was interrupted
+// (its writer crashed, was killed, or closed without finalizing). Each such
+// run is recorded interrupted in run_status_changes, then sealed
+// (sealInterrupted): finalized rejected with the reason "interrupted", its
+// terminal hash fixed and chained into finalizations, keeping status
+// interrupted. Its recorded events stay as they were; the seal appends the
+// run_finalized event that records the verdict. The session row is chained
+// to the previous session and pins the admissions and finalizations chains
+// as found. Must be called with s.mu held; everything happens in one
+// transaction.
 func (s *Store) startWriter(ctx context.Context) error {
 	host, _ := os.Hostname()
 	tx, err := s.conn.BeginTx(ctx, nil)
@@ -315,58 +354,157 @@ func (s *Store) startWriter(ctx context.Context) error {
 		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	var id int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(writer_id), 0) + 1 FROM writers`).Scan(&id); err != nil {
+	w := Writer{PID: int64(os.Getpid()), Command: s.command, Host: host, OpenedAt: utcMicro(time.Now()), PrevHash: ZeroHash}
+	if !utf8.ValidString(w.Command) {
+		w.Command = strings.ToValidUTF8(w.Command, "\uFFFD")
+	}
+	if !utf8.ValidString(w.Host) {
+		w.Host = strings.ToValidUTF8(w.Host, "\uFFFD")
+	}
+	var last sql.NullInt64
+	var prevHash, prevClose sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT writer_id, hash, close_hash FROM writers ORDER BY writer_id DESC LIMIT 1`).Scan(&last, &prevHash, &prevClose)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
+	default:
+		w.PrevHash = prevHash.String
+		if prevClose.Valid && prevClose.String != "" {
+			w.PrevHash = prevClose.String
+		}
+		if !isDigest(w.PrevHash) {
+			return fmt.Errorf("evidence: start writer on %s: stored hash of writer %d is not SHA-256 hex; run assay verify", s.path, last.Int64)
+		}
+	}
+	w.WriterID = last.Int64 + 1
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT min(value) FROM meta WHERE key = 'created_at'), '')`).Scan(&w.StoreCreatedAt); err != nil {
 		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
 	}
-	now := utcMicro(time.Now())
-	if _, err := tx.ExecContext(ctx, `INSERT INTO writers (writer_id, pid, command, host, opened_at) VALUES (?, ?, ?, ?, ?)`,
-		id, int64(os.Getpid()), s.command, host, now); err != nil {
+	adm, fin, err := logHeads(ctx, tx)
+	if err != nil {
+		return err
+	}
+	w.AdmissionsAtOpen, w.FinalizationsAtOpen = &adm, &fin
+	if w.Hash, err = WriterHash(w.PrevHash, w); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO writers (writer_id, pid, command, host, opened_at, backfilled,
+			admissions_at_open, admissions_head_at_open, finalizations_at_open, finalizations_head_at_open, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, false, ?, ?, ?, ?, ?, ?)`,
+		w.WriterID, w.PID, w.Command, w.Host, w.OpenedAt, adm.Size, adm.Head, fin.Size, fin.Head, w.PrevHash, w.Hash); err != nil {
 		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT r.run_id, w.writer_id, w.pid, w.command, w.closed_at IS NOT NULL
-		FROM runs r LEFT JOIN writers w ON w.writer_id = r.writer_id
-		WHERE r.status = 'open' ORDER BY r.ordinal`)
+	orphans, err := unfinishedRuns(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("evidence: recover open runs in %s: %w", s.path, err)
 	}
-	type orphan struct {
-		runID, reason string
-	}
-	var orphans []orphan
-	for rows.Next() {
-		var runID string
-		var wid, pid sql.NullInt64
-		var cmd sql.NullString
-		var closed sql.NullBool
-		if err := rows.Scan(&runID, &wid, &pid, &cmd, &closed); err != nil {
-			rows.Close()
-			return fmt.Errorf("evidence: recover open runs in %s: %w", s.path, err)
+	s.writerID = w.WriterID // the status changes and seals below are this session's
+	var sealed []string
+	for _, o := range orphans {
+		reason := o.reason
+		if o.status == StatusOpen {
+			if err := recordStatusChange(ctx, tx, o.runID, StatusOpen, StatusInterrupted, "interrupted: "+reason, w.WriterID, w.OpenedAt); err != nil {
+				s.writerID = 0
+				return err
+			}
 		}
-		reason := "opened before writer sessions were recorded (schema v1); no writer is live to finish it"
-		if wid.Valid {
+		if err := s.sealInterrupted(ctx, tx, o.runID, reason); err != nil {
+			s.writerID = 0
+			return err
+		}
+		sealed = append(sealed, o.runID)
+	}
+	if err := tx.Commit(); err != nil {
+		s.writerID = 0
+		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
+	}
+	s.writerHash = w.Hash
+	s.recovered = sealed
+	return nil
+}
+
+// unfinishedRun is a run startWriter seals: its status and why it is unfinished.
+type unfinishedRun struct {
+	runID, status, reason string
+}
+
+// unfinishedRuns lists, in creation order, the runs no writer is left to
+// finish: status open (every writer before this one has ended), or
+// interrupted without a seal (recorded by a writer of schema 2 to 4). A run
+// showing any trace of a finalization (terminal hash, event count,
+// finalization time, a verdict, a finalizations entry, a run_finalized event)
+// is not among them: it was finalized and its status changed since, which
+// Verify reports as tampering; sealing it would launder the change.
+func unfinishedRuns(ctx context.Context, q queryer) ([]unfinishedRun, error) {
+	rows, err := q.QueryContext(ctx, `SELECT r.run_id, r.status, w.writer_id, w.pid, w.command, w.closed_at IS NOT NULL,
+			(SELECT c.reason FROM run_status_changes c WHERE c.run_id = r.run_id ORDER BY c.ordinal DESC LIMIT 1)
+		FROM runs r LEFT JOIN writers w ON w.writer_id = r.writer_id
+		WHERE r.status IN ('open', 'interrupted') AND r.terminal_hash IS NULL AND r.event_count IS NULL AND r.finalized_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM verdicts v WHERE v.run_id = r.run_id)
+			AND NOT EXISTS (SELECT 1 FROM finalizations f WHERE f.run_id = r.run_id)
+			AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_finalized')
+		ORDER BY r.ordinal`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []unfinishedRun
+	for rows.Next() {
+		var o unfinishedRun
+		var wid, pid sql.NullInt64
+		var cmd, last sql.NullString
+		var closed sql.NullBool
+		if err := rows.Scan(&o.runID, &o.status, &wid, &pid, &cmd, &closed, &last); err != nil {
+			return nil, err
+		}
+		switch {
+		case o.status == StatusInterrupted:
+			o.reason = strings.TrimPrefix(last.String, "interrupted: ")
+			if o.reason == "" {
+				o.reason = "recorded interrupted without a reason"
+			}
+		case wid.Valid:
 			how := "ended without closing the store (crashed or killed)"
 			if closed.Bool {
 				how = "closed the store without finalizing the run"
 			}
-			reason = fmt.Sprintf("writer %d (pid %d, %s) %s", wid.Int64, pid.Int64, cmd.String, how)
+			o.reason = fmt.Sprintf("writer %d (pid %d, %s) %s", wid.Int64, pid.Int64, cmd.String, how)
+		default:
+			o.reason = "opened before writer sessions were recorded (schema v1); no writer is live to finish it"
 		}
-		orphans = append(orphans, orphan{runID, reason})
+		out = append(out, o)
 	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("evidence: recover open runs in %s: %w", s.path, err)
+	return out, rows.Err()
+}
+
+// recordClose writes this session's closing record: the time, the
+// admissions and finalizations chains as the session leaves them, and the
+// closing hash chained to the session's hash.
+func (s *Store) recordClose(ctx context.Context) error {
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("evidence: record clean close in %s: %w", s.path, err)
 	}
-	for _, o := range orphans {
-		if err := recordStatusChange(ctx, tx, o.runID, StatusOpen, StatusInterrupted, "interrupted: "+o.reason, id, now); err != nil {
-			return err
-		}
+	defer tx.Rollback()
+	w := Writer{WriterID: s.writerID, Hash: s.writerHash}
+	closed := utcMicro(time.Now())
+	w.ClosedAt = &closed
+	adm, fin, err := logHeads(ctx, tx)
+	if err != nil {
+		return err
+	}
+	w.AdmissionsAtClose, w.FinalizationsAtClose = &adm, &fin
+	if w.CloseHash, err = WriterCloseHash(w); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE writers SET closed_at = ?, admissions_at_close = ?, admissions_head_at_close = ?,
+			finalizations_at_close = ?, finalizations_head_at_close = ?, close_hash = ? WHERE writer_id = ?`,
+		closed, adm.Size, adm.Head, fin.Size, fin.Head, w.CloseHash, s.writerID); err != nil {
+		return fmt.Errorf("evidence: record clean close in %s: %w", s.path, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("evidence: start writer on %s: %w", s.path, err)
-	}
-	s.writerID = id
-	for _, o := range orphans {
-		s.recovered = append(s.recovered, o.runID)
+		return fmt.Errorf("evidence: record clean close in %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -384,8 +522,22 @@ func recordStatusChange(ctx context.Context, tx *sql.Tx, runID, from, to, reason
 	return nil
 }
 
-// Recovered returns the runs this writer's Open found left open by an
-// earlier writer and marked interrupted (in creation order); nil for a reader.
+// StartSession starts this writer's session now rather than at its first
+// write: it records the session (chained to the previous one) and seals
+// every run an earlier writer left unfinished (see Recovered). It does
+// nothing when the session has started. Errors: ErrReadOnly; ErrClosed;
+// database errors.
+func (s *Store) StartSession(ctx context.Context) error {
+	if err := s.beginWrite(ctx); err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Recovered returns the runs this writer session found unfinished and sealed
+// as interrupted (in creation order); nil for a reader, and for a writer
+// before its first write (startWriter).
 func (s *Store) Recovered() []string { return append([]string(nil), s.recovered...) }
 
 // lockDownConnection runs on every connection of a read-only store: no file,
@@ -430,6 +582,9 @@ func (s *Store) checkSchema(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("evidence: list tables of %s: %w", s.path, err)
 	}
 	if len(tables) == 0 {
+		if s.probing {
+			return SchemaVersion, nil // a writer creates the schema in an empty database
+		}
 		if s.readOnly {
 			return 0, fmt.Errorf("evidence: %s is an empty DuckDB database: %w", s.path, ErrNotStore)
 		}
@@ -488,8 +643,11 @@ func (s *Store) createSchema(ctx context.Context) error {
 	return nil
 }
 
-// begin locks the store for a write and checks it may be written.
-func (s *Store) beginWrite() error {
+// beginWrite locks the store for a write and checks it may be written. The
+// first write of a writer starts its session (startWriter): the session is
+// recorded, and interrupted runs sealed, only when something is written, so
+// a command that refuses before writing leaves the store as it found it.
+func (s *Store) beginWrite(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -498,6 +656,12 @@ func (s *Store) beginWrite() error {
 	if s.readOnly {
 		s.mu.Unlock()
 		return fmt.Errorf("evidence: %s: %w", s.path, ErrReadOnly)
+	}
+	if s.writerID == 0 {
+		if err := s.startWriter(ctx); err != nil {
+			s.mu.Unlock()
+			return err
+		}
 	}
 	return nil
 }
@@ -532,7 +696,7 @@ func statExisting(path string) (os.FileInfo, error) {
 // ErrClosed from beginWrite), and commits only when fn returns nil. what names the operation in
 // errors, e.g. "record usage".
 func (s *Store) inRunTx(ctx context.Context, runID, what string, fn func(tx *sql.Tx) error) error {
-	if err := s.beginWrite(); err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return err
 	}
 	defer s.mu.Unlock()

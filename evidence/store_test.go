@@ -186,7 +186,7 @@ func TestRoundTrip(t *testing.T) {
 		`{"detail_sha256":"` + digestOf("1 file") + `","evidence_sha256":"` + digestOf(`{"files":["cases/double.go"]}`) + `","name":"files_exist","required":true,"status":"passed"}`,
 		`{"detail_sha256":"` + digestOf("ok") + `","evidence_sha256":null,"name":"tests","required":true,"status":"passed"}`,
 		`{"detail_sha256":"` + digestOf("style") + `","evidence_sha256":null,"name":"lint","required":false,"status":"failed"}`,
-		`{"reasons":[],"requested_verdict":"accepted","verdict":"accepted"}`,
+		`{"reasons":[],"requested_verdict":"accepted","status":"finalized","verdict":"accepted"}`,
 	}
 	for i, e := range after[len(events):] {
 		typ := EventCheckRecorded
@@ -197,7 +197,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("event %d = %s %s, want %s %s chained to its predecessor", e.Seq, e.Type, e.Payload, typ, wantTail[i])
 		}
 	}
-	if sum, err := s.Run(ctx, run); err != nil || sum.TerminalVersion != TerminalV3 || !isDigest(sum.AdmissionHash) {
+	if sum, err := s.Run(ctx, run); err != nil || sum.TerminalVersion != TerminalV5 || !isDigest(sum.AdmissionHash) {
 		t.Fatalf("finalized run: terminal version %d, admission hash %q, %v", sum.TerminalVersion, sum.AdmissionHash, err)
 	}
 	vs, err := s.Verify(ctx, run)

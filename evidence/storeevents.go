@@ -92,34 +92,34 @@ func equalDigest(a, b *string) bool {
 	return *a == *b
 }
 
-// finalizedEventFindings checks a run's run_finalized events: none in a run
-// that is not finalized; for a finalized run admitted under schema v3,
-// terminal version 3 and exactly one run_finalized event, the last of the
-// trace, recording the verdicts row (verdict, requested verdict, reasons);
-// for a run admitted before v3 (backfilled), no terminal version 3.
+// finalizedEventFindings checks a finalized or sealed run's run_finalized
+// events (finalizationFindings reports one on a run that is neither): for a
+// run admitted under schema v3 or later, terminal version 3 or 5 and exactly
+// one run_finalized event, the last of the trace, recording the verdicts row
+// (verdict, requested verdict, reasons) and, under version 5, the run's
+// status; for a run admitted before v3 (backfilled), no terminal version 3,
+// and version 5 only for a seal.
 func finalizedEventFindings(re *runEvidence) []finding {
+	if re.status != StatusFinalized && !re.sealed() {
+		return nil
+	}
 	var events []storeEvent
 	for _, e := range re.chain.storeEvents {
 		if e.typ == EventRunFinalized {
 			events = append(events, e)
 		}
 	}
-	if re.status != StatusFinalized {
-		if len(events) > 0 {
-			return []finding{{VerifyTampered, fmt.Sprintf("run_finalized event (seq %d) but the run is %s", events[0].seq, re.status)}}
-		}
-		return nil
-	}
 	version := re.summary.TerminalVersion
 	if !re.chained() {
-		if version >= TerminalV3 {
+		if version == TerminalV3 || (version == TerminalV5 && re.status != StatusInterrupted) {
 			return []finding{{VerifyTampered, fmt.Sprintf("terminal version %d on a run admitted before schema 3 (its admission is backfilled)", version)}}
 		}
 		return nil
 	}
 	var out []finding
-	if version != TerminalV3 {
-		out = append(out, finding{VerifyTampered, fmt.Sprintf("terminal version %d, but the run was admitted under schema 3, which finalizes with terminal version %d", version, TerminalV3)})
+	if version != TerminalV3 && version != TerminalV5 {
+		out = append(out, finding{VerifyTampered, fmt.Sprintf("terminal version %d, but the run was admitted under schema 3 or later, which finalizes with terminal version %d or %d",
+			version, TerminalV3, TerminalV5)})
 	}
 	switch len(events) {
 	case 0:
@@ -135,6 +135,9 @@ func finalizedEventFindings(re *runEvidence) []finding {
 	var p runFinalizedPayload
 	if err := json.Unmarshal([]byte(e.payload), &p); err != nil {
 		return append(out, finding{VerifyTampered, fmt.Sprintf("event %d: run_finalized payload is malformed", e.seq)})
+	}
+	if version == TerminalV5 && p.Status != re.status {
+		out = append(out, finding{VerifyTampered, fmt.Sprintf("run status is %s but its run_finalized event (seq %d) says %s", re.status, e.seq, p.Status)})
 	}
 	v := re.summary.Verdict
 	if v == nil {

@@ -111,7 +111,7 @@ func TestMigrateV1(t *testing.T) {
 	for _, v := range res.Verification {
 		status[v.RunID] = v
 	}
-	if status["v1-final"].Status != VerifyOK || status["v1-open"].Status != VerifyUnfinalized {
+	if status["v1-final"].Status != VerifyOK || status["v1-open"].Status != VerifyInterrupted {
 		t.Fatalf("verification after migration: %+v", res.Verification)
 	}
 	if len(res.Interrupted) != 1 || res.Interrupted[0] != "v1-open" {

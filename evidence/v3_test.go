@@ -92,7 +92,8 @@ func buildV2Store(t *testing.T, path string) {
 	}
 	copyRows := []string{string(ddl),
 		`INSERT INTO meta VALUES ('app', 'assay-evidence'), ('schema_version', '2'), ('created_at', '2026-11-30T00:00:00Z')`}
-	for _, tb := range []string{"writers", "runs", "envelopes", "events", "artifacts", "run_artifacts", "usage", "usage_calls", "usage_verdicts", "checkpoints"} {
+	copyRows = append(copyRows, `INSERT INTO writers SELECT writer_id, pid, command, host, opened_at, closed_at FROM src.writers`)
+	for _, tb := range []string{"runs", "envelopes", "events", "artifacts", "run_artifacts", "usage", "usage_calls", "usage_verdicts", "checkpoints"} {
 		copyRows = append(copyRows, `INSERT INTO `+tb+` SELECT * FROM src.`+tb)
 	}
 	// The finalization statements run after the rows they update are copied.
@@ -126,7 +127,7 @@ func TestMigrateV2(t *testing.T) {
 		got[v.RunID] = v
 	}
 	checkVerify(t, got, map[string]wantVerify{"v2-a": {status: VerifyOK}, "v2-b": {status: VerifyOK}, "v2-c": {status: VerifyOK},
-		"v2-open": {status: VerifyUnfinalized}})
+		"v2-open": {status: VerifyInterrupted}})
 
 	// Every run was chained into the admissions, backfilled, in ordinal order.
 	s := mustOpen(t, path, OpenOptions{})
@@ -162,7 +163,7 @@ func TestMigrateV2(t *testing.T) {
 	}
 	mustClose(t, s)
 	checkVerify(t, verifyAll(t, path), map[string]wantVerify{"v2-a": {status: VerifyOK}, "v2-b": {status: VerifyOK}, "v2-c": {status: VerifyOK},
-		"v2-open": {status: VerifyUnfinalized}, "v3-new": {status: VerifyOK}})
+		"v2-open": {status: VerifyInterrupted}, "v3-new": {status: VerifyOK}})
 
 	// A migrated v2 run keeps its own protection: its terminal hash covers
 	// its checks, so an edit that does not recompute it is found.
@@ -201,7 +202,7 @@ func TestMigrateV2KeepsTheGapOfADeletedRun(t *testing.T) {
 	}
 	checkVerify(t, got, map[string]wantVerify{"v2-a": {status: VerifyOK},
 		"v2-c":    {VerifyTampered, []string{"admission 3: admission 2 is missing: the run admitted there was deleted"}},
-		"v2-open": {status: VerifyUnfinalized}})
+		"v2-open": {status: VerifyInterrupted}})
 }
 
 // referenceAdmissionHash is the admission hash as specified, built with
@@ -356,28 +357,28 @@ func TestVerifyDetectsDeeperForgeries(t *testing.T) {
 				`DELETE FROM events WHERE run_id = 'run-b' AND type = 'check_recorded' AND (payload->>'$.name') = 'usage'`,
 				`UPDATE verdicts SET verdict = 'accepted', reasons = [] WHERE run_id = 'run-b'`)
 			rechain(t, path, run)
-			forgeTerminal(t, path, run, TerminalV3)
+			forgeTerminal(t, path, run, TerminalV5)
 		}, VerifyTampered, []string{"verdict accepted but its run_finalized event (seq 6) says rejected"}},
 		{"event appended after run_finalized, chain and terminal recomputed", func(t *testing.T, path string) {
 			rawExec(t, path, `INSERT INTO events SELECT run_id, seq + 1, 0, 'step', '', '', time, '{}', '', '' FROM events
 				WHERE run_id = 'run-b' AND type = 'run_finalized'`)
 			rechain(t, path, run)
-			forgeTerminal(t, path, run, TerminalV3)
+			forgeTerminal(t, path, run, TerminalV5)
 		}, VerifyTampered, []string{"run_finalized event (seq 7) is not the last event (seq 8)"}},
 		{"second run_finalized event appended", func(t *testing.T, path string) {
 			rawExec(t, path, `INSERT INTO events SELECT run_id, seq + 1, 0, type, '', '', time,
 				'{"reasons":[],"requested_verdict":"accepted","verdict":"accepted"}', '', '' FROM events WHERE run_id = 'run-b' AND type = 'run_finalized'`,
 				`UPDATE verdicts SET verdict = 'accepted', reasons = [] WHERE run_id = 'run-b'`)
 			rechain(t, path, run)
-			forgeTerminal(t, path, run, TerminalV3)
+			forgeTerminal(t, path, run, TerminalV5)
 		}, VerifyTampered, []string{"2 run_finalized events record a verdict"}},
 		{"check row added without RecordCheck, terminal recomputed", func(t *testing.T, path string) {
 			rawExec(t, path, `INSERT INTO checks VALUES ('run-b', 'waiver', false, 'passed', 'operator', NULL, now())`)
-			forgeTerminal(t, path, run, TerminalV3)
+			forgeTerminal(t, path, run, TerminalV5)
 		}, VerifyTampered, []string{"check waiver: no check_recorded event records it"}},
 		{"check evidence edited, terminal recomputed", func(t *testing.T, path string) {
 			rawExec(t, path, `UPDATE checks SET evidence = '{"exit":1}' WHERE run_id = 'run-b' AND name = 'tests'`)
-			forgeTerminal(t, path, run, TerminalV3)
+			forgeTerminal(t, path, run, TerminalV5)
 		}, VerifyTampered, []string{"check tests: evidence differs"}},
 		{"admission deleted", func(t *testing.T, path string) {
 			rawExec(t, path, `DELETE FROM admissions WHERE run_id = 'run-b'`)
@@ -393,8 +394,8 @@ func TestVerifyDetectsDeeperForgeries(t *testing.T) {
 				t.Fatal(err)
 			}
 			rawExec(t, path, `UPDATE admissions SET backfilled = true, hash = '`+h+`' WHERE run_id = 'run-b'`)
-			forgeTerminal(t, path, run, TerminalV3)
-		}, VerifyTampered, []string{"terminal version 3 on a run admitted before schema 3"}},
+			forgeTerminal(t, path, run, TerminalV5)
+		}, VerifyTampered, []string{"terminal version 5 on a run admitted before schema 3"}},
 		{"admission marked backfilled, checks and verdict flipped, terminal recomputed under v2", func(t *testing.T, path string) {
 			a := mustAdmission(t, path, run)
 			a.Backfilled = true
@@ -413,7 +414,12 @@ func TestVerifyDetectsDeeperForgeries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := buildRuns(t, runSpec{"run-a", "", CheckPassed}, runSpec{run, "", CheckUnknown})
 			tc.forge(t, path)
-			checkVerify(t, verifyAll(t, path), map[string]wantVerify{"run-a": {status: VerifyOK}, run: {tc.status, tc.detail}})
+			want := map[string]wantVerify{"run-a": {status: VerifyOK}, run: {tc.status, tc.detail}}
+			if strings.HasPrefix(tc.name, "admission") && tc.name != "admission edited" {
+				// The writer session's closing record pinned the admissions as it left them.
+				want[""] = wantVerify{VerifyTampered, []string{"writer 1: admissions at close"}}
+			}
+			checkVerify(t, verifyAll(t, path), want)
 		})
 	}
 }
@@ -450,12 +456,11 @@ func TestUnfinalizedRunChecksAreCompared(t *testing.T) {
 // admission and terminal hash rewritten consistently, or the latest run
 // erased with its admission — a manifest kept elsewhere does.
 func TestManifestCatchesConsistentErasure(t *testing.T) {
-	ctx := context.Background()
 	path := buildRuns(t, runSpec{"run-a", "", CheckPassed}, runSpec{"run-b", "", CheckUnknown}, runSpec{"run-c", "", CheckPassed},
 		runSpec{"run-d", "", CheckUnknown})
-	manifest, err := BuildManifest(path, mapValues(verifyAll(t, path)))
-	if err != nil || len(manifest.Runs) != 4 {
-		t.Fatalf("BuildManifest: %+v, %v", manifest, err)
+	manifest := buildManifest(t, path, false)
+	if len(manifest.Runs) != 4 {
+		t.Fatalf("manifest pins %d runs", len(manifest.Runs))
 	}
 	// Erase run-b and rewrite the chain after it: run-c takes ordinal 2,
 	// links to run-a's admission, and gets a terminal hash over its new
@@ -470,19 +475,16 @@ func TestManifestCatchesConsistentErasure(t *testing.T) {
 	}
 	rawExec(t, path, fmt.Sprintf(`UPDATE admissions SET ordinal = 2, prev_hash = '%s', hash = '%s' WHERE run_id = 'run-c'`, a.Hash, h),
 		`UPDATE runs SET ordinal = 2 WHERE run_id = 'run-c'`)
-	forgeTerminal(t, path, "run-c", TerminalV3)
-	got := verifyAll(t, path)
-	checkVerify(t, got, map[string]wantVerify{"run-a": {status: VerifyOK}, "run-c": {status: VerifyOK}})
-	checked := map[string]RunVerification{}
-	for _, v := range CheckManifest(manifest, mapValues(got), true) {
-		checked[v.RunID] = v
-	}
+	forgeTerminal(t, path, "run-c", TerminalV5)
+	checked := checkManifestAll(t, path, manifest, false)
 	for id, want := range map[string]string{"run-a": ManifestMatch, "run-b": ManifestMissing, "run-c": ManifestDiffers, "run-d": ManifestMissing} {
 		if checked[id].Manifest != want {
 			t.Errorf("manifest check of %s: %+v, want %s", id, checked[id], want)
 		}
 	}
-	_ = ctx
+	if v := checked["table:admissions"]; v.Status != VerifyTampered || !strings.Contains(v.Detail, "the 4 admissions the manifest pins do not verify") {
+		t.Errorf("the admissions log's pinned prefix: %+v", v)
+	}
 }
 
 func mapValues(m map[string]RunVerification) []RunVerification {

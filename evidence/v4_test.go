@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,7 @@ func buildV3Store(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	mustClose(t, s)
+	downgradeToV4(t, path)
 	rawExec(t, path,
 		`CREATE TABLE checks_v3 (run_id VARCHAR NOT NULL, name VARCHAR NOT NULL, required BOOLEAN NOT NULL,
 			status VARCHAR NOT NULL CHECK (status IN ('passed', 'failed', 'unknown')), detail VARCHAR NOT NULL, evidence JSON,
@@ -38,6 +40,53 @@ func buildV3Store(t *testing.T, path string) {
 		`DROP TABLE checks`,
 		`ALTER TABLE checks_v3 RENAME TO checks`,
 		`UPDATE meta SET value = '3' WHERE key = 'schema_version'`)
+}
+
+// downgradeToV4 turns a store written through today's API into one as schema
+// v4 wrote it: each finalized run's run_finalized event without the status
+// key, the chain rehashed and the terminal hash recomputed under version 3;
+// no finalizations or run_bindings table; writers without the chain columns.
+func downgradeToV4(t *testing.T, path string) {
+	t.Helper()
+	ctx := context.Background()
+	ro := mustOpen(t, path, OpenOptions{ReadOnly: true})
+	runs, err := ro.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finalized []string
+	payloads := map[string]string{}
+	for _, r := range runs {
+		if r.Status != StatusFinalized {
+			continue
+		}
+		evs, err := ro.Events(ctx, r.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		var p runFinalizedPayload
+		if err := json.Unmarshal(last.Payload, &p); err != nil || last.Type != EventRunFinalized {
+			t.Fatalf("run %s: last event %s %s", r.RunID, last.Type, last.Payload)
+		}
+		p.Status = ""
+		b, err := canonical(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finalized = append(finalized, r.RunID)
+		payloads[r.RunID] = string(b)
+	}
+	mustClose(t, ro)
+	for _, id := range finalized {
+		rawExec(t, path, `UPDATE events SET payload = '`+payloads[id]+`' WHERE run_id = '`+id+`' AND type = 'run_finalized'`)
+		rechain(t, path, id)
+		forgeTerminal(t, path, id, TerminalV3)
+	}
+	rawExec(t, path, `DROP TABLE finalizations`, `DROP TABLE run_bindings`, writersDDLv2[:len("CREATE TABLE ")]+"writers_v4"+writersDDLv2[len("CREATE TABLE writers"):],
+		`INSERT INTO writers_v4 SELECT writer_id, pid, command, host, opened_at, closed_at FROM writers`,
+		`DROP TABLE writers`, `ALTER TABLE writers_v4 RENAME TO writers`,
+		`UPDATE meta SET value = '4' WHERE key = 'schema_version'`)
 }
 
 func TestMigrateV3AllowsSimulatedAndNotEnforced(t *testing.T) {
@@ -52,7 +101,7 @@ func TestMigrateV3AllowsSimulatedAndNotEnforced(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if res.From != 3 || res.To != SchemaVersion || len(res.Steps) != 1 || !strings.Contains(res.Steps[0], "not_enforced") {
+	if res.From != 3 || res.To != SchemaVersion || len(res.Steps) != SchemaVersion-3 || !strings.Contains(res.Steps[0], "not_enforced") {
 		t.Fatalf("Migrate result %+v", res)
 	}
 	for _, v := range res.Verification {

@@ -17,38 +17,81 @@ import (
 
 // Verification statuses, most severe first.
 const (
-	VerifyTampered       = "tampered"        // hash chain, sequence, event count, envelope, terminal hash, check/verdict events or admissions do not verify, or the run was deleted
-	VerifyCorruptPayload = "corrupt_payload" // an artifact's payload no longer hashes to its digest
-	VerifyMissingPayload = "missing_payload" // an artifact's payload is gone
-	VerifyUnfinalized    = "unfinalized"     // the evidence verifies so far, but the run is not finalized
+	VerifyDamaged        = "damaged"         // the store's structure is broken: a table missing, unexpected or rebuilt, duplicate keys, unreadable blocks, a truncated file
+	VerifyTampered       = "tampered"        // hash chain, sequence, event count, envelope, terminal hash, check/verdict events or a store-wide chain do not verify, or the run was deleted
+	VerifyCorruptPayload = "corrupt_payload" // an artifact's payload, or records bound outside the store, no longer hash to their digest
+	VerifyMissingPayload = "missing_payload" // an artifact's payload, or records bound outside the store, are gone
+	VerifyUnfinalized    = "unfinalized"     // the evidence verifies so far, but the run is open and its writer (the caller) is live
+	VerifyInterrupted    = "interrupted"     // the run was interrupted: its evidence verifies, sealed (finalized rejected, "interrupted") or waiting for the next writer to seal it
 	VerifyOK             = "ok"              // finalized and everything verifies
 )
 
-// RunVerification is Verify's finding for one run. Status is the most severe
-// finding; Detail lists every finding.
+// RunVerification is Verify's finding for one run, or for the store (RunID
+// "" and Table set: damage that belongs to no run, a store-wide chain that
+// breaks). Status is the most severe finding; Detail lists every finding.
 type RunVerification struct {
 	RunID       string `json:"run_id"`
-	Status      string `json:"status"`        // "ok" | "tampered" | "unfinalized" | "missing_payload" | "corrupt_payload"
+	Status      string `json:"status"`        // "ok" | "interrupted" | "unfinalized" | "missing_payload" | "corrupt_payload" | "tampered" | "damaged"
 	FirstBadSeq int64  `json:"first_bad_seq"` // first sequence number whose hash (or sequence) does not verify; 0 when n/a
 	Detail      string `json:"detail"`        // what failed, e.g. "event 3: hash mismatch; terminal hash mismatch; event count 5 != 6"
 	Events      int64  `json:"events"`        // events stored for the run
 	// TerminalHash is the stored terminal hash ("" when unfinalized); with
-	// Status "ok" it is what a manifest records.
+	// Status "ok" or a sealed "interrupted" it is what a manifest records.
 	TerminalHash string `json:"terminal_hash"`
+	// Table and Row name where a store-level finding (damage, a store-wide
+	// chain) is: e.g. "events" and "run_id=r1, seq=3"; "" otherwise.
+	Table string `json:"table,omitempty"`
+	Row   string `json:"row,omitempty"`
+	// Notes are informational findings that do not change Status, e.g.
+	// "working copy differs: cases/r1/m1/double.go ...": the artifact in the
+	// store is the evidence.
+	Notes []string `json:"notes,omitempty"`
 	// Manifest is CheckManifest's outcome ("match", "differs", "missing",
-	// "unlisted"); "" when no manifest was checked.
+	// "added", "finalized_since"); "" when no manifest was checked.
 	Manifest string `json:"manifest,omitempty"`
+	// Attestation is the outcome of checking the run's signed attestation
+	// (package evidence/attest): "verified", "missing", "invalid",
+	// "differs", "unknown_run"; "" when none was checked.
+	Attestation string `json:"attestation,omitempty"`
 }
+
+// Passed reports whether v is a verification that holds: ok, or an
+// interrupted run whose evidence verifies (it was never accepted), and no
+// manifest or attestation check failed on it.
+func (v RunVerification) Passed() bool {
+	if v.Status != VerifyOK && v.Status != VerifyInterrupted {
+		return false
+	}
+	switch v.Manifest {
+	case "", ManifestMatch, ManifestAdded, ManifestFinalizedSince:
+	default:
+		return false
+	}
+	return v.Attestation == "" || v.Attestation == AttestationVerified
+}
+
+// Attestation outcomes (RunVerification.Attestation), set by evidence/attest.
+const (
+	AttestationVerified   = "verified"    // a valid signature over a statement matching the run as stored
+	AttestationMissing    = "missing"     // the run is finalized but nobody signed it
+	AttestationInvalid    = "invalid"     // the file is not a valid signed statement under the given key
+	AttestationDiffers    = "differs"     // validly signed, but the run's evidence changed since
+	AttestationUnknownRun = "unknown_run" // an attestation for a run the store lacks
+)
 
 func severity(status string) int {
 	switch status {
+	case VerifyDamaged:
+		return 6
 	case VerifyTampered:
-		return 4
+		return 5
 	case VerifyCorruptPayload:
-		return 3
+		return 4
 	case VerifyMissingPayload:
-		return 2
+		return 3
 	case VerifyUnfinalized:
+		return 2
+	case VerifyInterrupted:
 		return 1
 	}
 	return 0
@@ -70,7 +113,17 @@ type runEvidence struct {
 	finalizedAt sql.NullTime
 	hasEnvelope bool
 	requested   sql.NullString // verdicts.requested_verdict; NULL without a verdicts row
+	decidedAt   sql.NullTime   // verdicts.decided_at
 	admission   *Admission     // nil when the run has none
+	// finalization is the run's entry in the finalizations chain; nil when none.
+	finalization *Finalization
+	// writerID is runs.writer_id (nil when NULL); writer its session (nil when missing).
+	writerID *int64
+	writer   *Writer
+	// tables are the run's rows terminal hash v5 covers (loadTerminalRows).
+	tables map[string][]json.RawMessage
+	// checkTimes are checks.recorded_at by check name.
+	checkTimes map[string]time.Time
 }
 
 // chained reports whether the run's checks and verdict are in its hash chain
@@ -81,13 +134,34 @@ func (re *runEvidence) chained() bool {
 	return re.admission == nil || !re.admission.Backfilled
 }
 
+// sealed reports a run finalized as interrupted by a later writer.
+func (re *runEvidence) sealed() bool {
+	return re.status == StatusInterrupted && re.finalizationRecorded()
+}
+
+// finalizationRecorded reports whether anything records a finalization of
+// the run: a terminal hash, event count or time, a verdict, an entry in the
+// finalizations chain, or a run_finalized event.
+func (re *runEvidence) finalizationRecorded() bool {
+	if re.terminal.Valid || re.storedCount.Valid || re.finalizedAt.Valid || re.summary.Verdict != nil || re.finalization != nil {
+		return true
+	}
+	for _, e := range re.chain.storeEvents {
+		if e.typ == EventRunFinalized {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence, error) {
 	re := &runEvidence{}
 	err := q.QueryRowContext(ctx, `SELECT status, ordinal, event_count, terminal_hash, finalized_at,
 			(SELECT count(*) FROM envelopes e WHERE e.run_id = r.run_id) > 0,
-			(SELECT v.requested_verdict FROM verdicts v WHERE v.run_id = r.run_id)
+			(SELECT min(v.requested_verdict) FROM verdicts v WHERE v.run_id = r.run_id),
+			(SELECT min(v.decided_at) FROM verdicts v WHERE v.run_id = r.run_id)
 		FROM runs r WHERE run_id = ?`, runID).Scan(&re.status, &re.ordinal, &re.storedCount, &re.terminal, &re.finalizedAt,
-		&re.hasEnvelope, &re.requested)
+		&re.hasEnvelope, &re.requested, &re.decidedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
 	}
@@ -108,7 +182,44 @@ func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*
 	if re.chain, err = s.verifyChainStream(ctx, runID); err != nil {
 		return nil, err
 	}
-	return re, nil
+	if re.tables, err = loadTerminalRows(ctx, q, runID); err != nil {
+		return nil, err
+	}
+	if re.writerID, re.writer, err = writerOfRun(ctx, q, runID); err != nil {
+		return nil, err
+	}
+	var f Finalization
+	var wid sql.NullInt64
+	err = q.QueryRowContext(ctx, `SELECT ordinal, run_id, status, terminal_hash, writer_id, finalized_at, backfilled, prev_hash, hash
+		FROM finalizations WHERE run_id = ?`, runID).Scan(&f.Ordinal, &f.RunID, &f.Status, &f.TerminalHash, &wid, &f.FinalizedAt,
+		&f.Backfilled, &f.PrevHash, &f.Hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("evidence: run %s: finalization: %w", runID, err)
+	default:
+		if wid.Valid {
+			v := wid.Int64
+			f.WriterID = &v
+		}
+		f.FinalizedAt = f.FinalizedAt.UTC()
+		re.finalization = &f
+	}
+	rows, err := q.QueryContext(ctx, `SELECT name, recorded_at FROM checks WHERE run_id = ?`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: run %s: check times: %w", runID, err)
+	}
+	defer rows.Close()
+	re.checkTimes = map[string]time.Time{}
+	for rows.Next() {
+		var name string
+		var at time.Time
+		if err := rows.Scan(&name, &at); err != nil {
+			return nil, fmt.Errorf("evidence: run %s: check times: %w", runID, err)
+		}
+		re.checkTimes[name] = at.UTC()
+	}
+	return re, rows.Err()
 }
 
 // lastHash is the stored hash of the last event, ZeroHash for an empty trace.
@@ -119,6 +230,9 @@ func (re *runEvidence) lastHash() string {
 	return re.chain.lastHash
 }
 
+// terminalRecord is what the run's terminal hash covers under version, with
+// verdict v; for TerminalV5 the status, finalization time and requested
+// verdict are the stored ones (Finalize sets its own).
 func (re *runEvidence) terminalRecord(v Verdict, version int) TerminalRecord {
 	admission := re.summary.AdmissionHash
 	if admission == "" {
@@ -126,7 +240,7 @@ func (re *runEvidence) terminalRecord(v Verdict, version int) TerminalRecord {
 		// record still has a definite value.
 		admission = ZeroHash
 	}
-	return TerminalRecord{
+	rec := TerminalRecord{
 		AdmissionHash:  admission,
 		Version:        version,
 		RunID:          re.summary.RunID,
@@ -142,6 +256,15 @@ func (re *runEvidence) terminalRecord(v Verdict, version int) TerminalRecord {
 		Checkpoints:    re.summary.Checkpoints,
 		Verdict:        v,
 	}
+	if version == TerminalV5 {
+		rec.Status, rec.RequestedVerdict, rec.Tables = re.status, re.requested.String, re.tables
+		rec.FinalizedAt = re.finalizedAt.Time
+		rec.WriterID = re.writerID
+		if re.writer != nil {
+			rec.WriterHash = re.writer.Hash
+		}
+	}
+	return rec
 }
 
 // chainResult is what a pass over a run's stored events found.
@@ -162,6 +285,7 @@ type storeEvent struct {
 	seq     int64
 	typ     string
 	payload string
+	time    time.Time
 }
 
 // chainRow is one stored event as read for verification.
@@ -268,7 +392,7 @@ func (s *Store) verifyChainStream(ctx context.Context, runID string) (chainResul
 				maxSeq, res.lastHash = r.ev.Seq, r.ev.Hash
 			}
 			if storeEventTypes[r.ev.Type] {
-				res.storeEvents = append(res.storeEvents, storeEvent{seq: r.ev.Seq, typ: r.ev.Type, payload: r.payload})
+				res.storeEvents = append(res.storeEvents, storeEvent{seq: r.ev.Seq, typ: r.ev.Type, payload: r.payload, time: r.ev.Time.UTC()})
 			}
 			switch {
 			case r.ev.Seq < expected || seen[r.ev.Seq]:
@@ -448,33 +572,46 @@ func reconcileProblems(re *runEvidence) []string {
 	return out
 }
 
-// finalizationFindings checks a run's finalization record against its
-// evidence. live reports whether a writer may still be writing the store
-// (the caller is that writer).
-func finalizationFindings(re *runEvidence, writerLive bool) []finding {
+// finalizationFindings checks a run's status and finalization record
+// against its evidence: an open run is live (unfinalized, to its own writer)
+// or interrupted; an interrupted run is sealed or waiting for the next writer
+// to seal it; a finalized or sealed run has an event count, a verdict, a
+// terminal hash and an entry in the finalizations chain that all verify. A
+// status that says open or interrupted while anything records a finalization
+// is a status change on a finalized run: tampering, not a crash. live
+// reports whether the caller is the writer that opened the run.
+func finalizationFindings(re *runEvidence, live bool) []finding {
 	out := finalizedEventFindings(re)
 	s := re.summary
-	if re.status != StatusFinalized {
-		if re.terminal.Valid || re.storedCount.Valid || re.finalizedAt.Valid || s.Verdict != nil {
-			out = append(out, finding{VerifyTampered, fmt.Sprintf("run status is %s but it carries a finalization record", re.status)})
-		}
-		var last *StatusChange
-		if n := len(s.StatusChanges); n > 0 {
-			last = &s.StatusChanges[n-1]
-		}
-		switch {
-		case re.status == StatusInterrupted && (last == nil || last.To != StatusInterrupted):
-			out = append(out, finding{VerifyTampered, "run is interrupted but no status change records its interruption"})
-		case re.status == StatusInterrupted:
-			out = append(out, finding{VerifyUnfinalized, fmt.Sprintf("run was %s at %s; its %d recorded events stay as they were",
-				last.Reason, last.At.Format(time.RFC3339), re.chain.count)})
-		case re.status == StatusOpen && !writerLive:
-			out = append(out, finding{VerifyUnfinalized, "run is open but no writer holds the store: it was interrupted (the next writer records it so)"})
-		default:
-			out = append(out, finding{VerifyUnfinalized, fmt.Sprintf("run is %s, not finalized", re.status)})
-		}
-		return out
+	var last *StatusChange
+	if n := len(s.StatusChanges); n > 0 {
+		last = &s.StatusChanges[n-1]
 	}
+	recorded := re.finalizationRecorded()
+	switch {
+	case re.status == StatusOpen && recorded:
+		return append(out, finding{VerifyTampered, "run status is open, but the run was finalized (" + finalizationTraces(re) +
+			"): a status change on a finalized run"})
+	case re.status == StatusOpen && last != nil:
+		return append(out, finding{VerifyTampered, fmt.Sprintf("run status is open, but status change %d says it became %s: %s", len(s.StatusChanges), last.To, last.Reason)})
+	case re.status == StatusOpen && live:
+		return append(out, finding{VerifyUnfinalized, "run is open, not finalized"})
+	case re.status == StatusOpen:
+		who := "its writer"
+		if w := re.writer; w != nil {
+			who = fmt.Sprintf("its writer (session %d)", w.WriterID)
+		}
+		return append(out, finding{VerifyInterrupted, fmt.Sprintf("interrupted: the run is open but no writer holds the store: %s ended without finalizing it; "+
+			"its %d recorded events verify; the next writer seals it", who, re.chain.count)})
+	case re.status == StatusInterrupted && (last == nil || last.To != StatusInterrupted):
+		return append(out, finding{VerifyTampered, "run is interrupted but no status change records its interruption"})
+	case re.status == StatusInterrupted && !recorded:
+		return append(out, finding{VerifyInterrupted, fmt.Sprintf("%s at %s, not sealed yet (the next writer seals it); its %d recorded events verify",
+			last.Reason, last.At.Format(time.RFC3339), re.chain.count)})
+	case re.status != StatusInterrupted && re.status != StatusFinalized:
+		return append(out, finding{VerifyTampered, fmt.Sprintf("run status %q is not a status", re.status)})
+	}
+	// Finalized, or sealed as interrupted.
 	actual := re.chain.count
 	switch {
 	case !re.storedCount.Valid:
@@ -482,24 +619,48 @@ func finalizationFindings(re *runEvidence, writerLive bool) []finding {
 	case re.storedCount.Int64 != actual:
 		out = append(out, finding{VerifyTampered, fmt.Sprintf("event count %d != %d", re.storedCount.Int64, actual)})
 	}
+	if !re.finalizedAt.Valid {
+		out = append(out, finding{VerifyTampered, "finalization time missing"})
+	}
 	if s.Verdict == nil {
-		out = append(out, finding{VerifyTampered, "verdict missing"})
-		return out
+		return append(out, finding{VerifyTampered, "verdict missing"})
 	}
 	version := s.TerminalVersion
 	switch {
 	case !re.terminal.Valid:
 		out = append(out, finding{VerifyTampered, "terminal hash missing"})
-	case version != TerminalV1 && version != TerminalV2 && version != TerminalV3:
+	case version != TerminalV1 && version != TerminalV2 && version != TerminalV3 && version != TerminalV5:
 		out = append(out, finding{VerifyTampered, fmt.Sprintf("terminal hash version %d unknown", version)})
 	default:
 		if th, err := TerminalHash(re.terminalRecord(*s.Verdict, version)); err != nil || th != re.terminal.String {
 			out = append(out, finding{VerifyTampered, "terminal hash mismatch"})
 		}
 	}
+	out = append(out, finalizationEntryFindings(re)...)
+	if version == TerminalV5 {
+		out = append(out, timeFindings(re)...)
+	}
+	if re.status == StatusInterrupted {
+		switch {
+		case version != TerminalV5:
+			out = append(out, finding{VerifyTampered, fmt.Sprintf("run is sealed as interrupted with terminal version %d; seals are version %d", version, TerminalV5)})
+		case s.Verdict.Verdict != VerdictRejected || len(s.Verdict.Reasons) == 0 || s.Verdict.Reasons[0] != ReasonInterrupted:
+			out = append(out, finding{VerifyTampered, fmt.Sprintf("run is sealed as interrupted, but its verdict is %s (%s), not rejected for the reason %q",
+				s.Verdict.Verdict, strings.Join(s.Verdict.Reasons, "; "), ReasonInterrupted)})
+		}
+		sealedBy := "a later writer"
+		if re.finalization != nil && re.finalization.WriterID != nil {
+			sealedBy = fmt.Sprintf("writer %d", *re.finalization.WriterID)
+		}
+		out = append(out, finding{VerifyInterrupted, fmt.Sprintf("%s; sealed by %s at %s: rejected, %d events, terminal hash verified",
+			last.Reason, sealedBy, re.finalizedAt.Time.UTC().Format(time.RFC3339), actual)})
+	}
 	if s.Verdict.Verdict == VerdictAccepted {
 		// Re-apply Finalize's rules: an accepted verdict the evidence does not
 		// support was not written by Finalize.
+		if re.status != StatusFinalized {
+			out = append(out, finding{VerifyTampered, "verdict accepted on a run that is not finalized"})
+		}
 		if s.Envelope.Mode != ModeLive {
 			out = append(out, finding{VerifyTampered, fmt.Sprintf("verdict accepted contradicts envelope mode %q", s.Envelope.Mode)})
 		}
@@ -515,47 +676,205 @@ func finalizationFindings(re *runEvidence, writerLive bool) []finding {
 	return out
 }
 
-// Verify recomputes each named run's (every run's, in creation order, when
-// none is named) envelope digest, admission, hash chain, sequence continuity,
-// event count, terminal hash, checks and verdict against the chained
-// check_recorded and run_finalized events, verdict consistency and artifact
-// digests, and reports one RunVerification per run. It also checks the
-// store-wide admissions chain (gaps and broken links are reported on the run
-// whose admission breaks it) and reports, as a tampered RunVerification of
-// its own, every run id missing from runs that another table (events,
-// verdicts, admissions, ...) or a run's corrects_run_id still names: a
-// deleted run. With runs named, only findings about those runs are reported;
-// a named run that is missing from runs but leaves such traces is reported
-// tampered rather than refused. It works on a read-only store and changes
-// nothing.
+// finalizationTraces names what records a finalization of the run.
+func finalizationTraces(re *runEvidence) string {
+	var parts []string
+	if re.terminal.Valid {
+		parts = append(parts, "a terminal hash")
+	}
+	if re.storedCount.Valid {
+		parts = append(parts, "an event count")
+	}
+	if re.finalizedAt.Valid {
+		parts = append(parts, "a finalization time")
+	}
+	if re.summary.Verdict != nil {
+		parts = append(parts, "a verdict")
+	}
+	if re.finalization != nil {
+		parts = append(parts, fmt.Sprintf("finalization %d", re.finalization.Ordinal))
+	}
+	for _, e := range re.chain.storeEvents {
+		if e.typ == EventRunFinalized {
+			parts = append(parts, fmt.Sprintf("a run_finalized event (seq %d)", e.seq))
+			break
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// finalizationEntryFindings compares a finalized or sealed run with its
+// entry in the finalizations chain.
+func finalizationEntryFindings(re *runEvidence) []finding {
+	f := re.finalization
+	if f == nil {
+		return []finding{{VerifyTampered, "no entry in the finalizations chain records the run's finalization"}}
+	}
+	var diffs []string
+	if f.Status != re.status {
+		diffs = append(diffs, fmt.Sprintf("status %s (runs.status %s)", f.Status, re.status))
+	}
+	if f.TerminalHash != re.terminal.String {
+		diffs = append(diffs, "terminal hash")
+	}
+	if !re.finalizedAt.Valid || !f.FinalizedAt.Equal(re.finalizedAt.Time) {
+		diffs = append(diffs, "finalization time (runs.finalized_at)")
+	}
+	var out []finding
+	if len(diffs) > 0 {
+		out = append(out, finding{VerifyTampered, fmt.Sprintf("finalization %d differs from the runs row in %s", f.Ordinal, strings.Join(diffs, ", "))})
+	}
+	if h, err := FinalizationHash(f.PrevHash, *f); err != nil || h != f.Hash {
+		out = append(out, finding{VerifyTampered, fmt.Sprintf("finalization %d: hash mismatch", f.Ordinal)})
+	}
+	switch v := re.summary.TerminalVersion; {
+	case v == TerminalV5 && f.Backfilled:
+		out = append(out, finding{VerifyTampered, fmt.Sprintf("finalization %d is marked backfilled, but the run was finalized under schema 5", f.Ordinal)})
+	case v != TerminalV5 && !f.Backfilled:
+		out = append(out, finding{VerifyTampered, fmt.Sprintf("finalization %d was chained under schema 5, but the run's terminal version is %d, not %d",
+			f.Ordinal, v, TerminalV5)})
+	}
+	return out
+}
+
+// timeFindings checks, for a run finalized under terminal version 5, that the
+// times other tables record are the ones its hash chain covers:
+// runs.finalized_at and verdicts.decided_at are the run_finalized event's
+// time, and (for a run its writer admitted under schema 5) each check's
+// recorded_at is its check_recorded event's time.
+func timeFindings(re *runEvidence) []finding {
+	var out []finding
+	if re.finalizedAt.Valid && (!re.decidedAt.Valid || !re.decidedAt.Time.Equal(re.finalizedAt.Time)) {
+		out = append(out, finding{VerifyTampered, "verdicts.decided_at differs from runs.finalized_at"})
+	}
+	if !re.chained() {
+		return out
+	}
+	for _, e := range re.chain.storeEvents {
+		if e.typ == EventRunFinalized && re.finalizedAt.Valid && !e.time.Equal(re.finalizedAt.Time) {
+			out = append(out, finding{VerifyTampered, fmt.Sprintf("runs.finalized_at differs from the time of its run_finalized event (seq %d)", e.seq)})
+		}
+	}
+	if re.writer == nil || re.writer.Backfilled {
+		return out
+	}
+	for _, e := range re.chain.storeEvents {
+		if e.typ != EventCheckRecorded {
+			continue
+		}
+		var p checkRecordedPayload
+		if json.Unmarshal([]byte(e.payload), &p) != nil {
+			continue
+		}
+		if at, ok := re.checkTimes[p.Name]; ok && !at.Equal(e.time) {
+			out = append(out, finding{VerifyTampered, fmt.Sprintf("check %s: recorded_at differs from the time of its check_recorded event (seq %d)", p.Name, e.seq)})
+		}
+	}
+	return out
+}
+
+// VerifyRequest says what VerifyWith verifies.
+type VerifyRequest struct {
+	// Runs are the runs to verify; none means every run, deleted ones
+	// included.
+	Runs []string
+	// Bindings recompute the records a run is bound to outside the store
+	// (run_bindings), one checker per source. nil verifies the bindings'
+	// hashes only, as part of the terminal hash; a source without a checker
+	// is then noted as not compared.
+	Bindings []BindingChecker
+	// WorkingCopy, when set, names the file on disk that holds a copy of an
+	// artifact a run links (ok false: none); a file that differs from the
+	// artifact, or is gone, is noted "working copy differs" without changing
+	// the run's status: the artifact is the evidence.
+	WorkingCopy WorkingCopyFunc
+}
+
+// WorkingCopyFunc maps an artifact link of run r, whose lineage starts at run
+// root (r itself unless r corrects another run), to the path of the file a
+// user opens for it, or reports ok false when it has none.
+type WorkingCopyFunc func(root string, r RunSummary, link ArtifactLink) (path string, ok bool)
+
+// Verify is VerifyWith for runIDs without external checkers.
+func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification, error) {
+	return s.VerifyWith(ctx, VerifyRequest{Runs: runIDs})
+}
+
+// VerifyWith recomputes each named run's (every run's, in creation order,
+// when none is named) envelope digest, admission, hash chain, sequence
+// continuity, event count, terminal hash, checks and verdict against the
+// chained check_recorded and run_finalized events, its entry in the
+// finalizations chain, verdict consistency, artifact digests and the records
+// it is bound to outside the store (req.Bindings), and reports one
+// RunVerification per run. It also checks the store as a whole: its tables
+// against the schema, every block readable, no duplicate keys, the file not
+// truncated (each problem a VerifyDamaged entry naming the table and row,
+// and Verify goes on where it can); the admissions, finalizations and writer
+// chains (gaps and broken links are reported on the run, or writer, whose
+// entry breaks them); and every run id missing from runs that another table
+// or a run's corrects_run_id still names: a deleted run, reported tampered
+// on an entry of its own. With runs named, only findings about those runs
+// (and damage to the store) are reported; a named run that is missing from
+// runs but leaves such traces is reported tampered rather than refused. It
+// works on a read-only store and changes nothing in the file.
 //
-// Detection is against accidental corruption and against edits that do not
-// also recompute every downstream hash: the hashes are unkeyed, so someone
-// able to rewrite the whole file consistently (every later admission, a run's
-// events and its terminal hash), or to delete the most recently admitted runs
-// together with their admissions, is out of its reach. A manifest kept
-// elsewhere (BuildManifest, CheckManifest) covers that.
+// Detection is against accidental damage and against edits that do not also
+// recompute every downstream hash: the hashes are unkeyed, so someone able
+// to rewrite the whole file consistently is out of its reach. A manifest
+// kept elsewhere (BuildManifest, CheckManifest) and signed attestations
+// (evidence/attest) cover that.
 //
 // Errors: ErrNoRun when a named run neither exists nor leaves traces;
-// ErrClosed; database errors.
-func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification, error) {
+// ErrClosed; ctx's error. A table the engine cannot read is damage, not an
+// error.
+func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerification, error) {
 	if err := s.beginRead(); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	chain, missing, err := s.storeFindings(ctx)
+	damage, standIns, err := s.damageScan(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer s.dropStandIns(context.WithoutCancel(ctx), standIns)
+	var storeLevel []RunVerification
+	damagedRun := map[string][]string{} // run id -> damage of its own rows
+	var everyRun []string               // damage that concerns every run
+	for _, d := range damage {
+		storeLevel = append(storeLevel, RunVerification{RunID: d.RunID, Status: VerifyDamaged, Table: d.Table, Row: d.Row, Detail: d.Reason})
+		switch {
+		case d.RunID != "":
+			damagedRun[d.RunID] = append(damagedRun[d.RunID], fmt.Sprintf("damaged: %s (%s): %s", d.Table, d.Row, d.Reason))
+		case d.Table == "" || !strings.Contains(d.Reason, "not part of schema"):
+			what := "the file"
+			if d.Table != "" {
+				what = "table " + d.Table
+			}
+			everyRun = append(everyRun, fmt.Sprintf("damaged: %s: %s", what, d.Reason))
+		}
+	}
+	chain, missing, chainLevel, err := s.storeFindings(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		storeLevel = append(storeLevel, RunVerification{Status: VerifyDamaged, Detail: "the store-wide chains cannot be read: " + engineReason(err)})
+		everyRun = append(everyRun, "damaged: the store-wide chains cannot be read")
+	}
+	storeLevel = append(storeLevel, chainLevel...)
 	missingByID := map[string]RunVerification{}
 	for _, m := range missing {
 		missingByID[m.RunID] = m
 	}
+	runIDs := req.Runs
 	named := len(runIDs) > 0
 	if !named {
 		rows, err := s.conn.QueryContext(ctx, `SELECT run_id FROM runs ORDER BY ordinal`)
 		if err != nil {
-			return nil, fmt.Errorf("evidence: verify: list runs: %w", err)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return append(storeLevel, RunVerification{Status: VerifyDamaged, Table: "runs", Detail: "the runs cannot be listed: " + engineReason(err)}), nil
 		}
 		for rows.Next() {
 			var id string
@@ -569,17 +888,30 @@ func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification
 			return nil, fmt.Errorf("evidence: verify: list runs: %w", err)
 		}
 	}
-	out := make([]RunVerification, 0, len(runIDs)+len(missing))
+	checkers := map[string]BindingChecker{}
+	for _, c := range req.Bindings {
+		checkers[c.Source()] = c
+	}
+	out := make([]RunVerification, 0, len(storeLevel)+len(runIDs)+len(missing))
+	out = append(out, storeLevel...)
 	for _, id := range runIDs {
-		v, err := s.verifyRun(ctx, id, chain[id])
+		extra := append(append([]string(nil), everyRun...), damagedRun[id]...)
+		v, err := s.verifyRun(ctx, id, chain[id], extra, req, checkers)
 		if errors.Is(err, ErrNoRun) && named {
 			if m, ok := missingByID[id]; ok {
 				out = append(out, m)
 				continue
 			}
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNoRun):
 			return nil, err
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		default:
+			detail := append(extra, "its evidence cannot be read ("+engineReason(err)+")")
+			v = RunVerification{RunID: id, Status: VerifyDamaged, Detail: strings.Join(detail, "; ")}
 		}
 		out = append(out, v)
 	}
@@ -590,8 +922,10 @@ func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification
 }
 
 // verifyRun verifies one run; store holds the store-wide findings about it
-// (its place in the admissions chain).
-func (s *Store) verifyRun(ctx context.Context, runID string, store []finding) (RunVerification, error) {
+// (its place in the admissions and finalizations chains) and damage the
+// damage scan found that concerns it.
+func (s *Store) verifyRun(ctx context.Context, runID string, store []finding, damage []string, req VerifyRequest,
+	checkers map[string]BindingChecker) (RunVerification, error) {
 	re, err := s.loadRunEvidence(ctx, s.conn, runID)
 	if err != nil {
 		return RunVerification{}, err
@@ -600,9 +934,21 @@ func (s *Store) verifyRun(ctx context.Context, runID string, store []finding) (R
 	if err != nil {
 		return RunVerification{}, err
 	}
+	for _, d := range damage {
+		findings = append(findings, finding{VerifyDamaged, d})
+	}
 	findings = append(findings, store...)
-	findings = append(findings, finalizationFindings(re, !s.readOnly)...)
-	v := RunVerification{RunID: runID, Status: VerifyOK, Events: re.chain.count, TerminalHash: re.terminal.String}
+	live := s.writerID != 0 && re.summary.WriterID == s.writerID
+	findings = append(findings, finalizationFindings(re, live)...)
+	bf, notes, err := s.bindingFindings(ctx, re, req.Bindings != nil, checkers)
+	if err != nil {
+		return RunVerification{}, err
+	}
+	findings = append(findings, bf...)
+	if req.WorkingCopy != nil {
+		notes = append(notes, s.workingCopyNotes(ctx, re, req.WorkingCopy)...)
+	}
+	v := RunVerification{RunID: runID, Status: VerifyOK, Events: re.chain.count, TerminalHash: re.terminal.String, Notes: notes}
 	v.FirstBadSeq = re.chain.firstBad
 	var details []string
 	for _, f := range findings {
@@ -617,4 +963,30 @@ func (s *Store) verifyRun(ctx context.Context, runID string, store []finding) (R
 		v.Detail = strings.Join(details, "; ")
 	}
 	return v, nil
+}
+
+// TerminalRecord returns what run runID's terminal hash covers, read from
+// the store as it is now, under the run's terminal version (TerminalV5 for a
+// run not finalized): TerminalHash of it is the terminal hash the stored
+// evidence yields. It is how an auditor recomputes a terminal hash without
+// reimplementing the row encoding. A run without a verdict gets an empty one.
+// Errors: ErrNoRun; ErrClosed; database errors.
+func (s *Store) TerminalRecord(ctx context.Context, runID string) (TerminalRecord, error) {
+	if err := s.beginRead(); err != nil {
+		return TerminalRecord{}, err
+	}
+	defer s.mu.Unlock()
+	re, err := s.loadRunEvidence(ctx, s.conn, runID)
+	if err != nil {
+		return TerminalRecord{}, err
+	}
+	version := re.summary.TerminalVersion
+	if version == 0 {
+		version = TerminalV5
+	}
+	v := Verdict{}
+	if re.summary.Verdict != nil {
+		v = *re.summary.Verdict
+	}
+	return re.terminalRecord(v, version), nil
 }

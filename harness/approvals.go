@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/atomicfile"
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/event"
-	"github.com/assay-audit/assay/internal/atomicfile"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/tool"
 )

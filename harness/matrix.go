@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/internal/redactjson"
 	"github.com/assay-audit/assay/internal/runid"
@@ -128,6 +129,12 @@ type Options struct {
 	// gpt-4o-mini) needs no alias.
 	ModelAliases map[string]string
 
+	// Signer, when set, signs each run right after it is finalized (and each interrupted run the
+	// matrix's store session seals) as an in-toto attestation written to AttestDir (default
+	// OUT/attestations): evidence/attest.SignRun.
+	Signer    *attest.Signer
+	AttestDir string
+
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks
 
@@ -183,6 +190,9 @@ type Summary struct {
 	StorePath string       `json:"store_path"`
 	GatewayDB string       `json:"gateway_db"`
 	Cases     []CaseResult `json:"cases"`
+	// Sealed are the runs an earlier process left unfinished (interrupted) that this one's store
+	// session sealed: finalized rejected, reason "interrupted" (evidence.Store.Recovered).
+	Sealed []string `json:"sealed,omitempty"`
 	// ReferenceHandlerSeconds is the time the embedded reference provider spent answering, summed
 	// over requests (0 with --base-url): the stand-in model's share of the wall time, not assay's.
 	ReferenceHandlerSeconds float64 `json:"reference_handler_seconds,omitempty"`
@@ -586,6 +596,12 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		})
 	}
 	_ = g.Wait() // every function returns nil
+	if sum.Sealed = store.Recovered(); len(sum.Sealed) > 0 {
+		prog.line("sealed %d interrupted run(s) an earlier process left unfinished, rejected as interrupted: %s", len(sum.Sealed), strings.Join(sum.Sealed, ", "))
+	}
+	if err := signRuns(ctx, opts, store, sum.Sealed...); err != nil {
+		return sum, err
+	}
 	for i := range cases {
 		if errs[i] != nil {
 			return sum, errs[i]
@@ -960,9 +976,15 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: append(reasons, verdict.Reasons...)}
 	}
 	finStart := time.Now()
+	if err := bindExternal(ctx, env, opts.OutDir, runID, team.RunID, gwFrom, gwTo); err != nil {
+		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
+	}
 	fin, err := store.Finalize(ctx, runID, verdict)
 	if err != nil {
 		return CaseResult{}, fmt.Errorf("finalize run %s: %w", runID, err)
+	}
+	if err := signRuns(ctx, opts, store, runID); err != nil {
+		return CaseResult{}, err
 	}
 	timings["finalize"] = time.Since(finStart).Seconds()
 	out := CaseResult{RunID: runID, Case: c.Name(), Catalog: c.Entry.Name, Formation: c.Entry.Formation, Profile: c.Profile.Name,

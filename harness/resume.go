@@ -165,6 +165,19 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 			opts.ApprovalsFile = ApprovalsPath(opts.OutDir)
 		}
 	}
+	// Every refusal is found on a read-only store first, so that a refused resume writes nothing:
+	// no lock file, no writer session, no seal.
+	ro, err := evidence.Open(ctx, storePath, evidence.OpenOptions{ReadOnly: true, Command: opts.Command, Wait: opts.StoreWait})
+	if err != nil {
+		return Summary{}, err
+	}
+	_, err = planResume(ctx, ro, storePath, opts, runID)
+	if cerr := ro.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Summary{}, err
+	}
 	store, err := evidence.Open(ctx, storePath, evidence.OpenOptions{Command: opts.Command, Wait: opts.StoreWait})
 	if err != nil {
 		return Summary{}, err
@@ -198,6 +211,12 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	cr.resume = &resumePoint{from: runID, lineage: p.lineage, journal: p.journal, state: state, checkpoint: cp, consumed: p.consumed}
 	res, err := executeCase(ctx, opts, c, env, cr)
 	if err != nil {
+		return sum, err
+	}
+	if sum.Sealed = store.Recovered(); len(sum.Sealed) > 0 {
+		env.progress.line("sealed %d interrupted run(s), rejected as interrupted: %s", len(sum.Sealed), strings.Join(sum.Sealed, ", "))
+	}
+	if err := signRuns(ctx, opts, store, sum.Sealed...); err != nil {
 		return sum, err
 	}
 	sum.Cases = []CaseResult{res}
@@ -246,7 +265,7 @@ func consumed(ctx context.Context, store *evidence.Store, runs []evidence.RunSum
 				open[ev.MemberID]--
 			}
 		}
-		if r.Status == evidence.StatusInterrupted {
+		if r.Interrupted {
 			for m, n := range open {
 				if n > 0 {
 					unknown[m] = true
@@ -337,7 +356,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	switch {
 	case !ok:
 		return nil, notResumable("no such run in %s", storePath)
-	case run.Status == evidence.StatusOpen:
+	case run.Status == evidence.StatusOpen && !run.Interrupted:
 		return nil, notResumable("it is still open (being written)")
 	}
 	// The lineage: the run, and the runs it resumed, back to the first.
@@ -391,7 +410,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	// from (its parent's): what it did meanwhile is in its journal, which recovery reads.
 	cpRun := runID
 	cp, err := store.LoadCheckpoint(ctx, runID, -1, req)
-	if errors.Is(err, evidence.ErrNoCheckpoint) && len(lineage) > 1 && run.Status == evidence.StatusInterrupted {
+	if errors.Is(err, evidence.ErrNoCheckpoint) && len(lineage) > 1 && run.Interrupted {
 		cpRun = lineage[len(lineage)-2]
 		cp, err = store.LoadCheckpoint(ctx, cpRun, -1, req)
 	}
@@ -405,7 +424,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	// (the run being resumed may be unfinalized when it was interrupted), and the checkpoint's state
 	// must be the one its chained checkpoint event names.
 	for _, v := range mustVerify(ctx, store, runs, runID, &err) {
-		if v.Status == evidence.VerifyOK || (v.Status == evidence.VerifyUnfinalized && v.RunID == runID && run.Status == evidence.StatusInterrupted) {
+		if v.Passed() {
 			continue
 		}
 		return nil, notResumable("run %s of its lineage does not verify (%s: %s)", v.RunID, v.Status, v.Detail)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/metrics"
@@ -56,7 +57,7 @@ var badInput = []error{
 	fs.ErrNotExist,
 	harness.ErrBadOptions, harness.ErrNotResumable, harness.ErrNoCall, harness.ErrEffectState,
 	evidence.ErrLocked, evidence.ErrNoStore, evidence.ErrNotStore, evidence.ErrSchemaVersion, evidence.ErrInvalidArgument,
-	evidence.ErrNoRun, evidence.ErrBadQuery, evidence.ErrBadManifest,
+	evidence.ErrNoRun, evidence.ErrBadQuery, evidence.ErrBadManifest, attest.ErrBadKey, attest.ErrKeyExists,
 	reference.ErrInvalidConfig, reference.ErrNotEffectsDB,
 	policy.ErrInvalidPolicy, policy.ErrInvalidApprovalFile,
 	oracle.ErrInvalidSpec, oracle.ErrUnknownLanguage, oracle.ErrNoArtifact, oracle.ErrInvalidOptions,

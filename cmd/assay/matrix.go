@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/reports"
 	"github.com/assay-audit/assay/runtime/provider/reference"
@@ -22,6 +23,8 @@ type MatrixRunOptions struct {
 	IO      IOStreams
 	Harness harness.Options
 	Format  string
+	// SignKey is --sign-key: the private key attestations are signed with; "" signs none.
+	SignKey string
 }
 
 // NewCmdMatrix builds `assay matrix` and its `run` subcommand. runF replaces runMatrixRun in tests.
@@ -97,6 +100,8 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.Int64Var(&opts.Harness.MemberTokens, "member-tokens", 0, "hard limit on provider tokens per member over a case (total_tokens as responses reported them; 0 = no limit); a request is refused once the member's tokens reach it, or when earlier usage was not reported")
 	f.Int64Var(&opts.Harness.TeamTokens, "team-tokens", 0, "hard limit on provider tokens per case's team, shared by its members (0 = no limit); refused like --member-tokens")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
+	f.StringVar(&opts.SignKey, "sign-key", "", "Ed25519 private key (assay keygen) signing each run as an in-toto attestation right after it is finalized")
+	f.StringVar(&opts.Harness.AttestDir, "attestations", "", "directory the attestations are written to (default <out>/attestations; keep a copy elsewhere)")
 	cmd.AddCommand(run)
 	return cmd
 }
@@ -108,6 +113,13 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	}
 	h := opts.Harness
 	h.ToolVersion, h.Command, h.Progress = version, "assay matrix run", opts.IO.ErrOut
+	if opts.SignKey != "" {
+		signer, err := attest.LoadSigner(opts.SignKey)
+		if err != nil {
+			return usageErrorf("--sign-key: %w", err)
+		}
+		h.Signer = signer
+	}
 	sum, err := harness.Run(ctx, h)
 	if err != nil && ctx.Err() != nil {
 		// Interrupted: the case in progress stays open in the store and is marked interrupted (never
@@ -237,7 +249,7 @@ func verdictLabel(c harness.CaseResult) string {
 // returns its path.
 func writeMatrixReport(ctx context.Context, sum harness.Summary) (string, error) {
 	path := filepath.Join(sum.OutDir, "report.md")
-	var runIDs []string
+	runIDs := append([]string(nil), sum.Sealed...) // interrupted runs this invocation sealed: shown, rejected
 	for _, c := range sum.Cases {
 		runIDs = append(runIDs, c.RunID)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
 )
 
@@ -18,6 +19,7 @@ type ResumeOptions struct {
 	Harness harness.Options
 	Run     string
 	Format  string
+	SignKey string // --sign-key; "" signs nothing
 }
 
 // NewCmdResume builds `assay resume RUN`. runF replaces runResume in tests.
@@ -73,6 +75,8 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
 	f.StringArrayVar(&faults, "reference-fault", nil, "inject a fault into the embedded reference provider (MEMBER:TURN:KIND[:ARG]); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process")
+	f.StringVar(&opts.SignKey, "sign-key", "", "Ed25519 private key (assay keygen) signing the resumed run, and the run it seals, as in-toto attestations")
+	f.StringVar(&opts.Harness.AttestDir, "attestations", "", "directory the attestations are written to (default <out>/attestations)")
 	return cmd
 }
 
@@ -82,6 +86,13 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	h := opts.Harness
+	if opts.SignKey != "" {
+		signer, err := attest.LoadSigner(opts.SignKey)
+		if err != nil {
+			return usageErrorf("--sign-key: %w", err)
+		}
+		h.Signer = signer
+	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
 	sum, err := harness.ResumeRun(ctx, h, opts.Run)
 	if err != nil && ctx.Err() != nil {

@@ -238,7 +238,7 @@ func TestVerifyCLIFindsAnErasedRun(t *testing.T) {
 		}, nil, map[string]string{"run-c": "admission 3: admission 2 is missing: the run admitted there was deleted"}},
 		{"only the runs row deleted", func(t *testing.T, path string) {
 			rawSQL(t, path, `DELETE FROM runs WHERE run_id = 'run-b'`)
-		}, nil, map[string]string{"run-b": "run run-b is missing from runs, but rows for it remain in admissions (1), checks (2), envelopes (1), events (6), verdicts (1)"}},
+		}, nil, map[string]string{"run-b": "run run-b is missing from runs, but rows for it remain in admissions (1), checks (2), envelopes (1), events (6), finalizations (1), verdicts (1)"}},
 		{"only the runs row deleted, run named", func(t *testing.T, path string) {
 			rawSQL(t, path, `DELETE FROM runs WHERE run_id = 'run-b'`)
 		}, []string{"run-b"}, map[string]string{"run-b": "missing from runs"}},
@@ -322,10 +322,15 @@ func TestVerifyCLIFindsAForgedVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec, err := s.TerminalRecord(ctx, "run-b")
 	s.Close()
-	th, err := evidence.TerminalHash(evidence.TerminalRecord{Version: sum.TerminalVersion, RunID: sum.RunID, EnvelopeDigest: sum.EnvelopeDigest,
-		LastEventHash: evs[len(evs)-1].Hash, EventCount: int64(len(evs)), Artifacts: sum.Artifacts, Checks: sum.Checks, Usage: sum.Usage,
-		UsageCalls: sum.UsageCalls, UsageVerdicts: sum.UsageVerdicts, Checkpoints: sum.Checkpoints, Verdict: *sum.Verdict, AdmissionHash: sum.AdmissionHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Version != sum.TerminalVersion || rec.EventCount != int64(len(evs)) || rec.Verdict.Verdict != "accepted" {
+		t.Fatalf("terminal record as stored: %+v", rec)
+	}
+	th, err := evidence.TerminalHash(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +401,8 @@ func TestVerifyHelpNamesTheManifestDefense(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("verify --help: exit %d %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"admissions chain", "manifest kept elsewhere", "--manifest FILE --write", "docs/cli.md"} {
+	for _, want := range []string{"admissions, finalizations and writer sessions", "check_recorded", "append a run",
+		"kept elsewhere", "--manifest FILE --write", "--attestations DIR --pubkey KEY", "docs/cli.md"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("verify --help lacks %q", want)
 		}

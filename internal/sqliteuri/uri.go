@@ -8,6 +8,7 @@ package sqliteuri
 
 import (
 	"net/url"
+	"os"
 	"path/filepath"
 )
 
@@ -20,4 +21,18 @@ func File(abs, params string) string {
 		s += "?" + params
 	}
 	return s
+}
+
+// ReadOnlyFile returns the DSN that reads the file at abs, an absolute path,
+// without creating or changing anything beside it: SQLite's read-only mode
+// on a database in WAL mode creates its -wal and -shm files when they are
+// missing and leaves them behind, so a database with no -wal file (closed
+// cleanly: everything is in the main file) is opened immutable=1, and only
+// one with a -wal file (a writer live or crashed, whose last commits are
+// there) in mode=ro, where those files already exist.
+func ReadOnlyFile(abs string) string {
+	if _, err := os.Lstat(abs + "-wal"); err == nil {
+		return File(abs, "mode=ro&_busy_timeout=10000")
+	}
+	return File(abs, "mode=ro&immutable=1")
 }
