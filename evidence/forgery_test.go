@@ -87,7 +87,11 @@ func tablesWithRunID(t *testing.T, path string) []string {
 // tester did.
 func eraseRun(t *testing.T, path, runID string) {
 	t.Helper()
-	stmts := []string{`DELETE FROM runs WHERE run_id = '` + runID + `'`}
+	// A thorough eraser also removes the artifacts only this run linked (left, they are found
+	// linked by no run).
+	stmts := []string{`DELETE FROM runs WHERE run_id = '` + runID + `'`,
+		`DELETE FROM artifacts WHERE digest IN (SELECT digest FROM run_artifacts WHERE run_id = '` + runID + `')
+			AND digest NOT IN (SELECT digest FROM run_artifacts WHERE run_id <> '` + runID + `')`}
 	for _, tb := range tablesWithRunID(t, path) {
 		stmts = append(stmts, `DELETE FROM `+tb+` WHERE run_id = '`+runID+`'`)
 	}

@@ -212,13 +212,14 @@ type MigrateResult struct {
 	Interrupted []string
 }
 
-// Unverified returns the entries of Verification whose run does not verify: neither ok nor
-// unfinalized (a run left open verifies as far as it goes). The migration itself succeeded; these
+// Unverified returns the entries of Verification that do not verify: neither passed
+// (RunVerification.Passed: ok, or interrupted with its evidence verifying) nor unfinalized (a run
+// left open verifies as far as it goes). The migration itself succeeded; these
 // runs did not verify before it either.
 func (r MigrateResult) Unverified() []RunVerification {
 	var bad []RunVerification
 	for _, v := range r.Verification {
-		if v.Status != VerifyOK && v.Status != VerifyUnfinalized {
+		if !v.Passed() && v.Status != VerifyUnfinalized {
 			bad = append(bad, v)
 		}
 	}
