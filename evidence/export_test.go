@@ -98,6 +98,7 @@ func TestExportParquetRefusals(t *testing.T) {
 		})
 	}
 }
+
 // storeWithRunsFile writes a store at dir/evidence.duckdb holding the named runs, each finalized
 // accepted with events step events and one file-backed artifact, and returns its path.
 func storeWithRunsFile(t *testing.T, dir string, events int, runs ...string) string {
