@@ -90,9 +90,13 @@ type ReplayDivergence struct {
 type ReplayDifference struct {
 	// Field is the policy's name for it (e.g. "event time", "latency_ms").
 	Field string `json:"field"`
-	// Pointer is the first place it differed; Count how many places did.
-	Pointer string `json:"pointer"`
-	Count   int    `json:"count"`
+	// Event, EventSeq and Pointer are the first place it differed: the recorded event (a
+	// checkpoint state's for a checkpoint) and the JSON Pointer in the compared document; Count is
+	// how many places did.
+	Event    string `json:"event"`
+	EventSeq int64  `json:"event_seq"`
+	Pointer  string `json:"pointer"`
+	Count    int    `json:"count"`
 	// MinDelta and MaxDelta are the smallest and largest difference, replayed minus recorded, in
 	// Unit ("seconds", "milliseconds"); both 0 with Unit "" for a value that is not a number or a
 	// time.
