@@ -15,6 +15,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/reports"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
@@ -113,6 +114,8 @@ Exit status: 0 when every case is accepted, 1 when any case is not, 2 on bad inp
 	f.Int64Var(&opts.Harness.MemberTokens, "member-tokens", 0, "hard limit on provider tokens per member over a case (total_tokens as responses reported them; 0 = no limit); a request is refused once the member's tokens reach it, or when earlier usage was not reported")
 	f.Int64Var(&opts.Harness.TeamTokens, "team-tokens", 0, "hard limit on provider tokens per case's team, shared by its members (0 = no limit); refused like --member-tokens")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
+	f.StringVar(&opts.Harness.ReplayTolerance, "replay-tolerance", "exact", "replay tolerance policy bound in every run's envelope: "+strings.Join(tolerance.Names(), " or ")+
+		" ('assay replay verify' compares under it and no other; docs/replay.md)")
 	cmd.AddCommand(run)
 	return cmd
 }
