@@ -208,14 +208,6 @@ func Verify(ctx context.Context, opts Options) ([]Result, error) {
 	for _, v := range vs {
 		r.verified[v.RunID] = v
 	}
-	if opts.Checks {
-		gw, closeGW, err := openGateway(ctx, filepath.Dir(storePath))
-		if err != nil {
-			return nil, err
-		}
-		defer closeGW()
-		r.gateway = gw
-	}
 	var out []Result
 	for _, t := range targets {
 		res, err := r.replay(ctx, t)
@@ -320,10 +312,11 @@ func selectRuns(ctx context.Context, store *evidence.Store, runs []evidence.RunS
 	return out, nil
 }
 
-// openGateway opens the observing gateway's usage database of the output directory for the
-// checks to read (it relays nothing: its upstream is never asked). A missing database is not
-// created: the checks then read an empty one in a temporary directory, and fail as they would have.
-func openGateway(ctx context.Context, outDir string) (*gateway.Gateway, func(), error) {
+// openGateway opens the observing gateway's usage database of the output directory as it stood at
+// until, for the checks to read (it relays nothing: its upstream is never asked). A missing database
+// is not created: the checks then read an empty one in a temporary directory, and fail as they
+// would have.
+func openGateway(ctx context.Context, outDir string, until time.Time) (*gateway.Gateway, func(), error) {
 	db := filepath.Join(outDir, "gateway-usage.db")
 	cleanup := func() {}
 	if _, err := os.Stat(db); err != nil {
@@ -333,7 +326,7 @@ func openGateway(ctx context.Context, outDir string) (*gateway.Gateway, func(), 
 		}
 		db, cleanup = filepath.Join(tmp, "gateway-usage.db"), func() { os.RemoveAll(tmp) }
 	}
-	gw, err := gateway.Start(ctx, gateway.Config{Upstream: "http://127.0.0.1:9", DBPath: db})
+	gw, err := gateway.Start(ctx, gateway.Config{Upstream: "http://127.0.0.1:9", DBPath: db, Until: until})
 	if err != nil {
 		cleanup()
 		return nil, nil, fmt.Errorf("open the gateway's usage database %s: %w", db, err)
@@ -343,10 +336,9 @@ func openGateway(ctx context.Context, outDir string) (*gateway.Gateway, func(), 
 
 // replayer replays runs of one store.
 type replayer struct {
-	store   *evidence.Store
-	runs    []evidence.RunSummary
-	opts    Options
-	gateway *gateway.Gateway
+	store *evidence.Store
+	runs  []evidence.RunSummary
+	opts  Options
 	// verified holds the verification of the runs to replay, by run id.
 	verified map[string]evidence.RunVerification
 }
@@ -726,7 +718,14 @@ func (r *replayer) replayRun(ctx context.Context, rc *harness.ReplayCase, rec *r
 	divs = append(divs, cmp.divs...)
 	v := event.ReplayVerdict{Requests: cas.Asked(), ToolCalls: srv.count(), Differences: cmp.diffs, NotCompared: notCompared(pol)}
 	if r.opts.Checks {
-		checks, verdict, err := team.Checks(ctx, harness.ReplayCheckEnv{Gateway: r.gateway, ModelAliases: r.opts.ModelAliases, TestDeadline: r.opts.TestDeadline})
+		// The gateway's records as they stood when the run was finalized: a later resume of its team
+		// run adds requests of the same sessions that the run's checks never saw.
+		gw, closeGW, err := openGateway(ctx, filepath.Dir(r.opts.Store), *rc.Run.FinalizedAt)
+		if err != nil {
+			return event.ReplayVerdict{}, id, err
+		}
+		checks, verdict, err := team.Checks(ctx, harness.ReplayCheckEnv{Gateway: gw, ModelAliases: r.opts.ModelAliases, TestDeadline: r.opts.TestDeadline})
+		closeGW()
 		if err != nil {
 			return event.ReplayVerdict{}, id, err
 		}
