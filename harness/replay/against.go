@@ -57,18 +57,9 @@ func against(ctx context.Context, store *evidence.Store, runs []evidence.RunSumm
 	if err != nil {
 		return res, err
 	}
-	for _, k := range sortedKeys(ia, ib) {
-		c.stream(ia[k], ib[k])
-	}
+	c.streams(ia, ib)
 	res.NotCompared, res.Differences, res.FirstDivergence = notCompared(recorded), c.diffs, first(c.divs)
-	switch {
-	case res.FirstDivergence != nil:
-		res.Verdict, res.Reason = Mismatch, "first divergence: "+describe(res.FirstDivergence)
-	case len(res.Differences) > 0:
-		res.Verdict = WithinTolerance
-	default:
-		res.Verdict = Exact
-	}
+	res.Verdict, res.Reason = verdictOf(res.FirstDivergence, res.Differences)
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
 }

@@ -242,33 +242,44 @@ func turnStreams(states []checkpointState, relocate func(string) string) (map[st
 func compareRuns(pol tolerance.Policy, rec *recording, replayed []evidence.StoredEvent, replayedStates []checkpointState, relocate func(string) string) (*comparison, error) {
 	c := &comparison{policy: pol, runID: rec.run.RunID}
 	same := func(s string) string { return s }
-	for _, split := range []func() (map[string][]item, map[string][]item, error){
-		func() (map[string][]item, map[string][]item, error) {
-			a, err := streams(rec.events, same)
-			if err != nil {
-				return nil, nil, fmt.Errorf("the recorded trace: %w", err)
-			}
-			b, err := streams(replayed, relocate)
-			return a, b, err
-		},
-		func() (map[string][]item, map[string][]item, error) {
-			a, err := turnStreams(rec.checkpoints, same)
-			if err != nil {
-				return nil, nil, fmt.Errorf("the recorded checkpoints: %w", err)
-			}
-			b, err := turnStreams(replayedStates, relocate)
-			return a, b, err
-		},
-	} {
-		a, b, err := split()
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range sortedKeys(a, b) {
-			c.stream(a[k], b[k])
-		}
+	recordedEvents, err := streams(rec.events, same)
+	if err != nil {
+		return nil, fmt.Errorf("the recorded trace: %w", err)
 	}
+	replayedEvents, err := streams(replayed, relocate)
+	if err != nil {
+		return nil, fmt.Errorf("the replayed trace: %w", err)
+	}
+	recordedTurns, err := turnStreams(rec.checkpoints, same)
+	if err != nil {
+		return nil, fmt.Errorf("the recorded checkpoints: %w", err)
+	}
+	replayedTurns, err := turnStreams(replayedStates, relocate)
+	if err != nil {
+		return nil, fmt.Errorf("the replayed checkpoints: %w", err)
+	}
+	c.streams(recordedEvents, replayedEvents)
+	c.streams(recordedTurns, replayedTurns)
 	return c, nil
+}
+
+// streams compares every stream of a recorded trace with the replay's of the same name.
+func (c *comparison) streams(recorded, replayed map[string][]item) {
+	for _, k := range sortedKeys(recorded, replayed) {
+		c.stream(recorded[k], replayed[k])
+	}
+}
+
+// verdict is the replay verdict a comparison's outcome gives: mismatch at the first divergence,
+// within_tolerance when only tolerated fields differed, exact otherwise.
+func verdictOf(first *event.ReplayDivergence, differences []event.ReplayDifference) (verdict, reason string) {
+	switch {
+	case first != nil:
+		return Mismatch, "first divergence: " + describe(first)
+	case len(differences) > 0:
+		return WithinTolerance, ""
+	}
+	return Exact, ""
 }
 
 func sortedKeys(a, b map[string][]item) []string {

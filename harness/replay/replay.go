@@ -734,14 +734,7 @@ func (r *replayer) replayRun(ctx context.Context, rc *harness.ReplayCase, rec *r
 		divs = append(divs, cd...)
 	}
 	v.FirstDivergence = first(divs)
-	switch {
-	case v.FirstDivergence != nil:
-		v.Verdict, v.Reason = Mismatch, "first divergence: "+describe(v.FirstDivergence)
-	case len(v.Differences) > 0:
-		v.Verdict = WithinTolerance
-	default:
-		v.Verdict = Exact
-	}
+	v.Verdict, v.Reason = verdictOf(v.FirstDivergence, v.Differences)
 	return v, id, r.finish(ctx, id, rc.Run.RunID, v)
 }
 
