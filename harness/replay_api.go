@@ -340,6 +340,23 @@ type ReplayCheckEnv struct {
 	ModelAliases map[string]string
 	// TestDeadline bounds the independent test runner per member (default 120s).
 	TestDeadline time.Duration
+	// Pythons are the interpreters Python cases are checked with; nil finds them for this replay.
+	Pythons *Pythons
+}
+
+// Pythons are the Python interpreters a matrix run chooses once (oracle.FindPython): the oracle's
+// driver and pytest's, each with why none qualified.
+type Pythons struct {
+	Oracle, Pytest       oracle.Python
+	OracleErr, PytestErr error
+}
+
+// FindPythons chooses the interpreters as a matrix run of Python cases does.
+func FindPythons(ctx context.Context) *Pythons {
+	p := &Pythons{}
+	p.Oracle, p.OracleErr = oracle.FindPython(ctx, false)
+	p.Pytest, p.PytestErr = oracle.FindPython(ctx, true)
+	return p
 }
 
 // Checks re-runs the matrix's acceptance checks on the replay: the deliverables materialised from
@@ -368,8 +385,11 @@ func (t *ReplayTeam) Checks(ctx context.Context, ce ReplayCheckEnv) ([]evidence.
 		reference: rc.Run.Envelope.BaseURL == "", owned: rc.ownedSession}
 	state.oracle = oracle.Options{WorkDir: t.CaseDir}
 	if rc.c.Language == reference.LanguagePython {
-		state.oracle.Python, state.oraclePythonErr = oracle.FindPython(ctx, false)
-		state.pytestPython, state.pytestPythonErr = oracle.FindPython(ctx, true)
+		py := ce.Pythons
+		if py == nil {
+			py = FindPythons(ctx)
+		}
+		state.oracle.Python, state.oraclePythonErr, state.pytestPython, state.pytestPythonErr = py.Oracle, py.OracleErr, py.Pytest, py.PytestErr
 	}
 	if ce.Gateway != nil {
 		state.gwFrom, state.gwTo = rc.gatewayWindow(ctx, ce.Gateway)

@@ -46,9 +46,9 @@ import (
 	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/runtime/event"
-	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider"
 	"github.com/assay-audit/assay/runtime/provider/cassette"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
 // Replay verdicts (DESIGN.md vocabulary).
@@ -246,15 +246,10 @@ func (o *Options) normalize() error {
 			return fmt.Errorf("%w: --tolerance: %v", ErrBadInput, err)
 		}
 	}
-	switch o.Mode {
-	case "", evidence.ModeLive, evidence.ModeDryRun, evidence.ModeObserve:
-	default:
-		return fmt.Errorf("%w: --mode %q is not one of live, dry_run, observe", ErrBadInput, o.Mode)
-	}
-	if o.PolicyFile != "" {
-		if _, _, err := policy.LoadFile(o.PolicyFile); err != nil {
-			return fmt.Errorf("%w: --policy %s: %v", ErrBadInput, o.PolicyFile, err)
-		}
+	// The asked mode and policy file are checked as a matrix run checks them.
+	asked := harness.Options{OutDir: filepath.Dir(o.Store), Mode: o.Mode, PolicyFile: o.PolicyFile}
+	if err := asked.Normalize(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	for req, ans := range o.ModelAliases {
 		if req == "" || ans == "" || req == ans {
@@ -341,6 +336,8 @@ type replayer struct {
 	opts  Options
 	// verified holds the verification of the runs to replay, by run id.
 	verified map[string]evidence.RunVerification
+	// pythons are the interpreters the checks of Python cases use, found at the first one.
+	pythons *harness.Pythons
 }
 
 // lineageOf returns run r's recorded lineage, first run first (r last).
@@ -383,7 +380,8 @@ func (r *replayer) replay(ctx context.Context, target evidence.RunSummary) (Resu
 		case errors.Is(err, harness.ErrPolicyUnavailable):
 			pre = &decision{Refused, err.Error()}
 		case errors.Is(err, harness.ErrBadOptions):
-			return res, fmt.Errorf("%w: %v", ErrBadInput, err)
+			// The asked values passed normalize: what this build cannot run is the recorded case.
+			pre = &decision{NonCertifiable, fmt.Sprintf("run %s: this build cannot rebuild its case: %v", run.RunID, err)}
 		case err != nil:
 			return res, err
 		}
@@ -724,7 +722,11 @@ func (r *replayer) replayRun(ctx context.Context, rc *harness.ReplayCase, rec *r
 		if err != nil {
 			return event.ReplayVerdict{}, id, err
 		}
-		checks, verdict, err := team.Checks(ctx, harness.ReplayCheckEnv{Gateway: gw, ModelAliases: r.opts.ModelAliases, TestDeadline: r.opts.TestDeadline})
+		if rc.Run.Envelope.Language == reference.LanguagePython && r.pythons == nil {
+			r.pythons = harness.FindPythons(ctx) // once, as a matrix run chooses them
+		}
+		checks, verdict, err := team.Checks(ctx, harness.ReplayCheckEnv{Gateway: gw, ModelAliases: r.opts.ModelAliases,
+			TestDeadline: r.opts.TestDeadline, Pythons: r.pythons})
 		closeGW()
 		if err != nil {
 			return event.ReplayVerdict{}, id, err

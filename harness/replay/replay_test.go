@@ -14,6 +14,7 @@ import (
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/provider"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
@@ -512,3 +513,15 @@ type discard struct{}
 
 func (discard) Intent(context.Context, tool.Intent) error   { return nil }
 func (discard) Outcome(context.Context, tool.Outcome) error { return nil }
+
+// A streamed run, its tool-call arguments split across chunks and one response without usage,
+// replays exact: the cassette serves the recorded event streams to the runtime's own stream reader.
+func TestAStreamedRunReplaysExact(t *testing.T) {
+	f := build(t, "stream", harness.Options{Formations: []string{"parallel+vote"}, Stream: true,
+		ReferenceFaults: []reference.Fault{{Member: "exec-2", Turn: 0, Kind: reference.FaultSplitToolArgs}, {Member: "exec-3", Turn: 1, Kind: reference.FaultDropUsage}}})
+	out := copyOut(t, f)
+	res := one(t, out, Options{Runs: []string{f.runs[0].RunID}})
+	if res.Verdict != Exact || res.Requests != 6 {
+		t.Fatalf("%+v", res)
+	}
+}
