@@ -398,8 +398,11 @@ func caseTools(env caseEnv, entry CatalogEntry) map[string]tool.Tool {
 
 // caseBackendOptions returns the boundary option that lets reconciliation (Boundary.Reconcile, and
 // so assay resume) ask the run's effect service for receipts: tool.WithBackend over
-// effect.HTTPBackend; none when the run has no effect service.
+// effect.HTTPBackend, or over env.backend when one is set; none when the run has no effect service.
 func caseBackendOptions(env caseEnv) []tool.Option {
+	if env.backend != nil {
+		return []tool.Option{tool.WithBackend(env.backend)}
+	}
 	if env.effectsURL == "" {
 		return nil
 	}

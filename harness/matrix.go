@@ -32,10 +32,12 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/internal/redactjson"
 	"github.com/assay-audit/assay/internal/runid"
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/policy"
@@ -134,6 +136,10 @@ type Options struct {
 	// OUT/attestations): evidence/attest.SignRun.
 	Signer    *attest.Signer
 	AttestDir string
+	// ReplayTolerance names the replay tolerance policy bound in every run's envelope before it
+	// executes (harness/replay/tolerance: "exact", the default, or "volatile"); a replay compares
+	// under it and no other (docs/replay.md).
+	ReplayTolerance string
 
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks
@@ -335,6 +341,12 @@ func (o *Options) Normalize() error {
 	}
 	if o.TeamToolCalls == 0 {
 		o.TeamToolCalls = DefaultTeamToolCalls
+	}
+	if o.ReplayTolerance == "" {
+		o.ReplayTolerance = tolerance.Exact.Name
+	}
+	if _, err := tolerance.Lookup(o.ReplayTolerance); err != nil {
+		return fmt.Errorf("%w: --replay-tolerance: %v", ErrBadOptions, err)
 	}
 	o.policyFile, o.policyDigest, o.approvals = nil, "", nil
 	if o.PolicyFile != "" {
@@ -695,6 +707,9 @@ type caseEnv struct {
 	reference *reference.Server
 	// effectsURL is the base URL of the run's effect service (startEffectService), "" when none.
 	effectsURL string
+	// backend, when set, is the receipt lookup reconciliation asks instead of the effect service
+	// (a replay serves the recorded receipts); nil otherwise.
+	backend effect.Backend
 	// teams are the team runs of this matrix run: their member sessions are the ones the gateway
 	// may see.
 	teams *teamRuns
@@ -820,6 +835,12 @@ func prepareCase(opts Options, c Case, identityRunID string, scaffold bool) (cas
 	if err != nil {
 		return caseRun{}, manifest{}, evidence.Envelope{}, err
 	}
+	return prepareCaseIn(opts, c, identityRunID, caseDir, scaffold)
+}
+
+// prepareCaseIn is prepareCase with the members' directories under caseDir (a replay works in its
+// own directories; nothing that defines the case depends on where they are).
+func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold bool) (caseRun, manifest, evidence.Envelope, error) {
 	plans, err := c.plan(caseDir, scaffold)
 	if err != nil {
 		return caseRun{}, manifest{}, evidence.Envelope{}, err
@@ -855,7 +876,7 @@ func prepareCase(opts Options, c Case, identityRunID string, scaffold bool) (cas
 		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: opts.Mode, PolicyDigest: opts.policyDigest,
 		EnvironmentFingerprint: environmentFingerprint(opts.ToolVersion),
 		EntropySources:         []string{"provider_responses", "wall_clock", "run_id"},
-		ReplayTolerance:        "exact",
+		ReplayTolerance:        opts.ReplayTolerance,
 		Provider:               upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
 		Formation: c.Entry.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
 	}
@@ -880,35 +901,11 @@ type caseRun struct {
 // formation can resume), for a resumed run the recovery of its journal, the team, the checks and
 // finalization.
 func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr caseRun) (CaseResult, error) {
-	start, runID, store, team, plans, spec, fopts, sink, caseDir := cr.start, cr.runID, env.store, cr.team, cr.plans, cr.spec, cr.fopts, cr.sink, cr.caseDir
+	start, runID, store, team, plans, spec, caseDir := cr.start, cr.runID, env.store, cr.team, cr.plans, cr.spec, cr.caseDir
 	timings := map[string]float64{}
-	bopts, grants, err := boundaryOptions(opts, team, env.redactor)
-	if err != nil {
-		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
-	}
-	ecfg := runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink,
-		BoundaryOptions: append(bopts, caseBackendOptions(env)...), Tools: caseTools(env, c.Entry)}
-	if formation.Resumable(team.Formation, fopts) {
-		ecfg.Durable = &runtime.DurableConfig{Checkpoint: sink.Checkpoint}
-		if cr.resume != nil {
-			ecfg.Durable.Restore, ecfg.Durable.Consumed = &cr.resume.state, cr.resume.consumed
-			fopts.Resume = true
-		}
-	}
-	engine, err := runtime.NewEngine(ecfg)
+	engine, fopts, err := startTeam(ctx, opts, env, cr, caseTools(env, c.Entry))
 	if err != nil {
 		return CaseResult{}, err
-	}
-	if err := engine.Emit(ctx, "", "", event.BoundaryConfigured{Mode: opts.Mode, PolicyFile: opts.PolicyFile,
-		PolicyDigest: opts.policyDigest, ApprovalsFile: opts.ApprovalsFile, ApprovalsPreloaded: grants,
-		MemberToolCalls: opts.MemberToolCalls, TeamToolCalls: opts.TeamToolCalls,
-		MemberTokens: opts.MemberTokens, TeamTokens: opts.TeamTokens}); err != nil {
-		return CaseResult{}, fmt.Errorf("run %s: record boundary configuration: %w", runID, err)
-	}
-	if cr.resume != nil {
-		if err := cr.resume.recover(ctx, engine, team, env.progress); err != nil {
-			return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
-		}
 	}
 	gwFrom, windowFrom := env.gateway.Mark(), time.Now()
 	env.teams.add(team, gwFrom)
@@ -916,12 +913,9 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		opts.hooks.duringTeam(ctx, hookEnv{gatewayURL: env.gateway.URL(), effectsURL: env.effectsURL, runID: runID})
 	}
 	teamStart := time.Now()
-	result, teamErr := formation.RunWith(ctx, engine, team, fopts)
+	result, teamErr := runTeam(ctx, engine, team, fopts)
 	teamEnd := time.Now()
 	timings["team"] = teamEnd.Sub(teamStart).Seconds()
-	if teamErr != nil {
-		_ = engine.Emit(ctx, "", "", event.Warning{Warning: "team did not complete: " + teamErr.Error()})
-	}
 
 	gwTo := env.gateway.Mark()
 	env.teams.close(team, gwTo)
@@ -953,28 +947,16 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	}
 	timings["evidence"] = time.Since(prepStart).Seconds()
 	var checks []evidence.Check
-	for _, ch := range checkList {
-		checkStart := time.Now()
-		status, detail, ev := ch.safeRun(ctx, state)
-		timings["check:"+ch.Name] = time.Since(checkStart).Seconds()
-		rec := evidence.Check{Name: ch.Name, Required: ch.Required, Status: status, Detail: env.redactor.String(detail),
-			Evidence: redactJSON(env.redactor, marshalEvidence(ev))}
-		if err := store.RecordCheck(ctx, runID, rec); err != nil {
-			return CaseResult{}, fmt.Errorf("run %s: record check %s: %w", runID, ch.Name, err)
+	for _, o := range evaluateChecks(ctx, state, checkList, env.redactor) {
+		timings["check:"+o.rec.Name] = o.seconds
+		if err := store.RecordCheck(ctx, runID, o.rec); err != nil {
+			return CaseResult{}, fmt.Errorf("run %s: record check %s: %w", runID, o.rec.Name, err)
 		}
-		_ = engine.Emit(ctx, "", "", event.CheckCompleted{Check: ch.Name, Required: ch.Required, Status: status, Detail: detail})
-		checks = append(checks, rec)
+		_ = engine.Emit(ctx, "", "", o.event)
+		checks = append(checks, o.rec)
 	}
-	verdict := evidence.Verdict{Verdict: evidence.VerdictAccepted}
-	if failed := failedRequired(checks); len(failed) > 0 {
-		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: failed}
-	}
-	paused, pauses := engine.Paused()
-	if paused {
-		// A paused run is never accepted, whatever its checks say: its work is not finished.
-		reasons := []string{fmt.Sprintf("paused: %s; continue it with 'assay resume %s'", strings.Join(pauses, "; "), runID)}
-		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: append(reasons, verdict.Reasons...)}
-	}
+	verdict := caseVerdict(checks, engine, runID)
+	paused, _ := engine.Paused()
 	finStart := time.Now()
 	if err := bindExternal(ctx, env, opts.OutDir, runID, team.RunID, gwFrom, gwTo); err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
@@ -994,6 +976,91 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 		out.Resumes = cr.resume.from
 	}
 	return out, nil
+}
+
+// startTeam builds an open case run's boundary and engine — durable when the formation can resume,
+// with tools as the engine's tools — records its boundary configuration and, for a resumed run,
+// recovers its journal. It returns the engine and the formation options to run the team with.
+// Matrix runs, resumes and replays (replay_api.go) all start a team through it.
+func startTeam(ctx context.Context, opts Options, env caseEnv, cr caseRun, tools map[string]tool.Tool) (*runtime.Engine, formation.Options, error) {
+	runID, team, fopts, sink := cr.runID, cr.team, cr.fopts, cr.sink
+	bopts, grants, err := boundaryOptions(opts, team, env.redactor)
+	if err != nil {
+		return nil, fopts, fmt.Errorf("run %s: %w", runID, err)
+	}
+	ecfg := runtime.EngineConfig{Provider: env.client, Model: opts.Model, Stream: opts.Stream, Sink: sink,
+		BoundaryOptions: append(bopts, caseBackendOptions(env)...), Tools: tools}
+	if formation.Resumable(team.Formation, fopts) {
+		ecfg.Durable = &runtime.DurableConfig{Checkpoint: sink.Checkpoint}
+		if cr.resume != nil {
+			ecfg.Durable.Restore, ecfg.Durable.Consumed = &cr.resume.state, cr.resume.consumed
+			fopts.Resume = true
+		}
+	}
+	engine, err := runtime.NewEngine(ecfg)
+	if err != nil {
+		return nil, fopts, err
+	}
+	if err := engine.Emit(ctx, "", "", event.BoundaryConfigured{Mode: opts.Mode, PolicyFile: opts.PolicyFile,
+		PolicyDigest: opts.policyDigest, ApprovalsFile: opts.ApprovalsFile, ApprovalsPreloaded: grants,
+		MemberToolCalls: opts.MemberToolCalls, TeamToolCalls: opts.TeamToolCalls,
+		MemberTokens: opts.MemberTokens, TeamTokens: opts.TeamTokens}); err != nil {
+		return nil, fopts, fmt.Errorf("run %s: record boundary configuration: %w", runID, err)
+	}
+	if cr.resume != nil {
+		if err := cr.resume.recover(ctx, engine, team, env.progress); err != nil {
+			return nil, fopts, fmt.Errorf("run %s: %w", runID, err)
+		}
+	}
+	return engine, fopts, nil
+}
+
+// runTeam runs the team through the formation registry; a team that did not complete leaves a
+// warning event saying why.
+func runTeam(ctx context.Context, engine *runtime.Engine, team runtime.Team, fopts formation.Options) (runtime.TeamResult, error) {
+	result, err := formation.RunWith(ctx, engine, team, fopts)
+	if err != nil {
+		_ = engine.Emit(ctx, "", "", event.Warning{Warning: "team did not complete: " + err.Error()})
+	}
+	return result, err
+}
+
+// checkOutcome is one check's result: the record for the store (detail and evidence redacted), the
+// check_completed event, and its time in seconds.
+type checkOutcome struct {
+	rec     evidence.Check
+	event   event.CheckCompleted
+	seconds float64
+}
+
+// evaluateChecks runs the checks in order over the prepared case state and returns their results;
+// it records nothing.
+func evaluateChecks(ctx context.Context, state *caseState, checkList []Check, r *policy.Redactor) []checkOutcome {
+	var out []checkOutcome
+	for _, ch := range checkList {
+		checkStart := time.Now()
+		status, detail, ev := ch.safeRun(ctx, state)
+		out = append(out, checkOutcome{seconds: time.Since(checkStart).Seconds(),
+			rec: evidence.Check{Name: ch.Name, Required: ch.Required, Status: status, Detail: r.String(detail),
+				Evidence: redactJSON(r, marshalEvidence(ev))},
+			event: event.CheckCompleted{Check: ch.Name, Required: ch.Required, Status: status, Detail: detail}})
+	}
+	return out
+}
+
+// caseVerdict is the acceptance verdict a case run asks Finalize for: accepted when every required
+// check passed, else rejected naming them; a paused run is never accepted, whatever its checks say
+// (its work is not finished).
+func caseVerdict(checks []evidence.Check, engine *runtime.Engine, runID string) evidence.Verdict {
+	verdict := evidence.Verdict{Verdict: evidence.VerdictAccepted}
+	if failed := failedRequired(checks); len(failed) > 0 {
+		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: failed}
+	}
+	if paused, pauses := engine.Paused(); paused {
+		reasons := []string{fmt.Sprintf("paused: %s; continue it with 'assay resume %s'", strings.Join(pauses, "; "), runID)}
+		verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: append(reasons, verdict.Reasons...)}
+	}
+	return verdict
 }
 
 // boundaryOptions builds one case's tool boundary configuration: its policy engine (from the
@@ -1038,14 +1105,58 @@ type storeSink struct {
 	// defective runtime); nil otherwise.
 	hook         func(runtime.Event) runtime.Event
 	artifactHook func(name string, data []byte) []byte
+
+	// batched, set for a replay, keeps events in pending and appends them in one transaction with
+	// the next checkpoint event or at Flush: nothing a replay records gates an effect, so nothing
+	// needs to be durable before the next step. saved, when set, receives each checkpoint state
+	// as stored. Both are zero for a matrix run.
+	batched bool
+	saved   func(seq int64, state json.RawMessage)
+	mu      sync.Mutex
+	pending []evidence.Event
 }
 
 func (s *storeSink) Emit(ctx context.Context, ev runtime.Event) error {
 	if s.hook != nil {
 		ev = s.hook(ev)
 	}
-	_, err := s.store.AppendEvent(ctx, s.runID, evidence.Event{Type: ev.Type, MemberID: ev.MemberID,
-		SessionID: s.redactor.String(ev.SessionID), Time: ev.Time, Payload: redactJSON(s.redactor, ev.Payload)})
+	stored := evidence.Event{Type: ev.Type, MemberID: ev.MemberID, SessionID: s.redactor.String(ev.SessionID), Time: ev.Time,
+		Payload: redactJSON(s.redactor, ev.Payload)}
+	if s.batched {
+		s.mu.Lock()
+		s.pending = append(s.pending, stored)
+		s.mu.Unlock()
+		return nil
+	}
+	_, err := s.store.AppendEvent(ctx, s.runID, stored)
+	return err
+}
+
+// appendNow appends ev after every pending event, in one transaction, and returns it as stored.
+// The caller holds s.mu.
+func (s *storeSink) appendNow(ctx context.Context, ev evidence.Event) (evidence.StoredEvent, error) {
+	if len(s.pending) == 0 {
+		return s.store.AppendEvent(ctx, s.runID, ev)
+	}
+	stored, err := s.store.AppendEvents(ctx, s.runID, append(s.pending, ev))
+	s.pending = nil
+	if err != nil {
+		return evidence.StoredEvent{}, err
+	}
+	return stored[len(stored)-1], nil
+}
+
+// Flush appends the pending events of a batched sink and turns batching off: what is emitted from
+// then on is appended at once.
+func (s *storeSink) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batched = false
+	if len(s.pending) == 0 {
+		return nil
+	}
+	_, err := s.store.AppendEvents(ctx, s.runID, s.pending)
+	s.pending = nil
 	return err
 }
 

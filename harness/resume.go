@@ -78,12 +78,19 @@ func (s *storeSink) Checkpoint(ctx context.Context, state json.RawMessage) error
 	if err != nil {
 		return err
 	}
-	stored, err := s.store.AppendEvent(ctx, s.runID, evidence.Event{Type: ev.Type, Time: ev.Time, Payload: ev.Payload})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stored, err := s.appendNow(ctx, evidence.Event{Type: ev.Type, Time: ev.Time, Payload: ev.Payload})
 	if err != nil {
 		return err
 	}
-	_, err = s.store.SaveCheckpoint(ctx, s.runID, stored.Seq, masked)
-	return err
+	if _, err = s.store.SaveCheckpoint(ctx, s.runID, stored.Seq, masked); err != nil {
+		return err
+	}
+	if s.saved != nil {
+		s.saved(stored.Seq, masked)
+	}
+	return nil
 }
 
 // recover records run_resumed, restores the boundary from the journal, dispatches what an approval
@@ -232,8 +239,13 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 // the member had a turn started and not ended in an interrupted run (a request may have been
 // outstanding when the process died, and nothing recorded it).
 func consumed(ctx context.Context, store *evidence.Store, runs []evidence.RunSummary, runID string) (map[string]runtime.Consumption, error) {
+	return consumedIn(ctx, store, Family(runs, runID))
+}
+
+// consumedIn is consumed over the runs of family, a team run's runs in creation order.
+func consumedIn(ctx context.Context, store *evidence.Store, family []evidence.RunSummary) (map[string]runtime.Consumption, error) {
 	calls, tokens, unknown := map[string]int64{}, map[string]int64{}, map[string]bool{}
-	for _, r := range Family(runs, runID) {
+	for _, r := range family {
 		evs, err := store.Events(ctx, r.RunID)
 		if err != nil {
 			return nil, fmt.Errorf("run %s events: %w", r.RunID, err)
@@ -473,8 +485,8 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 // its lineage never branches.
 func ResumedBy(runs []evidence.RunSummary, runID string) string {
 	for _, r := range runs {
-		if r.CorrectsRunID != runID {
-			continue
+		if r.CorrectsRunID != runID || IsReplayRun(r) {
+			continue // a replay is linked to the run it replays, and continues nothing
 		}
 		if len(r.Checkpoints) > 0 || r.Status != evidence.StatusFinalized || slices.ContainsFunc(r.Artifacts,
 			func(a evidence.ArtifactLink) bool { return a.Name == manifestArtifact }) {
@@ -574,7 +586,38 @@ func readManifest(ctx context.Context, store *evidence.Store, r evidence.RunSumm
 // (runID's lineage followed back through corrects_run_id) and every run that continues or corrects
 // it, directly or through another (resumed runs, reconciliation corrections). runs is the store's
 // run list.
+//
+// A run of kind replay (IsReplayRun) records no effects of the team run — its tool calls were
+// served from the recording — and is in no other run's family. The family of a replay run is the
+// family of the run it replays as it stood when that run was created (the runs created before
+// it), followed by the replay run in the replayed run's place: what the replay's own checks read.
 func Family(runs []evidence.RunSummary, runID string) []evidence.RunSummary {
+	recorded := slices.DeleteFunc(slices.Clone(runs), IsReplayRun)
+	for _, r := range runs {
+		if r.RunID != runID || !IsReplayRun(r) {
+			continue
+		}
+		var out []evidence.RunSummary
+		for _, f := range family(recorded, r.CorrectsRunID) {
+			if f.RunID != r.CorrectsRunID && f.CreatedAt.Before(createdAt(recorded, r.CorrectsRunID)) {
+				out = append(out, f)
+			}
+		}
+		return append(out, r)
+	}
+	return family(recorded, runID)
+}
+
+func createdAt(runs []evidence.RunSummary, runID string) time.Time {
+	for _, r := range runs {
+		if r.RunID == runID {
+			return r.CreatedAt
+		}
+	}
+	return time.Time{}
+}
+
+func family(runs []evidence.RunSummary, runID string) []evidence.RunSummary {
 	byID := map[string]evidence.RunSummary{}
 	for _, r := range runs {
 		byID[r.RunID] = r
@@ -610,8 +653,13 @@ func Family(runs []evidence.RunSummary, runID string) []evidence.RunSummary {
 // FamilyRecords reads the journal records of runID's family (Family), in creation order: what
 // every process of one team run recorded of its tool calls.
 func FamilyRecords(ctx context.Context, store *evidence.Store, runs []evidence.RunSummary, runID string) ([]tool.Record, error) {
+	return recordsIn(ctx, store, Family(runs, runID))
+}
+
+// recordsIn reads the journal records of the runs of family, in order.
+func recordsIn(ctx context.Context, store *evidence.Store, family []evidence.RunSummary) ([]tool.Record, error) {
 	var out []tool.Record
-	for _, r := range Family(runs, runID) {
+	for _, r := range family {
 		recs, err := ToolRecords(ctx, store, r.RunID)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/harness/replay"
 	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/metrics"
 	"github.com/assay-audit/assay/oracle"
@@ -55,6 +56,7 @@ var badInput = []error{
 	// A path named on the command line that does not exist (the libraries wrap fs.ErrNotExist for
 	// the paths their callers give: a store, a graph database, an artifact, an index's PATH).
 	fs.ErrNotExist,
+	replay.ErrBadInput,
 	harness.ErrBadOptions, harness.ErrNotResumable, harness.ErrNoCall, harness.ErrEffectState,
 	evidence.ErrLocked, evidence.ErrNoStore, evidence.ErrNotStore, evidence.ErrSchemaVersion, evidence.ErrInvalidArgument,
 	evidence.ErrNoRun, evidence.ErrBadQuery, evidence.ErrBadManifest, attest.ErrBadKey, attest.ErrKeyExists,

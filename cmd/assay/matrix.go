@@ -12,6 +12,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/reports"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
@@ -102,6 +103,8 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process (default: fail at once, naming it)")
 	f.StringVar(&opts.SignKey, "sign-key", "", "Ed25519 private key (assay keygen) signing each run as an in-toto attestation right after it is finalized")
 	f.StringVar(&opts.Harness.AttestDir, "attestations", "", "directory the attestations are written to (default <out>/attestations; keep a copy elsewhere)")
+	f.StringVar(&opts.Harness.ReplayTolerance, "replay-tolerance", "exact", "replay tolerance policy bound in every run's envelope: "+strings.Join(tolerance.Names(), " or ")+
+		" ('assay replay verify' compares under it and no other; docs/replay.md)")
 	cmd.AddCommand(run)
 	return cmd
 }

@@ -101,6 +101,11 @@ type Config struct {
 	// ErrorLog receives proxy and server errors (never header values or
 	// bodies). Nil discards them.
 	ErrorLog *log.Logger
+	// Until, when set, makes the gateway a view of its database as it stood
+	// then: Records, RecordsIn and the usage endpoint leave out every request
+	// that arrived later (a replay re-derives the checks of a run finalized
+	// then). Zero serves every record.
+	Until time.Time
 }
 
 // Gateway is a running observing gateway. Its methods are safe for concurrent
@@ -120,6 +125,7 @@ type Gateway struct {
 	store    *store
 	inflight *inflight
 	handlers sync.WaitGroup
+	until    time.Time // Config.Until
 
 	mu     sync.RWMutex // guards closed; held (read) by queries and by handlers joining the handlers group
 	closed bool
@@ -190,6 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		serveDone:     make(chan struct{}),
 		store:         st,
 		inflight:      newInflight(),
+		until:         cfg.Until,
 		closing:       make(chan struct{}),
 	}
 	g.proxy = &httputil.ReverseProxy{

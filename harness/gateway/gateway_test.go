@@ -1048,3 +1048,34 @@ func TestVersion1DatabaseIsMigrated(t *testing.T) {
 		t.Errorf("schema_version %q %v, want %s", v, err, SchemaVersion)
 	}
 }
+
+// A gateway started with Until is the database as it stood then: records, records between marks and
+// the usage endpoint leave out what arrived later.
+func TestUntilServesTheRecordsAsTheyStoodThen(t *testing.T) {
+	up := newFakeUpstream(t)
+	dbPath := filepath.Join(t.TempDir(), "gateway-usage.db")
+	g, err := Start(t.Context(), Config{Upstream: up.srv.URL, DBPath: dbPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(t, g, "run-1-a", chatBody("json-usage", false, "a"), nil)
+	then := records(t, g, "run-1-a")[0].StartedAt
+	post(t, g, "run-1-a", chatBody("json-usage", false, "a"), nil)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, err = Start(t.Context(), Config{Upstream: up.srv.URL, DBPath: dbPath, Until: then})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if recs := records(t, g, "run-1-a"); len(recs) != 1 {
+		t.Fatalf("records as of the first request: %d, want 1", len(recs))
+	}
+	if recs, err := g.RecordsIn(t.Context(), 0, 2); err != nil || len(recs) != 1 {
+		t.Fatalf("RecordsIn as of the first request: %d %v", len(recs), err)
+	}
+	if u, err := g.Usage(t.Context(), "run-1-a"); err != nil || u.Requests != 1 {
+		t.Fatalf("usage as of the first request: %+v %v", u, err)
+	}
+}

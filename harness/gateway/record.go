@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -105,7 +106,15 @@ func (g *Gateway) Records(ctx context.Context, sessionID string, prefix bool) ([
 	if g.closed {
 		return nil, fmt.Errorf("%w: records of session %q", ErrClosed, sessionID)
 	}
-	return g.store.records(ctx, sessionID, prefix)
+	return g.asOf(g.store.records(ctx, sessionID, prefix))
+}
+
+// asOf leaves out the records that arrived after Config.Until, when it is set.
+func (g *Gateway) asOf(recs []Record, err error) ([]Record, error) {
+	if err != nil || g.until.IsZero() {
+		return recs, err
+	}
+	return slices.DeleteFunc(recs, func(r Record) bool { return r.StartedAt.After(g.until) }), nil
 }
 
 // Mark returns the id of the last request that has arrived (0 before any): every request arriving
@@ -124,7 +133,7 @@ func (g *Gateway) RecordsIn(ctx context.Context, after, upTo int64) ([]Record, e
 	if g.closed {
 		return nil, fmt.Errorf("%w: records %d..%d", ErrClosed, after+1, upTo)
 	}
-	return g.store.recordsIn(ctx, after, upTo)
+	return g.asOf(g.store.recordsIn(ctx, after, upTo))
 }
 
 // Usage returns the summed usage of exactly sessionID, after waiting for its

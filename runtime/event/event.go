@@ -64,7 +64,7 @@ func Types() []string {
 		TypeProviderExchange, TypeToolCall, TypeToolResult, TypeWarning, TypeCriticVerdict, TypeConsensusRound,
 		TypeConsensusDecision, TypeEnsembleDecision, TypeJudgeVerdict, TypeRouterSelected, TypeMemberSpoke,
 		TypeMemberHandoff, TypeFormationSwitched, TypeWorktreeAllocated, TypeBoundaryConfigured, TypeCheckCompleted,
-		TypeCheckpoint, TypeRunResumed}
+		TypeCheckpoint, TypeRunResumed, TypeReplayStarted, TypeReplayVerdict}
 }
 
 // Marshal returns p's JSON object, without HTML escaping (a '>' in a reply stays '>').

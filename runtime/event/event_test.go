@@ -20,7 +20,8 @@ func payloads() []Payload {
 		CriticVerdict{Verdict: "satisfied"}, ConsensusRound{Round: 1, Groups: map[string][]string{"key:a": {"x"}}}, ConsensusDecision{Decision: &decision},
 		EnsembleDecision{Mode: "vote", Votes: map[string]int{"a": 2}}, JudgeVerdict{SelectedMemberID: "x"}, RouterSelected{SelectedMemberID: "x"},
 		MemberSpoke{Sequence: 1, HandoffTo: &to}, MemberHandoff{Source: "a", Target: "b"}, FormationSwitched{From: "a", To: "b"},
-		WorktreeAllocated{Path: "p"}, BoundaryConfigured{Mode: "live"}, CheckCompleted{Check: "files"}, Checkpoint{Turns: 1}, RunResumed{ResumesRunID: "r"}}
+		WorktreeAllocated{Path: "p"}, BoundaryConfigured{Mode: "live"}, CheckCompleted{Check: "files"}, Checkpoint{Turns: 1}, RunResumed{ResumesRunID: "r"},
+		ReplayStarted{ReplaysRunID: "r"}, ReplayVerdict{Verdict: "exact"}}
 }
 
 func TestEveryTypeHasOnePayload(t *testing.T) {
