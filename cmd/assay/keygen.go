@@ -25,7 +25,7 @@ func NewCmdKeygen(io IOStreams, runF func(context.Context, *KeygenOptions) error
 			"Write a new Ed25519 key pair: the private key to FILE (PKCS #8 PEM, mode 0600), the public key to FILE.pub "+
 				"(PKIX PEM). Sign with the private key (attest --key, matrix run --sign-key, verify --manifest --write "+
 				"--sign-key), check with the public one (verify --pubkey). Keep the private key where whoever can write the "+
-				"evidence store cannot read it (docs/trust.md). An existing file is never overwritten."),
+				"evidence store cannot read it (docs/trust.md, docs/cli.md). An existing file is never overwritten."),
 		Example: `  assay keygen --out /secure/assay.key`,
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -40,15 +40,12 @@ func NewCmdVerify(io IOStreams, runF func(context.Context, *VerifyOptions) error
 		Long: longHelp("0 when every run verifies (ok or interrupted) and every manifest and attestation check holds; 1 when "+
 			"anything does not, or the store is damaged or could not be read; 2 on bad input: no store, an unusable manifest or "+
 			"key, a missing attestations directory, --write without --manifest, a store a writer holds.",
-			"Recompute, for each run (all runs when none are named), the hash chain of its events, its sequence, event "+
-				"count, terminal hash and artifact digests, and compare its checks and verdict with the check_recorded and "+
-				"run_finalized events the store chained: each run is ok, interrupted, tampered (with the first bad sequence number), missing_payload, "+
-				"corrupt_payload or damaged. The store as a whole is checked too (every table and column, the store-wide chains "+
-				"of admissions, finalizations and writer sessions), and the gateway's records and effect receipts each run is "+
-				"bound to. The hashes are unkeyed (whoever can write the store can rewrite it, or append a run with assay's own "+
-				"code); the defenses kept elsewhere are a manifest (--manifest FILE --write [--final] "+
-				"[--sign-key KEY]; --manifest FILE [--pubkey KEY] [--strict]) and signed attestations (--attestations DIR "+
-				"--pubkey KEY): docs/trust.md, docs/cli.md."),
+			"Recompute each run's hash chain, sequence, event count, terminal hash and artifact digests (all runs when "+
+				"none are named) and compare its checks and verdict with its check_recorded and run_finalized events: ok, "+
+				"interrupted, tampered, missing_payload, corrupt_payload or damaged; check the store's tables, its chains of "+
+				"admissions, finalizations and writer sessions, and the records each run is bound to. The hashes are unkeyed "+
+				"(a writer can rewrite the store, or append a run): keep a manifest (--manifest FILE --write) or signed "+
+				"attestations (--attestations DIR --pubkey KEY) elsewhere. docs/trust.md, docs/cli.md."),
 		Example: `  assay verify
   assay verify --format json run-20261130t101500-0a1b2c3d4e5f
   assay keygen --out /secure/assay.key

@@ -98,7 +98,7 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 	dir := t.TempDir()
 	path := storeWithRuns(t, dir, "run-a", "run-b")
 	manifest := filepath.Join(t.TempDir(), "manifest.json")
-	if r := verify(t, path, VerifyOptions{Manifest: manifest, Write: true}); r.code != 0 || r.stderr != "wrote manifest "+manifest+": 2 finalized runs\n" {
+	if r := verify(t, path, VerifyOptions{Manifest: manifest, Write: true}); r.code != 0 || r.stderr != "wrote manifest "+manifest+" (unsigned): 2 runs pinned\n" {
 		t.Fatalf("write manifest: %d %s", r.code, r.stderr)
 	}
 	if r := verify(t, path, VerifyOptions{Manifest: manifest}); r.code != 0 || strings.Count(r.stdout, "match") != 2 || !strings.Contains(r.stdout, "MANIFEST") {
@@ -403,13 +403,13 @@ func TestVerifyHelpNamesTheManifestDefense(t *testing.T) {
 	}
 	for _, want := range []string{"admissions, finalizations and writer sessions", "check_recorded", "append a run",
 		"kept elsewhere", "--manifest FILE --write", "--attestations DIR --pubkey KEY", "docs/cli.md"} {
-		if !strings.Contains(r.stdout, want) {
+		if !strings.Contains(oneSpaced(r.stdout), want) {
 			t.Errorf("verify --help lacks %q", want)
 		}
 	}
 	ref := cliReference(t, "## assay verify")
 	for _, want := range []string{"check_recorded", "most recently admitted runs erased", "manifest kept elsewhere", "--manifest FILE --write"} {
-		if !strings.Contains(ref, want) {
+		if !strings.Contains(oneSpaced(ref), want) {
 			t.Errorf("docs/cli.md, assay verify, lacks %q", want)
 		}
 	}

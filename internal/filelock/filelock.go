@@ -82,7 +82,9 @@ const maxRecord = 4096
 
 // Options says how to take a lock.
 type Options struct {
-	// Shared takes a shared (reader) lock; otherwise the lock is exclusive.
+	// Shared takes a shared (reader) lock, which never writes the file (a
+	// stale holder record stays for the next exclusive holder to replace);
+	// otherwise the lock is exclusive.
 	Shared bool
 	// Wait is how long Acquire waits for another holder to let go: 0 not at
 	// all, Forever until ctx is done.
@@ -111,6 +113,8 @@ type Lock struct {
 	fl     *flock.Flock
 	path   string
 	remove bool
+	// shared: a reader's lock, which never writes the file.
+	shared bool
 }
 
 // Acquire takes the lock on the file at path, creating the file (not its
@@ -179,10 +183,10 @@ func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 		l, again, err := settle(fl, path)
 		if err != nil || !again {
 			if l != nil {
-				l.remove = opts.RemoveOnRelease
-				if opts.Shared {
-					l.clear() // no exclusive holder is live: any record is stale
-				} else {
+				l.remove, l.shared = opts.RemoveOnRelease, opts.Shared
+				if !opts.Shared {
+					// A shared holder writes nothing (a reader leaves the files as it found them);
+					// a stale record it finds is replaced by the next exclusive holder.
 					l.record(opts.Command)
 				}
 			}
@@ -298,7 +302,7 @@ func (l *Lock) Release() error {
 			}
 		}
 	}
-	if !removed {
+	if !removed && !l.shared {
 		l.clear()
 	}
 	err := l.fl.Unlock()

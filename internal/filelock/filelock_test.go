@@ -224,10 +224,10 @@ func TestRemovedFileIsLockedAgain(t *testing.T) {
 	}
 }
 
-// TestSharedLockClearsAStaleRecord: readers share the lock, and holding it
-// proves no exclusive holder is live, so a record a killed writer left is
-// cleared.
-func TestSharedLockClearsAStaleRecord(t *testing.T) {
+// TestSharedLockWritesNothing: readers share the lock and leave the file as
+// they found it (an evidence reader changes no byte beside the store), even
+// a record a killed writer left; the next exclusive holder replaces it.
+func TestSharedLockWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "db.lock")
@@ -240,14 +240,25 @@ func TestSharedLockClearsAStaleRecord(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a second reader: %v", err)
 	}
-	if b, _ := os.ReadFile(path); len(b) != 0 {
-		t.Errorf("the stale record is still there: %q", b)
+	if b, _ := os.ReadFile(path); string(b) != "4242 assay matrix run\n" {
+		t.Errorf("a reader changed the lock file: %q", b)
 	}
 	if _, err := Acquire(ctx, path, Options{}); !errors.Is(err, ErrHeld) {
 		t.Errorf("a writer while readers hold the lock: %v, want ErrHeld", err)
 	}
 	must(t, r1.Release())
 	must(t, r2.Release())
+	if b, _ := os.ReadFile(path); string(b) != "4242 assay matrix run\n" {
+		t.Errorf("a reader's release changed the lock file: %q", b)
+	}
+	w, err := Acquire(ctx, path, Options{Command: "writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !strings.HasSuffix(string(b), " writer\n") {
+		t.Errorf("the writer did not replace the stale record: %q", b)
+	}
+	must(t, w.Release())
 }
 
 // TestMissingFileInAReadOnlyDirectory: a lock file that cannot be created
