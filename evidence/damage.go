@@ -269,19 +269,23 @@ func (s *Store) damageScan(ctx context.Context) ([]Damage, []string, error) {
 	return out, standIns, nil
 }
 
-// sizeDamage reports a file shorter than the blocks the database says it
-// holds (three 4 KiB headers, then total_blocks blocks): truncated.
+// sizeDamage reports a file shorter than the blocks the database says are in
+// use (three 4 KiB headers, then used_blocks blocks): truncated. It is a lower
+// bound, never a false alarm: DuckDB counts free blocks in total_blocks and
+// may leave trailing free blocks out of the file, so total_blocks is no
+// measure of the size a whole file has; a truncation this bound misses
+// leaves blocks that cannot be read, which the table reads report.
 func (s *Store) sizeDamage(ctx context.Context) *Damage {
-	var blockSize, total int64
-	if err := s.conn.QueryRowContext(ctx, `SELECT block_size, total_blocks FROM pragma_database_size()`).Scan(&blockSize, &total); err != nil {
+	var blockSize, used int64
+	if err := s.conn.QueryRowContext(ctx, `SELECT block_size, used_blocks FROM pragma_database_size()`).Scan(&blockSize, &used); err != nil {
 		return nil
 	}
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return &Damage{Reason: fmt.Sprintf("the file cannot be examined: %v", err)}
 	}
-	if want := 3*4096 + total*blockSize; fi.Size() < want {
-		return &Damage{Reason: fmt.Sprintf("the file is %d bytes, shorter than the %d bytes its %d blocks need: it was truncated", fi.Size(), want, total)}
+	if want := 3*4096 + used*blockSize; fi.Size() < want {
+		return &Damage{Reason: fmt.Sprintf("the file is %d bytes, shorter than the %d bytes its %d used blocks need: it was truncated", fi.Size(), want, used)}
 	}
 	return nil
 }

@@ -44,8 +44,8 @@ func NewCmdVerify(io IOStreams, runF func(context.Context, *VerifyOptions) error
 				"none are named) and compare its checks and verdict with its check_recorded and run_finalized events: ok, "+
 				"interrupted, tampered, missing_payload, corrupt_payload or damaged; check the store's tables, its chains of "+
 				"admissions, finalizations and writer sessions, and the records each run is bound to. The hashes are unkeyed "+
-				"(a writer can rewrite the store, or append a run): keep a manifest (--manifest FILE --write) or signed "+
-				"attestations (--attestations DIR --pubkey KEY) elsewhere. docs/trust.md, docs/cli.md."),
+				"(a writer can rewrite the store, or append a run): a manifest (--manifest FILE --write) or signed "+
+				"attestations (--attestations DIR --pubkey KEY) kept elsewhere catch that. docs/trust.md, docs/cli.md."),
 		Example: `  assay verify
   assay verify --format json run-20261130t101500-0a1b2c3d4e5f
   assay keygen --out /secure/assay.key

@@ -127,7 +127,7 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 	if r := verify(t, path, VerifyOptions{Manifest: m2, Write: true}); r.code != 1 || !strings.Contains(r.stdout, "tampered") {
 		t.Fatalf("manifest of a tampered store: exit %d, stdout %q (the runs that do not verify are shown)", r.code, r.stdout)
 	} else {
-		oneLine(t, r, "manifest refused: runs do not verify: [run-a tampered]; manifest "+m2+" not written")
+		oneLine(t, r, "manifest refused: these do not verify: [run-a tampered]; manifest "+m2+" not written")
 	}
 	if _, err := os.Stat(m2); err == nil {
 		t.Fatal("a manifest was written for a tampered store")
@@ -136,7 +136,7 @@ func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
 		opts VerifyOptions
 		want string
 	}{
-		{VerifyOptions{Write: true}, "--write needs a manifest file to write"},
+		{VerifyOptions{Write: true}, "--write needs --manifest FILE"},
 		{VerifyOptions{Manifest: filepath.Join(dir, "absent.json")}, "no manifest at " + filepath.Join(dir, "absent.json")},
 	} {
 		r := verify(t, path, c.opts)

@@ -532,8 +532,8 @@ func (r *replayer) certify(ctx context.Context, lineage []evidence.RunSummary, p
 				}
 			}
 			return nil, &decision{NonCertifiable, fmt.Sprintf("run %s: %s: its trace is not a complete history to replay", run.RunID, why)}, nil
-		case run.TerminalVersion != evidence.TerminalV3:
-			return nil, &decision{NonCertifiable, fmt.Sprintf("run %s was finalized under terminal version %d; this build replays %s, which needs terminal version %d",
+		case run.TerminalVersion < evidence.TerminalV3:
+			return nil, &decision{NonCertifiable, fmt.Sprintf("run %s was finalized under terminal version %d; this build replays %s, which needs terminal version %d or later",
 				run.RunID, run.TerminalVersion, Format, evidence.TerminalV3)}, nil
 		case run.Envelope.Mode != evidence.ModeLive:
 			return nil, &decision{NonCertifiable, fmt.Sprintf("run %s ran in mode %s: its effects were %s, not executed, and it certifies nothing to replay",
