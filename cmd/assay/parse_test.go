@@ -44,7 +44,7 @@ func same(t *testing.T, args []string, want, got any) {
 func matrixDefaults() MatrixRunOptions {
 	return MatrixRunOptions{Format: "table", Harness: harness.Options{OutDir: "assay-out", Formations: []string{"sequential", "parallel"},
 		Profile: "standard", Language: "go", Concurrency: 1, SessionHeader: "X-Session-Id", Tenant: "local", RequestTimeout: 60 * time.Second,
-		Mode: "live", MemberToolCalls: harness.DefaultMemberToolCalls, TeamToolCalls: harness.DefaultTeamToolCalls}}
+		Mode: "live", MemberToolCalls: harness.DefaultMemberToolCalls, TeamToolCalls: harness.DefaultTeamToolCalls, ReplayTolerance: "exact"}}
 }
 
 func TestParseMatrixRun(t *testing.T) {
