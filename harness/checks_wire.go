@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -765,4 +767,25 @@ func contentText(raw json.RawMessage) string {
 		}
 	}
 	return b.String()
+}
+
+// fetchGatewayUsage reads the gateway's usage endpoint over HTTP, as any client of it would.
+func fetchGatewayUsage(ctx context.Context, gatewayURL, sessionID string) (gateway.SessionUsage, error) {
+	var u gateway.SessionUsage
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, gatewayURL+"/admin/usage/run/"+url.PathEscape(sessionID), nil)
+	if err != nil {
+		return u, err
+	}
+	resp, err := newHTTPClient().Do(req)
+	if err != nil {
+		return u, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return u, fmt.Errorf("GET usage for %s: status %d", sessionID, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil {
+		return u, fmt.Errorf("decode usage for %s: %w", sessionID, err)
+	}
+	return u, nil
 }
