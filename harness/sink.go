@@ -2,11 +2,17 @@ package harness
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sync"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/runtime"
+	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/policy"
 )
 
@@ -87,4 +93,40 @@ func (s *storeSink) PutArtifact(ctx context.Context, name, mediaType string, dat
 		return s.store.PutArtifact(ctx, s.runID, name, mediaType, s.redactor.SSE(data))
 	}
 	return s.store.PutArtifact(ctx, s.runID, name, mediaType, []byte(s.redactor.String(string(data))))
+}
+
+// Checkpoint stores a durable state for the sink's run: a "checkpoint" event naming the state's
+// SHA-256 and turn count, then the state (redacted) bound to that event.
+func (s *storeSink) Checkpoint(ctx context.Context, state json.RawMessage) error {
+	masked, err := jcs.Transform(redactJSON(s.redactor, state))
+	if err != nil {
+		return fmt.Errorf("checkpoint state: canonicalize (RFC 8785): %w", err)
+	}
+	var st runtime.DurableState
+	if err := json.Unmarshal(masked, &st); err != nil {
+		return fmt.Errorf("checkpoint state: %w", err)
+	}
+	ev, err := runtime.NewEvent("", "", event.Checkpoint{Turns: len(st.Turns), Paused: st.Paused,
+		StateSHA256: hex.EncodeToString(sha256Sum(masked))})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stored, err := s.appendNow(ctx, evidence.Event{Type: ev.Type, Time: ev.Time, Payload: ev.Payload})
+	if err != nil {
+		return err
+	}
+	if _, err = s.store.SaveCheckpoint(ctx, s.runID, stored.Seq, masked); err != nil {
+		return err
+	}
+	if s.saved != nil {
+		s.saved(stored.Seq, masked)
+	}
+	return nil
+}
+
+func sha256Sum(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
 }
