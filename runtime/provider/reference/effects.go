@@ -3,7 +3,6 @@ package reference
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,17 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
-	"github.com/mattn/go-sqlite3"
 
-	"github.com/assay-audit/assay/internal/sqliteuri"
 	"github.com/assay-audit/assay/runtime/effect"
 )
 
@@ -135,185 +130,6 @@ func (a remotePutArgs) payloadSHA256() string {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:])
-}
-
-// effectStore is the read-write effects database of a serving process.
-type effectStore struct {
-	path string
-	db   *sql.DB
-}
-
-// openEffectStore opens (creating) the effects database at path, or an
-// in-memory one when path is "".
-func openEffectStore(ctx context.Context, path string) (*effectStore, error) {
-	dsn := "file::memory:?_txlock=immediate"
-	if path != "" {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, fmt.Errorf("reference: effects database %q: %w", path, err)
-		}
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return nil, fmt.Errorf("reference: effects database directory for %s: %w", abs, err)
-		}
-		path = abs
-		dsn = sqliteuri.File(abs, "mode=rwc&_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate")
-	}
-	db, err := sql.Open("sqlite3", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("reference: open effects database %s: %w", path, err)
-	}
-	// One connection: an in-memory database lives in it, and one writer per
-	// process needs no more. Other processes are serialised by SQLite's lock.
-	db.SetMaxOpenConns(1)
-	db.SetConnMaxIdleTime(0)
-	s := &effectStore{path: path, db: db}
-	if err := s.migrate(ctx); err != nil {
-		return nil, errors.Join(err, db.Close())
-	}
-	return s, nil
-}
-
-const effectsSchema = `
-CREATE TABLE IF NOT EXISTS effect_receipts (
-	idempotency_key TEXT PRIMARY KEY,
-	name            TEXT NOT NULL,
-	payload_sha256  TEXT NOT NULL,
-	reference       TEXT NOT NULL,
-	committed_at    TEXT NOT NULL,
-	puts            INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS effect_values (
-	name            TEXT PRIMARY KEY,
-	value           TEXT NOT NULL,
-	idempotency_key TEXT NOT NULL,
-	committed_at    TEXT NOT NULL
-);`
-
-func (s *effectStore) migrate(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		if notADatabase(err) {
-			return fmt.Errorf("reference: %s: %w: %v", s.path, ErrNotEffectsDB, err)
-		}
-		return fmt.Errorf("reference: effects database %s: %w", s.path, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var version int
-	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-		return fmt.Errorf("reference: effects database %s: %w: %v", s.path, ErrNotEffectsDB, err)
-	}
-	switch version {
-	case effectsSchemaVersion:
-	case 0:
-		var tables int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&tables); err != nil {
-			return fmt.Errorf("reference: effects database %s: %w: %v", s.path, ErrNotEffectsDB, err)
-		}
-		if tables > 0 {
-			return fmt.Errorf("reference: %s: %w: it holds other tables", s.path, ErrNotEffectsDB)
-		}
-		if _, err := tx.ExecContext(ctx, effectsSchema); err != nil {
-			return fmt.Errorf("reference: effects database %s: create schema: %w", s.path, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, effectsSchemaVersion)); err != nil {
-			return fmt.Errorf("reference: effects database %s: %w", s.path, err)
-		}
-	default:
-		return fmt.Errorf("reference: %s: %w: schema version %d (this assay reads %d)", s.path, ErrNotEffectsDB, version, effectsSchemaVersion)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("reference: effects database %s: %w", s.path, err)
-	}
-	return nil
-}
-
-// notADatabase reports SQLite's SQLITE_NOTADB: the file is not a database.
-func notADatabase(err error) bool {
-	var se sqlite3.Error
-	return errors.As(err, &se) && se.Code == sqlite3.ErrNotADB
-}
-
-func (s *effectStore) close() error { return s.db.Close() }
-
-const receiptColumns = `idempotency_key, name, payload_sha256, reference, committed_at, puts`
-
-// scanReceipt reads one receipt row.
-func scanReceipt(row interface{ Scan(...any) error }) (EffectReceipt, error) {
-	var rc EffectReceipt
-	var at string
-	if err := row.Scan(&rc.IdempotencyKey, &rc.Name, &rc.PayloadSHA256, &rc.Reference, &at, &rc.Puts); err != nil {
-		return EffectReceipt{}, err
-	}
-	t, err := time.Parse(time.RFC3339Nano, at)
-	if err != nil {
-		return EffectReceipt{}, fmt.Errorf("receipt %s: committed_at %q: %w", rc.IdempotencyKey, at, err)
-	}
-	rc.Time, rc.Committed = t, true
-	return rc, nil
-}
-
-// putResult is what one PUT did.
-type putResult struct {
-	receipt EffectReceipt
-	// created: this PUT committed the effect. conflict: the key has a receipt
-	// for another payload.
-	created, conflict bool
-}
-
-// put commits a under key once: the first PUT inserts the receipt and the
-// value; later ones only count. The whole decision is one write transaction,
-// so concurrent PUTs (from any process) commit once.
-func (s *effectStore) put(ctx context.Context, key string, a remotePutArgs, now time.Time) (putResult, error) {
-	payload := a.payloadSHA256()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return putResult{}, fmt.Errorf("effects database %s: begin: %w", s.path, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rc, err := scanReceipt(tx.QueryRowContext(ctx, `SELECT `+receiptColumns+` FROM effect_receipts WHERE idempotency_key = ?`, key))
-	var res putResult
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		at := now.UTC().Format(time.RFC3339Nano)
-		rc = EffectReceipt{IdempotencyKey: key, Committed: true, Reference: "ref-" + shortHash(16, key, payload),
-			Puts: 1, Name: a.Name, PayloadSHA256: payload}
-		rc.Time, _ = time.Parse(time.RFC3339Nano, at)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO effect_receipts (`+receiptColumns+`) VALUES (?, ?, ?, ?, ?, 1)`,
-			key, a.Name, payload, rc.Reference, at); err != nil {
-			return putResult{}, fmt.Errorf("effects database %s: record receipt %s: %w", s.path, key, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO effect_values (name, value, idempotency_key, committed_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET value = excluded.value, idempotency_key = excluded.idempotency_key, committed_at = excluded.committed_at`,
-			a.Name, a.Value, key, at); err != nil {
-			return putResult{}, fmt.Errorf("effects database %s: commit %s: %w", s.path, a.Name, err)
-		}
-		res.created = true
-	case err != nil:
-		return putResult{}, fmt.Errorf("effects database %s: read receipt %s: %w", s.path, key, err)
-	default:
-		if _, err := tx.ExecContext(ctx, `UPDATE effect_receipts SET puts = puts + 1 WHERE idempotency_key = ?`, key); err != nil {
-			return putResult{}, fmt.Errorf("effects database %s: count PUT of %s: %w", s.path, key, err)
-		}
-		rc.Puts++
-		res.conflict = rc.PayloadSHA256 != payload
-	}
-	if err := tx.Commit(); err != nil {
-		return putResult{}, fmt.Errorf("effects database %s: commit: %w", s.path, err)
-	}
-	res.receipt = rc
-	return res, nil
-}
-
-// receipt returns key's receipt, found=false when it has none.
-func receiptOf(ctx context.Context, db *sql.DB, path, key string) (EffectReceipt, bool, error) {
-	rc, err := scanReceipt(db.QueryRowContext(ctx, `SELECT `+receiptColumns+` FROM effect_receipts WHERE idempotency_key = ?`, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return EffectReceipt{}, false, nil
-	}
-	if err != nil {
-		return EffectReceipt{}, false, fmt.Errorf("effects database %s: receipt %s: %w", path, key, err)
-	}
-	return rc, true, nil
 }
 
 // effects returns the server's effects database, opening it on first use.
@@ -512,100 +328,3 @@ func writeReceipt(w http.ResponseWriter, status int, rc EffectReceipt) {
 	w.WriteHeader(status)
 	_, _ = w.Write(compactJSON(rc))
 }
-
-// EffectsReader reads an effects database directly, without a server: the
-// receipt lookup that still works after the provider that served the effects
-// is gone (assay reconcile, assay resume). It implements effect.Backend and
-// is safe for concurrent use.
-type EffectsReader struct {
-	path string
-	db   *sql.DB
-}
-
-// OpenEffectsReader opens the effects database at path read-only. It returns
-// ErrNoEffectsDB (wrapped, matching fs.ErrNotExist) when there is no file,
-// and ErrNotEffectsDB (wrapped) for a file that is not an effects database.
-func OpenEffectsReader(ctx context.Context, path string) (*EffectsReader, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("reference: effects database %q: %w", path, err)
-	}
-	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reference: %w at %s", ErrNoEffectsDB, abs)
-	} else if err != nil {
-		return nil, fmt.Errorf("reference: effects database %s: %w", abs, err)
-	}
-	db, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_busy_timeout=10000"))
-	if err != nil {
-		return nil, fmt.Errorf("reference: open effects database %s: %w", abs, err)
-	}
-	var version int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-		return nil, errors.Join(fmt.Errorf("reference: %s: %w: %v", abs, ErrNotEffectsDB, err), db.Close())
-	}
-	if version != effectsSchemaVersion {
-		return nil, errors.Join(fmt.Errorf("reference: %s: %w: schema version %d (this assay reads %d)", abs, ErrNotEffectsDB,
-			version, effectsSchemaVersion), db.Close())
-	}
-	return &EffectsReader{path: abs, db: db}, nil
-}
-
-// Path is the database's absolute path.
-func (r *EffectsReader) Path() string { return r.path }
-
-// Receipt returns the service's receipt for key (with its PUT count),
-// found=false when the key has none, or an error when the database could not
-// be read.
-func (r *EffectsReader) Receipt(ctx context.Context, key string) (EffectReceipt, bool, error) {
-	return receiptOf(ctx, r.db, r.path, key)
-}
-
-// Receipts returns every receipt the service committed, ordered by key, or an error
-// when the database could not be read: what an auditor reads to find effects no recorded intent
-// accounts for.
-func (r *EffectsReader) Receipts(ctx context.Context) ([]EffectReceipt, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT `+receiptColumns+` FROM effect_receipts ORDER BY idempotency_key`)
-	if err != nil {
-		return nil, fmt.Errorf("effects database %s: receipts: %w", r.path, err)
-	}
-	defer rows.Close()
-	var out []EffectReceipt
-	for rows.Next() {
-		rc, err := scanReceipt(rows)
-		if err != nil {
-			return nil, fmt.Errorf("effects database %s: receipts: %w", r.path, err)
-		}
-		out = append(out, rc)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("effects database %s: receipts: %w", r.path, err)
-	}
-	return out, nil
-}
-
-// Value returns the value committed under name and the idempotency key of
-// the PUT that committed it, found=false when nothing was committed under it.
-func (r *EffectsReader) Value(ctx context.Context, name string) (value, key string, found bool, err error) {
-	err = r.db.QueryRowContext(ctx, `SELECT value, idempotency_key FROM effect_values WHERE name = ?`, name).Scan(&value, &key)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", false, nil
-	}
-	if err != nil {
-		return "", "", false, fmt.Errorf("effects database %s: value %s: %w", r.path, name, err)
-	}
-	return value, key, true, nil
-}
-
-// Lookup implements effect.Backend: the receipt of q.IdempotencyKey, found
-// only when the service committed the effect. The service knows effects by
-// their own key only, so q.BatchKey is not consulted.
-func (r *EffectsReader) Lookup(ctx context.Context, q effect.Query) (effect.Receipt, bool, error) {
-	rc, found, err := r.Receipt(ctx, q.IdempotencyKey)
-	if err != nil || !found {
-		return effect.Receipt{}, false, err
-	}
-	return rc.Receipt(), true, nil
-}
-
-// Close closes the database.
-func (r *EffectsReader) Close() error { return r.db.Close() }
