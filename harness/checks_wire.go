@@ -10,10 +10,11 @@ import (
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
-// The checks of what went over the wire: members (each member's replies as recorded), sessions
-// (every request of the case's window accounted for), routing (the model that answered) and usage
-// (three independent readings, call by call). Each reads the trace and the gateway's records that
-// prepareEvidence loaded; none reads another check's result.
+// The checks of what went over the wire: members (here: each member's replies as recorded), sessions
+// (checks_sessions.go: every request of the case's window accounted for), routing (checks_routing.go:
+// the model that answered) and usage (checks_usage.go: three independent readings, call by call).
+// Each reads the trace and the gateway's records that prepareEvidence loaded; none reads another
+// check's result.
 
 var memberOutcomes = Check{
 	Name: "members",
