@@ -41,7 +41,7 @@ func NewCmdSQL(io IOStreams, runF func(context.Context, *SQLOptions) error) *cob
 				"run) holds the store, reading it is refused naming the writer's pid; --wait DURATION waits up to that long "+
 				"instead. Reference: docs/cli.md."),
 		Example: `  assay sql "SELECT run_id, verdict FROM verdicts"
-  assay sql --format json "SELECT member_id, source, state, total_tokens FROM usage"
+  assay sql --format json "SELECT member_id, source, state, total_tokens FROM usage_calls"
   assay sql --wait 2m "SELECT run_id, status FROM runs ORDER BY ordinal"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
