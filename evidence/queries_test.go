@@ -100,6 +100,15 @@ func queryFixture(t *testing.T) string {
 	must(s.RecordCheck(ctx, "run-fix", Check{Name: "tests", Required: true, Status: CheckPassed}))
 	_, err = s.Finalize(ctx, "run-fix", Verdict{Verdict: VerdictAccepted})
 	must(err)
+	// run-rep is a replay of run-acc: a run of its own, linked by corrects_run_id, correcting nothing.
+	must(s.OpenRun(ctx, "run-rep", env("pipeline"), "run-acc"))
+	_, err = s.AppendEvent(ctx, "run-rep", Event{Type: "replay_started", Payload: json.RawMessage(`{"replayed_run_id":"run-acc"}`)})
+	must(err)
+	_, err = s.AppendEvent(ctx, "run-rep", Event{Type: "replay_verdict", Payload: json.RawMessage(`{"verdict":"exact"}`)})
+	must(err)
+	must(s.RecordCheck(ctx, "run-rep", Check{Name: "replay", Required: true, Status: CheckPassed}))
+	_, err = s.Finalize(ctx, "run-rep", Verdict{Verdict: VerdictAccepted})
+	must(err)
 	// run-int is left open: the next writer records it interrupted.
 	must(s.OpenRun(ctx, "run-int", env("sequential"), ""))
 	_, err = s.AppendEvent(ctx, "run-int", Event{Type: "step", Payload: json.RawMessage(`{}`)})
@@ -114,8 +123,8 @@ func queryFixture(t *testing.T) string {
 func TestDocumentedQueries(t *testing.T) {
 	ctx := context.Background()
 	queries := readDocQueries(t)
-	if len(queries) != 10 {
-		t.Fatalf("docs/queries.md has %d queries, want 10", len(queries))
+	if len(queries) != 11 {
+		t.Fatalf("docs/queries.md has %d queries, want 11", len(queries))
 	}
 	ro := mustOpen(t, queryFixture(t), OpenOptions{ReadOnly: true})
 	// What each query must find in the fixture: a substring of its rows, rendered.
@@ -130,7 +139,10 @@ func TestDocumentedQueries(t *testing.T) {
 		"run-fix store run-fix-m1/0 run-fix-m1 unknown <nil> <nil>",
 		"file artifacts/sha256/",
 		"run-rej run-rej-m1 1 1 12.5",
+		"run-rep run-acc accepted exact",
 	}
+	// Queries that list case runs or corrections leave the replay out.
+	leaveOutReplay := map[int]bool{1: true, 5: true}
 	for i, q := range queries {
 		t.Run(fmt.Sprintf("%d %s", i+1, q.title), func(t *testing.T) {
 			res, err := ro.Query(ctx, q.sql)
@@ -148,6 +160,9 @@ func TestDocumentedQueries(t *testing.T) {
 			text := strings.Join(lines, "\n")
 			if !strings.Contains(text, want[i]) {
 				t.Errorf("rows lack %q:\n%s", want[i], text)
+			}
+			if leaveOutReplay[i+1] && strings.Contains(text, "run-rep") {
+				t.Errorf("rows list the replay run run-rep:\n%s", text)
 			}
 		})
 	}
