@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -74,13 +75,14 @@ func (r *replayer) certify(ctx context.Context, lineage []evidence.RunSummary, p
 	for _, run := range lineage {
 		v, ok := r.verified[run.RunID]
 		if !ok {
-			vs, err := r.store.Verify(ctx, run.RunID)
+			vs, err := r.store.VerifyWith(ctx, evidence.VerifyRequest{Runs: []string{run.RunID},
+				Bindings: harness.BindingCheckers(filepath.Dir(r.opts.Store))})
 			if err != nil || len(vs) != 1 {
 				return nil, nil, fmt.Errorf("verify %s: %v", run.RunID, err)
 			}
 			v = vs[0]
 		}
-		if v.Status != evidence.VerifyOK && v.Status != evidence.VerifyUnfinalized {
+		if !v.Passed() && v.Status != evidence.VerifyUnfinalized {
 			return nil, &decision{NonCertifiable, fmt.Sprintf("run %s does not verify (%s: %s)", v.RunID, v.Status, v.Detail)}, nil
 		}
 	}

@@ -197,7 +197,10 @@ func Verify(ctx context.Context, opts Options) ([]Result, error) {
 			ids = append(ids, l.RunID)
 		}
 	}
-	vs, err := store.Verify(ctx, ids...)
+	// With the records outside the store each run is bound to (the gateway's records, the effect
+	// receipts): a run whose bound records were edited or removed does not verify, and a replay of
+	// it certifies nothing.
+	vs, err := store.VerifyWith(ctx, evidence.VerifyRequest{Runs: ids, Bindings: harness.BindingCheckers(filepath.Dir(opts.Store))})
 	if err != nil {
 		return nil, fmt.Errorf("verify the runs to replay: %w", err)
 	}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
@@ -249,6 +252,39 @@ func TestAnAlteredOrDeletedResponseIsNonCertifiable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out := copyOut(t, f)
 			rawExec(t, out, stmt, digest)
+			res := one(t, out, Options{Runs: []string{seq.RunID}})
+			if res.Verdict != NonCertifiable || !strings.Contains(res.Reason, "does not verify") {
+				t.Fatalf("%+v", res)
+			}
+		})
+	}
+}
+
+// The gateway's records a run is bound to are part of its evidence: edited or gone, the run does not
+// verify, and its replay certifies nothing (not an exact replay of a run whose evidence is damaged).
+func TestDamagedBoundGatewayRecordsAreNonCertifiable(t *testing.T) {
+	f := live(t)
+	seq := runOf(t, f, "sequential")
+	for name, damage := range map[string]func(t *testing.T, db string){
+		"tokens edited": func(t *testing.T, db string) {
+			conn, err := sql.Open("sqlite3", db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Exec(`UPDATE requests SET total_tokens = total_tokens + 1`); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"file removed": func(t *testing.T, db string) {
+			if err := os.Remove(db); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := copyOut(t, f)
+			damage(t, filepath.Join(out, "gateway-usage.db"))
 			res := one(t, out, Options{Runs: []string{seq.RunID}})
 			if res.Verdict != NonCertifiable || !strings.Contains(res.Reason, "does not verify") {
 				t.Fatalf("%+v", res)
