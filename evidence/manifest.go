@@ -279,6 +279,9 @@ func ReadManifest(path string) (Manifest, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return Manifest{}, fmt.Errorf("evidence: %w: no manifest at %s (%w)", ErrBadManifest, path, err)
 	}
+	if fi, serr := os.Stat(path); serr == nil && !fi.Mode().IsRegular() {
+		return Manifest{}, fmt.Errorf("evidence: %w: %s is not a regular file", ErrBadManifest, path)
+	}
 	if err != nil {
 		return Manifest{}, fmt.Errorf("evidence: read manifest: %w", err)
 	}

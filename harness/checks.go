@@ -146,7 +146,8 @@ var filesExist = Check{
 		"an edit_file's operations applied by the harness to the earlier bytes; only a tool whose effect on files is opaque, " +
 		"such as shell, falls back to the boundary's observation, and the detail says so): a file placed or changed by anything " +
 		"else, e.g. during a pause, or bytes other than the asked ones landed by the runtime, fail; every recorded tool call was asked for, with exactly those arguments, by a recorded " +
-		"response (the harness's parse of the response artifacts); the bytes are stored as artifacts; a file holding a " +
+		"response (the harness's parse of the response artifacts); nothing else is in a member's directory (every file there " +
+		"is one its recorded calls produced, byte for byte, or the go.mod the harness scaffolds); the bytes are stored as artifacts; a file holding a " +
 		"credential value is stored masked and fails the check",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
@@ -154,8 +155,11 @@ var filesExist = Check{
 		if p.err != nil {
 			return statusUnknown, "the run's tool journal is unavailable: " + p.err.Error(), nil
 		}
-		if len(p.missing) > 0 || len(p.secret) > 0 || len(p.unproven) > 0 || len(p.unasked) > 0 {
+		if len(p.missing) > 0 || len(p.secret) > 0 || len(p.unproven) > 0 || len(p.unasked) > 0 || len(p.unaccounted) > 0 {
 			var parts []string
+			if len(p.unaccounted) > 0 {
+				parts = append(parts, "in the members' directories but produced by no recorded call: "+strings.Join(p.unaccounted, ", "))
+			}
 			if len(p.unasked) > 0 {
 				parts = append(parts, "tool calls the recorded responses did not ask for: "+strings.Join(p.unasked, ", "))
 			}
@@ -169,7 +173,7 @@ var filesExist = Check{
 				parts = append(parts, "holding a credential value (stored masked): "+strings.Join(p.secret, ", "))
 			}
 			return statusFailed, strings.Join(parts, "; "), map[string]any{"missing": p.missing, "credential": p.secret, "unproven": p.unproven,
-				"unasked": p.unasked, "observed_only": p.observed, "sha256": p.digests}
+				"unasked": p.unasked, "unaccounted": p.unaccounted, "observed_only": p.observed, "sha256": p.digests}
 		}
 		detail := fmt.Sprintf("%d files, each the bytes its member's asked writes and edits re-derive to", len(p.digests))
 		if len(p.observed) > 0 {

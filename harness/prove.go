@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -43,6 +44,10 @@ type proof struct {
 	// observed lists "member/file" paths whose bytes the harness could not re-derive from the asked
 	// arguments (recordedWrites), so the boundary's observation was taken.
 	observed []string
+	// unaccounted lists what a member's directory holds that no recorded succeeded call produced
+	// with those bytes and the harness did not scaffold: an effect on the member's files nobody
+	// asked for (or one placed from outside).
+	unaccounted []string
 }
 
 // proveDeliverables reads every implementing member's declared files, stores their bytes as
@@ -108,6 +113,9 @@ func proveDeliverables(ctx context.Context, s *caseState) (*proof, error) {
 				p.artifacts[pl.Spec.ID] = d
 			}
 		}
+		if !readsFromAnother(s.entry, pl.Spec.ID) { // a reader's directory is its writer's, walked as the writer's
+			p.unaccounted = append(p.unaccounted, unaccountedFiles(pl, s.language, written)...)
+		}
 		if len(pl.Deliverables) > 0 && len(proven) == len(pl.Deliverables) {
 			dir, err := s.verifiedCopy(pl.Spec.ID, proven)
 			if err != nil {
@@ -117,6 +125,65 @@ func proveDeliverables(ctx context.Context, s *caseState) (*proof, error) {
 		}
 	}
 	return p, nil
+}
+
+// readsFromAnother reports whether member works in another member's directory (CatalogEntry's
+// ReadsFrom: a critic reading the generator's files).
+func readsFromAnother(e CatalogEntry, member string) bool {
+	for _, t := range e.Members {
+		if t.ID == member {
+			return t.ReadsFrom != ""
+		}
+	}
+	return false
+}
+
+// unaccountedFiles walks a member's directory and lists, as "member/path (why)", every entry that is
+// neither a directory, nor a regular file whose bytes are those the member's recorded succeeded
+// calls re-derive to for that path (written, from recordedWrites), nor the go.mod the harness
+// scaffolds for an implementing Go member, byte for byte. A member acts on its directory only
+// through its recorded tool calls; anything else there is an effect no call accounts for.
+func unaccountedFiles(pl memberPlan, language string, written map[string]string) []string {
+	dir := pl.Spec.Dir
+	if dir == "" {
+		return nil
+	}
+	var out []string
+	err := filepath.WalkDir(dir, func(file string, d fs.DirEntry, err error) error {
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s/%s (unreadable: %v)", pl.Spec.ID, file, err))
+			return nil
+		}
+		rel, rerr := filepath.Rel(dir, file)
+		if rerr != nil || rel == "." || d.IsDir() {
+			return nil
+		}
+		id := pl.Spec.ID + "/" + filepath.ToSlash(rel)
+		if !d.Type().IsRegular() {
+			out = append(out, id+" (not a regular file)")
+			return nil
+		}
+		data, rerr := os.ReadFile(file)
+		if rerr != nil {
+			out = append(out, fmt.Sprintf("%s (unreadable: %v)", id, rerr))
+			return nil
+		}
+		sum := sha256.Sum256(data)
+		want, ok := written[id]
+		switch {
+		case ok && want == hex.EncodeToString(sum[:]):
+		case !ok && rel == "go.mod" && language == reference.LanguageGo && string(data) == goModule:
+		case ok:
+			out = append(out, fmt.Sprintf("%s (sha256 %.12s, the recorded calls re-derive to %.12s)", id, hex.EncodeToString(sum[:]), labelOr(want, "no file")))
+		default:
+			out = append(out, id+" (no recorded call produced it)")
+		}
+		return nil
+	})
+	if err != nil {
+		out = append(out, fmt.Sprintf("%s (its directory cannot be read: %v)", pl.Spec.ID, err))
+	}
+	return out
 }
 
 // verifiedCopy writes a member's proven deliverables, and for Go the module file the harness

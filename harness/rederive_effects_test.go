@@ -207,3 +207,22 @@ func TestAMissingSessionEchoFromTheReferenceProviderFailsSessions(t *testing.T) 
 	}}
 	mustFail(t, runHooked(t, "sequential", nil, h), "sessions", "the reference provider echoed no session")
 }
+
+// A runtime whose write_file also leaves a file nobody asked for (or anything placing one in a
+// member's directory): every file there must be one the recorded calls produced.
+func TestAFileNoRecordedCallProducedIsRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	h := &testHooks{afterTeam: func(ctx context.Context, db string) {
+		dirs, err := filepath.Glob(filepath.Join(filepath.Dir(db), "cases", "*", "exec-2"))
+		if err != nil || len(dirs) != 1 {
+			t.Errorf("member directory: %v %v", dirs, err)
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dirs[0], "notes.txt"), []byte("unasked\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	}}
+	mustFail(t, runHooked(t, "sequential", nil, h), "files", "exec-2/notes.txt (no recorded call produced it)")
+}

@@ -2,8 +2,11 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -134,6 +137,9 @@ func VerifyStore(ctx context.Context, path string, opts VerifyOptions) (VerifyRe
 	switch {
 	case opts.Manifest == "":
 	case opts.WriteManifest:
+		if err := overwritable(opts.Manifest); err != nil {
+			return rep, err
+		}
 		m, err := store.BuildManifest(ctx, results, opts.Final)
 		if err != nil {
 			return rep, fmt.Errorf("%w; manifest %s not written", err, opts.Manifest)
@@ -153,4 +159,32 @@ func VerifyStore(ctx context.Context, path string, opts VerifyOptions) (VerifyRe
 		}
 	}
 	return rep, nil
+}
+
+// overwritable refuses to write a manifest over path when something is there that is not a
+// manifest (a mistyped path must not destroy a key or any other file): a directory, or a file that
+// is neither an unsigned manifest's JSON nor a DSSE envelope. Errors wrap evidence.ErrBadManifest.
+func overwritable(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("manifest %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file; nothing written", evidence.ErrBadManifest, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("manifest %s: %w", path, err)
+	}
+	var probe struct {
+		Format      *string `json:"format"`
+		PayloadType *string `json:"payloadType"`
+	}
+	if json.Unmarshal(data, &probe) != nil || (probe.Format == nil && probe.PayloadType == nil) {
+		return fmt.Errorf("%w: %s exists and is not a manifest; nothing overwritten (remove it, or name another file)", evidence.ErrBadManifest, path)
+	}
+	return nil
 }

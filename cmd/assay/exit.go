@@ -59,7 +59,7 @@ var badInput = []error{
 	replay.ErrBadInput,
 	harness.ErrBadOptions, harness.ErrNotResumable, harness.ErrNoCall, harness.ErrEffectState,
 	evidence.ErrLocked, evidence.ErrNoStore, evidence.ErrNotStore, evidence.ErrSchemaVersion, evidence.ErrInvalidArgument,
-	evidence.ErrNoRun, evidence.ErrBadQuery, evidence.ErrBadManifest, attest.ErrBadKey, attest.ErrKeyExists,
+	evidence.ErrNoRun, evidence.ErrBadQuery, evidence.ErrBadManifest, attest.ErrBadKey, attest.ErrKeyExists, attest.ErrNoAttestations,
 	reference.ErrInvalidConfig, reference.ErrNotEffectsDB,
 	policy.ErrInvalidPolicy, policy.ErrInvalidApprovalFile,
 	oracle.ErrInvalidSpec, oracle.ErrUnknownLanguage, oracle.ErrNoArtifact, oracle.ErrInvalidOptions,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -116,6 +117,14 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	}
 	h := opts.Harness
 	h.ToolVersion, h.Command, h.Progress = version, "assay matrix run", opts.IO.ErrOut
+	if opts.SignKey == "" && h.AttestDir != "" {
+		return usageErrorf("--attestations names where --sign-key's attestations are written: add --sign-key KEY")
+	}
+	if h.AttestDir != "" {
+		if fi, err := os.Stat(h.AttestDir); err == nil && !fi.IsDir() {
+			return usageErrorf("--attestations %s is not a directory", h.AttestDir)
+		}
+	}
 	if opts.SignKey != "" {
 		signer, err := attest.LoadSigner(opts.SignKey)
 		if err != nil {
@@ -184,7 +193,11 @@ func parseAliases(flag string, values []string) (map[string]string, error) {
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[strings.TrimSpace(req)] = strings.TrimSpace(ans)
+		req, ans = strings.TrimSpace(req), strings.TrimSpace(ans)
+		if prev, dup := out[req]; dup && prev != ans {
+			return nil, usageErrorf("%s: %s is given twice (%s and %s)", flag, req, prev, ans)
+		}
+		out[req] = ans
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -86,6 +87,14 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	h := opts.Harness
+	if opts.SignKey == "" && h.AttestDir != "" {
+		return usageErrorf("--attestations names where --sign-key's attestations are written: add --sign-key KEY")
+	}
+	if h.AttestDir != "" {
+		if fi, err := os.Stat(h.AttestDir); err == nil && !fi.IsDir() {
+			return usageErrorf("--attestations %s is not a directory", h.AttestDir)
+		}
+	}
 	if opts.SignKey != "" {
 		signer, err := attest.LoadSigner(opts.SignKey)
 		if err != nil {

@@ -88,6 +88,8 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		return usageErrorf("--strict applies to a manifest being checked: add --manifest FILE")
 	case opts.Attestations != "" && opts.PubKey == "":
 		return usageErrorf("--attestations needs --pubkey: the public key the runs were signed with")
+	case opts.PubKey != "" && opts.Attestations == "" && (opts.Manifest == "" || opts.Write):
+		return usageErrorf("--pubkey checks signatures of a manifest being checked or of attestations: add --manifest FILE or --attestations DIR")
 	}
 	vo := harness.VerifyOptions{Runs: opts.Runs, Wait: opts.Wait, Command: "assay verify", Manifest: opts.Manifest,
 		WriteManifest: opts.Write, Final: opts.Final, Strict: opts.Strict, Attestations: opts.Attestations}

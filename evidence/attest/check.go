@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,10 @@ type directory struct {
 	orphans []signed
 }
 
+// ErrNoAttestations: the attestations directory to check against is missing or is not a
+// directory (bad input: nothing was checked).
+var ErrNoAttestations = errors.New("no attestations directory")
+
 // readDir reads every "*.intoto.jsonl" file of dir and checks each line's
 // signature with v. It returns an error wrapping fs.ErrNotExist when dir is
 // missing.
@@ -41,7 +46,7 @@ func readDir(ctx context.Context, dir string, v *Verifier) (*directory, error) {
 	d := &directory{byRun: map[string][]signed{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return d, fmt.Errorf("attest: attestations directory: %w", err)
+		return d, fmt.Errorf("%w: %s: %w", ErrNoAttestations, dir, err)
 	}
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), FileSuffix) || !e.Type().IsRegular() {

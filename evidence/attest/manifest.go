@@ -50,6 +50,9 @@ func ReadManifest(ctx context.Context, path string, v *Verifier) (evidence.Manif
 	if errors.Is(err, fs.ErrNotExist) {
 		return evidence.Manifest{}, false, fmt.Errorf("attest: %w: no manifest at %s (%w)", evidence.ErrBadManifest, path, err)
 	}
+	if fi, serr := os.Stat(path); serr == nil && !fi.Mode().IsRegular() {
+		return evidence.Manifest{}, false, fmt.Errorf("attest: %w: %s is not a regular file", evidence.ErrBadManifest, path)
+	}
 	if err != nil {
 		return evidence.Manifest{}, false, fmt.Errorf("attest: read manifest: %w", err)
 	}
