@@ -82,7 +82,7 @@ func (r *replayer) certify(ctx context.Context, lineage []evidence.RunSummary, p
 			}
 			v = vs[0]
 		}
-		if !v.Passed() && v.Status != evidence.VerifyUnfinalized {
+		if v.Status != evidence.VerifyOK && v.Status != evidence.VerifyUnfinalized {
 			return nil, &decision{NonCertifiable, fmt.Sprintf("run %s does not verify (%s: %s)", v.RunID, v.Status, v.Detail)}, nil
 		}
 	}
