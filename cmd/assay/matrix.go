@@ -117,20 +117,8 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	}
 	h := opts.Harness
 	h.ToolVersion, h.Command, h.Progress = version, "assay matrix run", opts.IO.ErrOut
-	if opts.SignKey == "" && h.AttestDir != "" {
-		return usageErrorf("--attestations names where --sign-key's attestations are written: add --sign-key KEY")
-	}
-	if h.AttestDir != "" {
-		if fi, err := os.Stat(h.AttestDir); err == nil && !fi.IsDir() {
-			return usageErrorf("--attestations %s is not a directory", h.AttestDir)
-		}
-	}
-	if opts.SignKey != "" {
-		signer, err := attest.LoadSigner(opts.SignKey)
-		if err != nil {
-			return usageErrorf("--sign-key: %w", err)
-		}
-		h.Signer = signer
+	if err := setSigner(&h, opts.SignKey); err != nil {
+		return err
 	}
 	sum, err := harness.Run(ctx, h)
 	if err != nil && ctx.Err() != nil {
@@ -271,4 +259,26 @@ func writeMatrixReport(ctx context.Context, sum harness.Summary) (string, error)
 	}
 	return path, reports.WriteMatrixMarkdown(ctx, path, reports.MatrixReport{Provider: sum.Provider, Model: sum.Model,
 		Reference: sum.Reference, StorePath: sum.StorePath, CasesDir: filepath.Join(sum.OutDir, "cases")}, runIDs)
+}
+
+// setSigner loads --sign-key into h.Signer; --attestations (h.AttestDir) without a key, or naming
+// something that is not a directory, is bad usage, refused before anything runs.
+func setSigner(h *harness.Options, signKey string) error {
+	if signKey == "" && h.AttestDir != "" {
+		return usageErrorf("--attestations names where --sign-key's attestations are written: add --sign-key KEY")
+	}
+	if h.AttestDir != "" {
+		if fi, err := os.Stat(h.AttestDir); err == nil && !fi.IsDir() {
+			return usageErrorf("--attestations %s is not a directory", h.AttestDir)
+		}
+	}
+	if signKey == "" {
+		return nil
+	}
+	signer, err := attest.LoadSigner(signKey)
+	if err != nil {
+		return usageErrorf("--sign-key: %w", err)
+	}
+	h.Signer = signer
+	return nil
 }

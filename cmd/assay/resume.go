@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
 )
 
@@ -87,20 +85,8 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	h := opts.Harness
-	if opts.SignKey == "" && h.AttestDir != "" {
-		return usageErrorf("--attestations names where --sign-key's attestations are written: add --sign-key KEY")
-	}
-	if h.AttestDir != "" {
-		if fi, err := os.Stat(h.AttestDir); err == nil && !fi.IsDir() {
-			return usageErrorf("--attestations %s is not a directory", h.AttestDir)
-		}
-	}
-	if opts.SignKey != "" {
-		signer, err := attest.LoadSigner(opts.SignKey)
-		if err != nil {
-			return usageErrorf("--sign-key: %w", err)
-		}
-		h.Signer = signer
+	if err := setSigner(&h, opts.SignKey); err != nil {
+		return err
 	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
 	sum, err := harness.ResumeRun(ctx, h, opts.Run)
