@@ -240,36 +240,8 @@ func TestCrashThenResumeKeepsTheToolCallLimit(t *testing.T) {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	args, _ := json.Marshal([]string{"matrix", "run", "--formations", "sequential", "--out", out,
-		"--team-tool-calls", "3", "--reference-fault", "exec-1:1:slow"})
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "ASSAY_TEST_CLI="+string(args))
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	var run string
-	for run == "" {
-		if time.Now().After(deadline) {
-			_ = child.Process.Kill()
-			t.Fatal("exec-1's writes never appeared")
-		}
-		if cases, err := os.ReadDir(filepath.Join(out, "cases")); err == nil && len(cases) == 1 {
-			dir := filepath.Join(out, "cases", cases[0].Name(), "exec-1")
-			_, e1 := os.Stat(filepath.Join(dir, "double.go"))
-			_, e2 := os.Stat(filepath.Join(dir, "double_test.go"))
-			if e1 == nil && e2 == nil {
-				run = cases[0].Name()
-			}
-		}
-		if run == "" {
-			time.Sleep(20 * time.Millisecond) // polling the other process's output, not waiting for time to pass
-		}
-	}
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	run := killMatrixAfter(t, out, []string{"--formations", "sequential", "--team-tool-calls", "3", "--reference-fault", "exec-1:1:slow"},
+		"double.go", "double_test.go")
 	r := runCLI(t, "resume", run, "--out", out, "--format", "json")
 	var cr harness.CaseResult
 	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {

@@ -390,32 +390,7 @@ func TestKilledMatrixRunVerifiesAsInterrupted(t *testing.T) {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	args, _ := json.Marshal([]string{"matrix", "run", "--formations", "sequential", "--out", out, "--reference-fault", "exec-1:1:slow"})
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "ASSAY_TEST_CLI="+string(args))
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	var run string
-	for run == "" {
-		if time.Now().After(deadline) {
-			_ = child.Process.Kill()
-			t.Fatal("exec-1's writes never appeared")
-		}
-		if cases, err := os.ReadDir(filepath.Join(out, "cases")); err == nil && len(cases) == 1 {
-			if _, err := os.Stat(filepath.Join(out, "cases", cases[0].Name(), "exec-1", "double.go")); err == nil {
-				run = cases[0].Name()
-			}
-		}
-		if run == "" {
-			time.Sleep(20 * time.Millisecond) // polling the other process's output, not waiting for time to pass
-		}
-	}
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	run := killMatrixAfter(t, out, []string{"--formations", "sequential", "--reference-fault", "exec-1:1:slow"}, "double.go")
 
 	before := snapshot(t, out)
 	r := runCLI(t, "verify", "--out", out)
@@ -554,4 +529,43 @@ func TestVerifyCatchesEditsOfEverythingAVerdictRestsOn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killMatrixAfter runs `assay matrix run` with args in a child process writing to out, and SIGKILLs
+// it as soon as the only case's exec-1 directory holds every one of files; it returns the run id.
+func killMatrixAfter(t *testing.T, out string, args []string, files ...string) string {
+	t.Helper()
+	argv, _ := json.Marshal(append([]string{"matrix", "run", "--out", out}, args...))
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "ASSAY_TEST_CLI="+string(argv))
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var run string
+	for run == "" {
+		if time.Now().After(deadline) {
+			_ = child.Process.Kill()
+			t.Fatal("exec-1's writes never appeared")
+		}
+		if cases, err := os.ReadDir(filepath.Join(out, "cases")); err == nil && len(cases) == 1 {
+			all := true
+			for _, f := range files {
+				if _, err := os.Stat(filepath.Join(out, "cases", cases[0].Name(), "exec-1", f)); err != nil {
+					all = false
+				}
+			}
+			if all {
+				run = cases[0].Name()
+			}
+		}
+		if run == "" {
+			time.Sleep(20 * time.Millisecond) // polling the other process's output, not waiting for time to pass
+		}
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	return run
 }
