@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/tool"
 )
@@ -225,4 +226,38 @@ func TestAFileNoRecordedCallProducedIsRejected(t *testing.T) {
 		}
 	}}
 	mustFail(t, runHooked(t, "sequential", nil, h), "files", "exec-2/notes.txt (no recorded call produced it)")
+}
+
+// A runtime whose account of an exchange differs from its bytes: the finish reason it recorded, or a
+// tool result its journal holds that is not what the next request showed the model.
+func TestExchangeClaimsAreHeldToTheRawExchanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the matrix; skipped with -short")
+	}
+	for _, c := range []struct {
+		name string
+		hook func(runtime.Event) runtime.Event
+		want string
+	}{
+		{"finish reason", func(ev runtime.Event) runtime.Event {
+			if ev.MemberID != "exec-1" {
+				return ev
+			}
+			return rewrite(func(p *event.ProviderExchange) {
+				if p.Seq == 0 {
+					p.FinishReason = "stop"
+				}
+			})(ev)
+		}, "the runtime recorded finish_reason \"stop\""},
+		{"tool result", rewrite(func(p *event.ToolResult) {
+			if p.MemberID == "exec-1" && p.State == tool.StateSucceeded {
+				p.Result = "a result the model was never shown"
+			}
+		}), "the tool journal recorded \"a result the model was never shown\""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			mustFail(t, runHooked(t, "sequential", nil, only(c.hook)), "members", c.want)
+		})
+	}
 }
