@@ -116,9 +116,8 @@ func (b *Boundary) Confirm(ctx context.Context, cf Confirmation) (Outcome, error
 	// Rule 14: the current policy decides again; a changed policy scope no longer matches the grant.
 	d2 := b.decide(ctx, c, p)
 	if d2.Effect == policy.Deny {
-		_, _ = b.ledger.Apply(cf.TxID, effect.Event{Kind: effect.Cancel})
 		b.approvals.Revoke(cf.TxID)
-		return b.refuse(ctx, rec, p, &d2, &policy.DeniedError{Decision: d2})
+		return b.stopBeforeDispatch(ctx, rec, p, &d2, &policy.DeniedError{Decision: d2})
 	}
 	return b.dispatch(ctx, rec, p, d2, &ap)
 }

@@ -32,22 +32,19 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 			hc.Allowed = slices.Clone(c.Allowed)
 			next, err := h(ctx, hc, slices.Clone(args))
 			if err != nil {
-				cancelLedger()
-				return b.refuse(ctx, rec, p, &d, fmt.Errorf("hook %d failed: %w", i+1, err))
+				return b.stopBeforeDispatch(ctx, rec, p, &d, fmt.Errorf("hook %d failed: %w", i+1, err))
 			}
 			args = next
 		}
 		if !bytes.Equal(args, p.canonical) {
 			np, err := b.prepare(c, string(args), p.revision)
 			if err != nil {
-				cancelLedger()
-				return b.refuse(ctx, rec, np, &d, fmt.Errorf("arguments after hooks: %w", err))
+				return b.stopBeforeDispatch(ctx, rec, np, &d, fmt.Errorf("arguments after hooks: %w", err))
 			}
 			final = np
 			d = b.decide(ctx, c, final)
 			if d.Effect == policy.Deny {
-				cancelLedger()
-				return b.refuse(ctx, rec, final, &d, &policy.DeniedError{Decision: d})
+				return b.stopBeforeDispatch(ctx, rec, final, &d, &policy.DeniedError{Decision: d})
 			}
 		}
 	}
@@ -60,8 +57,7 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 		if err != nil {
 			// The action changed since it was approved: the grant authorises nothing any more.
 			b.approvals.Revoke(key)
-			cancelLedger()
-			return b.refuse(ctx, rec, final, &d, err)
+			return b.stopBeforeDispatch(ctx, rec, final, &d, err)
 		}
 		ref = &ApprovalRef{Approver: ap.Approver, Source: ap.Source, ExpiresAt: ap.ExpiresAt}
 		d.Disclose = ap.Disclose
@@ -87,8 +83,7 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 			if attempt > 1 {
 				break // the last attempt's outcome stands
 			}
-			cancelLedger()
-			return b.refuse(ctx, rec, final, &d, fmt.Errorf("not dispatched: %w", err))
+			return b.stopBeforeDispatch(ctx, rec, final, &d, fmt.Errorf("not dispatched: %w", err))
 		}
 		if b.budget != nil {
 			purpose := "dispatch"
@@ -100,8 +95,7 @@ func (b *Boundary) dispatch(ctx context.Context, rec *callRecord, p prepared, d 
 				if attempt > 1 {
 					break // the retry is not affordable: the last attempt's outcome stands
 				}
-				cancelLedger()
-				return b.refuse(ctx, rec, final, &d, err)
+				return b.stopBeforeDispatch(ctx, rec, final, &d, err)
 			}
 			reservation = r
 		}
@@ -242,6 +236,25 @@ func (b *Boundary) finish(ctx context.Context, rec *callRecord, out Outcome) (Ou
 		return out, fmt.Errorf("record outcome %s: %w", out.IdempotencyKey, err)
 	}
 	return out, nil
+}
+
+// stopBeforeDispatch ends a call that will not be dispatched: its pending effect is cancelled in the
+// ledger and the refusal recorded as failed. When a Cancel got there first (a cancel during
+// confirmation, which also revoked the grant the dispatch then missed), the cancellation is the one
+// outcome, in the ledger as in the journal: it is recorded as cancelled, never as a refusal's failed.
+func (b *Boundary) stopBeforeDispatch(ctx context.Context, rec *callRecord, p prepared, d *policy.Decision, reason error) (Outcome, error) {
+	b.mu.Lock()
+	c := rec.call
+	b.mu.Unlock()
+	if _, err := b.ledger.Apply(c.Key(), effect.Event{Kind: effect.Cancel}); err != nil {
+		if r, ok := b.ledger.Get(c.Key()); ok && r.State == effect.Cancelled {
+			out := b.outcomeFor(c, p)
+			out.State, out.Source = StateCancelled, "approval"
+			out.Error = b.redactor.String("not dispatched: cancelled before dispatch (then " + reason.Error() + ")")
+			return b.finish(ctx, rec, out)
+		}
+	}
+	return b.refuse(ctx, rec, p, d, reason)
 }
 
 // gateDispatch is the last checkpoint: under the boundary's lock, not paused, then the ledger's
