@@ -31,6 +31,7 @@ func adaptive() Formation {
 			"the current formation, the history, the switch count and the score; each switch is a " +
 			"formation_switched event.",
 		Durable: false,
+		Options: adaptiveOptions(),
 		Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 			cycle, err := adaptiveCycle(opts.Adaptive)
 			if err != nil {
@@ -70,21 +71,7 @@ func adaptive() Formation {
 			if err != nil {
 				return runtime.TeamResult{}, err
 			}
-			strategy := opts.Adaptive.Strategy
-			if strategy == "" {
-				strategy = StrategyErrorRate
-			}
-			minScore := opts.Adaptive.MinScore
-			if minScore == 0 {
-				minScore = 0.5
-				if strategy == StrategyErrorRate {
-					minScore = 1
-				}
-			}
-			maxSwitches := opts.Adaptive.MaxSwitches
-			if maxSwitches == 0 {
-				maxSwitches = DefaultMaxSwitches
-			}
+			strategy, minScore, maxSwitches := opts.Adaptive.strategy(), opts.Adaptive.minScore(), opts.Adaptive.maxSwitches()
 			sub := opts
 			sub.scoreCompletions = strategy == StrategyFeedback
 			rs := newResults(team)
@@ -106,7 +93,7 @@ func adaptive() Formation {
 					rs.add(r)
 				}
 				var reason string
-				score, reason = adaptiveScore(strategy, res, time.Since(start), opts.Adaptive.TargetSeconds)
+				score, reason = adaptiveScore(strategy, res, time.Since(start), opts.Adaptive.targetSeconds())
 				meta := map[string]string{"current_formation": name, "formation_history": strings.Join(history, ","),
 					"switch_count": fmt.Sprint(switches), "score": fmt.Sprintf("%.4f", score), "strategy": strategy}
 				for k, v := range res.Metadata {
@@ -166,9 +153,6 @@ func adaptiveCycle(o AdaptiveOptions) ([]string, error) {
 func adaptiveScore(strategy string, res runtime.TeamResult, elapsed time.Duration, target float64) (float64, string) {
 	switch strategy {
 	case StrategyPerformance:
-		if target == 0 {
-			target = 60
-		}
 		s := elapsed.Seconds()
 		if s <= target {
 			return 1, ""

@@ -22,6 +22,7 @@ var consensus = Formation{
 		"recorded as a consensus_round event. With an ensemble mode, proposals are " +
 		`{"vote_key":...,"answer":...} and the mode decides over the last round.`,
 	Durable: true,
+	Options: append(consensusOptions(), ensembleOptions()...),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		proposers, _, _, err := consensusRoles(team, opts)
 		if err != nil {
@@ -34,14 +35,7 @@ var consensus = Formation{
 		if err != nil {
 			return runtime.TeamResult{}, err
 		}
-		rounds := opts.Consensus.Rounds
-		if rounds == 0 {
-			rounds = DefaultConsensusRounds
-		}
-		threshold := opts.Consensus.Threshold
-		if threshold == 0 {
-			threshold = DefaultConsensusThreshold
-		}
+		rounds, threshold := opts.Consensus.rounds(), opts.Consensus.threshold()
 		ensemble := opts.Ensemble.Mode != ""
 		contract := func(m runtime.MemberSpec, round int) *runtime.Contract {
 			c := proposalContract(team.Formation, m, round)

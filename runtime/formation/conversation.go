@@ -55,13 +55,7 @@ type conversation struct {
 
 func newConversation(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Options, speakers []runtime.MemberSpec) *conversation {
 	c := &conversation{ctx: ctx, e: e, team: team, rs: newResults(team), prior: map[string]int{},
-		maxTurns: opts.Conversation.MaxTurns, maxChars: opts.Conversation.TranscriptMaxChars, speakers: memberIDs(speakers)}
-	if c.maxTurns == 0 {
-		c.maxTurns = DefaultMaxTurns
-	}
-	if c.maxChars == 0 {
-		c.maxChars = DefaultTranscriptMaxChars
-	}
+		maxTurns: opts.Conversation.maxTurns(), maxChars: opts.Conversation.transcriptMaxChars(), speakers: memberIDs(speakers)}
 	return c
 }
 

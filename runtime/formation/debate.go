@@ -16,6 +16,7 @@ var debate = Formation{
 		`gives one verdict {"selected_member_id":"<debater>","verdict":"..."}, recorded as a judge_verdict ` +
 		"event. A transcript over transcript_max_chars fails instead of being trimmed.",
 	Durable: false,
+	Options: conversationOptions(true),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		_, _, err := debateRoles(team)
 		return err
@@ -25,10 +26,7 @@ var debate = Formation{
 		if err != nil {
 			return runtime.TeamResult{}, err
 		}
-		rounds := opts.Conversation.DebateRounds
-		if rounds == 0 {
-			rounds = DefaultDebateRounds
-		}
+		rounds := opts.Conversation.debateRounds()
 		c := newConversation(ctx, e, team, opts, debaters)
 		finished := map[string]bool{}
 		for round := 1; round <= rounds; round++ {

@@ -83,12 +83,7 @@ func ensembleRoles(team runtime.Team, mode string, extra ...string) (candidates 
 	return candidates, aggregator, nil
 }
 
-func answerLimit(opts Options) int {
-	if opts.Ensemble.MaxAnswerChars > 0 {
-		return opts.Ensemble.MaxAnswerChars
-	}
-	return DefaultMaxAnswerChars
-}
+func answerLimit(opts Options) int { return opts.Ensemble.maxAnswerChars() }
 
 // aggregate applies the ensemble mode to the candidates' last results, running the judge or
 // synthesizer when the mode has one, and emits ensemble_decision. It reports whether a decision

@@ -17,6 +17,7 @@ var groupChat = Formation{
 		"transcript_max_chars (default 32768) fails instead of being trimmed. Callbacks get immutable " +
 		"snapshots; a callback error fails the run with a warning. Each turn is a member_spoke event.",
 	Durable: false,
+	Options: conversationOptions(false),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		_, speakers, err := groupChatRoles(team)
 		if err != nil {

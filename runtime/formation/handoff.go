@@ -17,6 +17,7 @@ var handoff = Formation{
 		"member_handoff event (source, target, sequence). Reaching max_turns (default 6) with a handoff " +
 		"still pending fails; so does a transcript over transcript_max_chars.",
 	Durable: false,
+	Options: conversationOptions(false),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		for _, m := range team.Members {
 			if m.FormationRole != "" {

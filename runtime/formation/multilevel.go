@@ -21,6 +21,7 @@ var multiLevelHierarchy = Formation{
 		"once; unknown ids, duplicates, missing members and trees deeper than max_depth (default 3) fail " +
 		"before execution. A failed descendant stays failed even when its supervisor synthesizes.",
 	Durable: false,
+	Options: hierarchyOptions(),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		tree, err := hierarchyTree(team, opts.Hierarchy)
 		if err != nil {
@@ -59,10 +60,7 @@ var multiLevelHierarchy = Formation{
 			return runtime.TeamResult{}, err
 		}
 		leaves := leafIDs(tree)
-		strategy := opts.Hierarchy.Split
-		if strategy == "" {
-			strategy = "auto"
-		}
+		strategy := opts.Hierarchy.split()
 		portions, used := Split(team.Task, len(leaves), strategy)
 		portionOf := map[string]int{}
 		for i, id := range leaves {
@@ -143,10 +141,7 @@ func hierarchyTree(team runtime.Team, o HierarchyOptions) (*TreeNode, error) {
 	if o.Tree != nil {
 		return o.Tree, nil
 	}
-	fanout := o.Fanout
-	if fanout == 0 {
-		fanout = DefaultFanout
-	}
+	fanout := o.fanout()
 	if fanout < 1 {
 		return nil, fmt.Errorf("%w: multi_level_hierarchy: fanout %d must be >= 1", ErrInvalidConfig, fanout)
 	}
@@ -165,10 +160,7 @@ func hierarchyTree(team runtime.Team, o HierarchyOptions) (*TreeNode, error) {
 // checkTree validates an explicit or built tree: known ids, no duplicates, every member present,
 // depth within max_depth, and at least one leaf below the root unless the team is one member.
 func checkTree(team runtime.Team, tree *TreeNode, o HierarchyOptions) error {
-	maxDepth := o.MaxDepth
-	if maxDepth == 0 {
-		maxDepth = DefaultMaxDepth
-	}
+	maxDepth := o.maxDepth()
 	seen := map[string]bool{}
 	var walk func(n TreeNode) error
 	walk = func(n TreeNode) error {

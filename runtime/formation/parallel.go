@@ -21,6 +21,7 @@ var parallel = Formation{
 		"parallel_member_retries (0..3) retries only failed idempotent members, accumulating attempts, " +
 		"tool calls and durations. Capacity admission and ensemble modes (vote, judge, synthesizer) apply.",
 	Durable: true,
+	Options: append(parallelOptions(), ensembleOptions()...),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		if opts.Ensemble.Mode != "" {
 			if _, _, err := ensembleRoles(team, opts.Ensemble.Mode); err != nil {

@@ -20,6 +20,7 @@ var reflection = Formation{
 		"as a critic_verdict event; member results hold the real generator and critic results with " +
 		"their usage and the ordered attempts; the final output is the generated solution.",
 	Durable: true,
+	Options: reflectionOptions(),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		_, _, err := reflectionRoles(team)
 		return err
@@ -29,10 +30,7 @@ var reflection = Formation{
 		if err != nil {
 			return runtime.TeamResult{}, err
 		}
-		limit := opts.Reflection.MaxIterations
-		if limit == 0 {
-			limit = DefaultReflectionIterations
-		}
+		limit := opts.Reflection.iterations()
 		type attempt struct {
 			Iteration        int    `json:"iteration"`
 			GeneratorSuccess bool   `json:"generator_success"`

@@ -50,6 +50,9 @@ type Formation struct {
 	// Durable says whether the formation supports durable pause/resume; one that does not refuses a
 	// resume request before executing anything.
 	Durable bool
+	// Options are the formation's own options, as operators set them by name; Registry appends
+	// capacity admission's, which apply to every formation.
+	Options []OptionSpec
 	// Validate checks the team and options against the formation's configuration rules before
 	// anything executes; nil when the coordinator's checks are all there is. Errors wrap
 	// ErrInvalidConfig.
@@ -87,6 +90,9 @@ var ErrInvalidConfig = errors.New("invalid formation configuration")
 func Registry() []Formation {
 	r := []Formation{sequential, pipeline, parallel, hierarchical, consensus, reflection,
 		dynamicRouter, multiLevelHierarchy, adaptive(), groupChat, debate, handoff}
+	for i := range r {
+		r[i].Options = append(slices.Clip(r[i].Options), capacityOptions()...)
+	}
 	sort.Slice(r, func(i, j int) bool { return r[i].Name < r[j].Name })
 	return r
 }

@@ -21,6 +21,7 @@ var dynamicRouter = Formation{
 		"researcher, reviewer) programmatically — it never parses model prose; an unmatched task selects " +
 		"the first member with a warning. The selection is recorded as a router_selected event.",
 	Durable: false,
+	Options: routerOptions(),
 	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
 		_, _, _, err := routerSetup(team, opts)
 		return err
