@@ -24,6 +24,23 @@ func TestFormationsListsEveryFormationWithDurabilityAndContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	durable := map[string]bool{}
+	// Every option of every formation is listed as the registry has it: the same names in the same
+	// order, each with its default, range and durability.
+	for _, row := range rows {
+		f, err := formation.Lookup(row.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(row.Options) != len(f.Options) || len(f.Options) == 0 {
+			t.Fatalf("%s: %d options listed, the registry has %d", row.Name, len(row.Options), len(f.Options))
+		}
+		for i, o := range f.Options {
+			got := row.Options[i]
+			if got.Name != o.Name || got.Default != o.Default || got.Range != o.Range || got.Durable != o.Durable || got.Doc != o.Doc {
+				t.Fatalf("%s option %d: listed %+v, registry %s default %q range %q durable %v", row.Name, i, got, o.Name, o.Default, o.Range, o.Durable)
+			}
+		}
+	}
 	for _, row := range rows {
 		durable[row.Name] = row.Durable
 		if row.Doc == "" {
@@ -48,6 +65,11 @@ func TestFormationsListsEveryFormationWithDurabilityAndContract(t *testing.T) {
 	for _, m := range formation.EnsembleModes() {
 		if !strings.Contains(table.stdout, m.Name) || !strings.Contains(table.stdout, m.Doc) {
 			t.Errorf("the table does not give ensemble mode %s with its contract:\n%s", m.Name, table.stdout)
+		}
+	}
+	for _, want := range []string{"consensus_threshold*=0.7 ((0.5,1])", "conversation_max_turns=6 (1..100)", "stricter than the seed"} {
+		if !strings.Contains(table.stdout, want) {
+			t.Errorf("the table does not list %q:\n%s", want, table.stdout)
 		}
 	}
 	if bad := formations("xml"); bad.code != 2 {

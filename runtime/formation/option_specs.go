@@ -48,6 +48,17 @@ func Option(name, option string) (OptionSpec, error) {
 	return OptionSpec{}, fmt.Errorf("%w: %s has no option %q (its options: %s)", ErrInvalidConfig, name, option, strings.Join(names, ", "))
 }
 
+// StricterThanSeed returns where assay deliberately departs from the seed's contracts by being
+// stricter, one sentence each (`assay formations` and docs/formations.md list them). The slice is
+// new on every call.
+func StricterThanSeed() []string {
+	return []string{
+		"parallel succeeds only when every member does",
+		"member tools refuse absolute paths: every path is relative to the member's own directory",
+		"reflection has only the JSON verdict format (verdict_format=json); there is no prose verdict parsing",
+	}
+}
+
 // The effective values: every formation's Run reads its settings through these, and the registry's
 // OptionSpec.Effective reports them.
 
