@@ -32,7 +32,7 @@ func adaptive() Formation {
 			"formation_switched event.",
 		Durable: false,
 		Options: adaptiveOptions(),
-		Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+		Validate: func(e Tools, team runtime.Team, opts Options) error {
 			cycle, err := adaptiveCycle(opts.Adaptive)
 			if err != nil {
 				return err

@@ -23,7 +23,7 @@ var consensus = Formation{
 		`{"vote_key":...,"answer":...} and the mode decides over the last round.`,
 	Durable: true,
 	Options: append(consensusOptions(), ensembleOptions()...),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		proposers, _, _, err := consensusRoles(team, opts)
 		if err != nil {
 			return err

@@ -17,7 +17,7 @@ var debate = Formation{
 		"event. A transcript over transcript_max_chars fails instead of being trimmed.",
 	Durable: false,
 	Options: conversationOptions(true),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		_, _, err := debateRoles(team)
 		return err
 	},

@@ -18,7 +18,7 @@ var groupChat = Formation{
 		"snapshots; a callback error fails the run with a warning. Each turn is a member_spoke event.",
 	Durable: false,
 	Options: conversationOptions(false),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		_, speakers, err := groupChatRoles(team)
 		if err != nil {
 			return err

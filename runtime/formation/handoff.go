@@ -18,7 +18,7 @@ var handoff = Formation{
 		"still pending fails; so does a transcript over transcript_max_chars.",
 	Durable: false,
 	Options: conversationOptions(false),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		for _, m := range team.Members {
 			if m.FormationRole != "" {
 				return fmt.Errorf("%w: handoff: member %q has formation role %q (handoff members have none)", ErrInvalidConfig, m.ID, m.FormationRole)

@@ -16,7 +16,7 @@ var hierarchical = Formation{
 		`them, answering exactly {"answer":"..."}. The final output is that answer; a failed member stays ` +
 		"failed and fails the team even though the supervisor synthesized.",
 	Durable: true,
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		sup, _, err := oneWithRole(team, RoleSupervisor, 0)
 		if err != nil {
 			return err

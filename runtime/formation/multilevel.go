@@ -22,7 +22,7 @@ var multiLevelHierarchy = Formation{
 		"before execution. A failed descendant stays failed even when its supervisor synthesizes.",
 	Durable: false,
 	Options: hierarchyOptions(),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		tree, err := hierarchyTree(team, opts.Hierarchy)
 		if err != nil {
 			return err

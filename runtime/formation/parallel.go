@@ -22,7 +22,7 @@ var parallel = Formation{
 		"tool calls and durations. Capacity admission and ensemble modes (vote, judge, synthesizer) apply.",
 	Durable: true,
 	Options: append(parallelOptions(), ensembleOptions()...),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		if opts.Ensemble.Mode != "" {
 			if _, _, err := ensembleRoles(team, opts.Ensemble.Mode); err != nil {
 				return err

@@ -21,7 +21,7 @@ var reflection = Formation{
 		"their usage and the ordered attempts; the final output is the generated solution.",
 	Durable: true,
 	Options: reflectionOptions(),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		_, _, err := reflectionRoles(team)
 		return err
 	},

@@ -56,11 +56,17 @@ type Formation struct {
 	// Validate checks the team and options against the formation's configuration rules before
 	// anything executes; nil when the coordinator's checks are all there is. Errors wrap
 	// ErrInvalidConfig.
-	Validate func(e *runtime.Engine, team runtime.Team, opts Options) error
+	Validate func(tools Tools, team runtime.Team, opts Options) error
 	// Run executes the team. It returns an error only when the team could not run at all (invalid
 	// configuration found late, recording failure, worktree allocation failure); member failures
 	// and contract violations are reported in the TeamResult.
 	Run func(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Options) (runtime.TeamResult, error)
+}
+
+// Tools is what validation needs of an engine: the access mode of each tool it knows, false for a
+// tool it does not. *runtime.Engine implements it.
+type Tools interface {
+	ToolAccess(name string) (tool.AccessMode, bool)
 }
 
 // ErrUnknownFormation is returned for a formation name not in the registry.
@@ -130,14 +136,8 @@ func Run(ctx context.Context, e *runtime.Engine, team runtime.Team) (runtime.Tea
 // team_started mean nothing ran; member failures are in the TeamResult. Safe for concurrent use
 // on distinct teams.
 func RunWith(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Options) (runtime.TeamResult, error) {
-	f, err := Lookup(team.Formation)
+	f, err := checkOptions(team, opts)
 	if err != nil {
-		return runtime.TeamResult{}, err
-	}
-	if err := team.Validate(); err != nil {
-		return runtime.TeamResult{}, err
-	}
-	if err := opts.validate(f.Name); err != nil {
 		return runtime.TeamResult{}, err
 	}
 	if opts.Resume {
@@ -150,13 +150,8 @@ func RunWith(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Opt
 			return runtime.TeamResult{}, fmt.Errorf("%w: %s; nothing was executed", ErrResumeUnavailable, f.Name)
 		}
 	}
-	if err := validateRoles(e, team); err != nil {
+	if err := checkTeam(e, f, team, opts); err != nil {
 		return runtime.TeamResult{}, err
-	}
-	if f.Validate != nil {
-		if err := f.Validate(e, team, opts); err != nil {
-			return runtime.TeamResult{}, err
-		}
 	}
 	adm, err := newAdmission(ctx, e, opts.Capacity)
 	if err != nil {
@@ -192,6 +187,42 @@ func RunWith(ctx context.Context, e *runtime.Engine, team runtime.Team, opts Opt
 	return res, nil
 }
 
+// Check runs the configuration checks RunWith runs before anything executes, except those of a
+// resume and of capacity (which ask the engine and the provider): the formation is registered
+// (ErrUnknownFormation), team.Validate, the option ranges and their use, the formation roles and
+// their tools' access modes (tools), and the formation's own Validate. Errors other than
+// ErrUnknownFormation and team.Validate's wrap ErrInvalidConfig. It executes nothing.
+func Check(tools Tools, team runtime.Team, opts Options) error {
+	f, err := checkOptions(team, opts)
+	if err != nil {
+		return err
+	}
+	return checkTeam(tools, f, team, opts)
+}
+
+// checkOptions looks the formation up and validates the team and the option ranges and their use.
+func checkOptions(team runtime.Team, opts Options) (Formation, error) {
+	f, err := Lookup(team.Formation)
+	if err != nil {
+		return f, err
+	}
+	if err := team.Validate(); err != nil {
+		return f, err
+	}
+	return f, opts.validate(f.Name)
+}
+
+// checkTeam validates the formation roles and their tools, then the formation's own rules.
+func checkTeam(tools Tools, f Formation, team runtime.Team, opts Options) error {
+	if err := validateRoles(tools, team); err != nil {
+		return err
+	}
+	if f.Validate != nil {
+		return f.Validate(tools, team, opts)
+	}
+	return nil
+}
+
 // Formation roles (MemberSpec.FormationRole). Roles that do not implement may only hold readonly
 // tools and have no deliverables.
 const (
@@ -220,7 +251,7 @@ func implements(m runtime.MemberSpec) bool {
 
 // validateRoles checks formation roles are known, allowed tools exist, and members that do not
 // implement hold only readonly tools.
-func validateRoles(e *runtime.Engine, team runtime.Team) error {
+func validateRoles(e Tools, team runtime.Team) error {
 	for _, m := range team.Members {
 		if !slices.Contains(knownRoles, m.FormationRole) {
 			return fmt.Errorf("%w: member %q has unknown formation role %q (known: %s)", ErrInvalidConfig, m.ID, m.FormationRole,

@@ -22,7 +22,7 @@ var dynamicRouter = Formation{
 		"the first member with a warning. The selection is recorded as a router_selected event.",
 	Durable: false,
 	Options: routerOptions(),
-	Validate: func(e *runtime.Engine, team runtime.Team, opts Options) error {
+	Validate: func(e Tools, team runtime.Team, opts Options) error {
 		_, _, _, err := routerSetup(team, opts)
 		return err
 	},
