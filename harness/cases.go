@@ -124,6 +124,10 @@ type CatalogEntry struct {
 	Members []MemberTemplate
 	// Options returns the formation options of the case.
 	Options func() formation.Options
+	// FormationOptions are the operator's settings (NAME=VALUE, Options.FormationOptions) applied
+	// over the catalog's options, in order; nil for the catalog's own case. The manifest records
+	// them, so the manifest digest binds them.
+	FormationOptions []string
 	// Task is the team task (routing and splitting read it); "" is the default.
 	Task string
 	// Evidence checks the formation's own evidence in the stored trace.

@@ -19,19 +19,22 @@ import (
 
 // manifest is what a case's manifest digest covers: everything that defines the case before it runs.
 type manifest struct {
-	Catalog      string               `json:"catalog"`
-	Formation    string               `json:"formation"`
-	Options      map[string]any       `json:"options"`
-	TeamTask     string               `json:"team_task"`
-	Profile      string               `json:"profile"`
-	Language     string               `json:"language"`
-	Provider     string               `json:"provider"`
-	Model        string               `json:"model"`
-	Stream       bool                 `json:"stream"`
-	Members      []runtime.MemberSpec `json:"members"`
-	Deliverables map[string][]string  `json:"deliverables"`
-	Checks       []string             `json:"checks"`
-	OracleSpec   oracleManifest       `json:"oracle_spec"`
+	Catalog   string         `json:"catalog"`
+	Formation string         `json:"formation"`
+	Options   map[string]any `json:"options"`
+	// FormationOptions are the operator's NAME=VALUE settings over the catalog's options (absent
+	// when there are none, so a catalog case's digest is what it always was).
+	FormationOptions []string             `json:"formation_options,omitempty"`
+	TeamTask         string               `json:"team_task"`
+	Profile          string               `json:"profile"`
+	Language         string               `json:"language"`
+	Provider         string               `json:"provider"`
+	Model            string               `json:"model"`
+	Stream           bool                 `json:"stream"`
+	Members          []runtime.MemberSpec `json:"members"`
+	Deliverables     map[string][]string  `json:"deliverables"`
+	Checks           []string             `json:"checks"`
+	OracleSpec       oracleManifest       `json:"oracle_spec"`
 }
 
 // oracleManifest is the part of an oracle spec that defines what it checks (the reference itself is
@@ -83,7 +86,7 @@ func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold
 		task = defaultTeamTask
 	}
 	team := runtime.Team{RunID: identityRunID, Formation: c.Entry.Formation, Task: task}
-	m := manifest{Catalog: c.Entry.Name, Formation: c.Entry.Formation, Options: fopts.Summary(), TeamTask: task,
+	m := manifest{Catalog: c.Entry.Name, Formation: c.Entry.Formation, Options: fopts.Summary(), FormationOptions: c.Entry.FormationOptions, TeamTask: task,
 		Profile: c.Profile.Name, Language: c.Language, Provider: upstreamLabel(opts),
 		Model: opts.Model, Stream: opts.Stream, Deliverables: map[string][]string{}, OracleSpec: newOracleManifest(spec)}
 	for _, p := range plans {

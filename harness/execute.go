@@ -73,6 +73,9 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	if opts.hooks != nil && opts.hooks.duringTeam != nil {
 		opts.hooks.duringTeam(ctx, hookEnv{gatewayURL: env.gateway.URL(), effectsURL: env.effectsURL, runID: runID})
 	}
+	if opts.hooks != nil && opts.hooks.options != nil {
+		opts.hooks.options(&fopts)
+	}
 	teamStart := time.Now()
 	result, teamErr := runTeam(ctx, engine, team, fopts)
 	teamEnd := time.Now()

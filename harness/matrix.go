@@ -21,6 +21,7 @@ import (
 	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/effect"
+	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider"
 	"github.com/assay-audit/assay/runtime/provider/reference"
@@ -128,7 +129,8 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	cases := make([]Case, len(opts.Formations))
 	for i, name := range opts.Formations {
-		entry, _ := LookupCase(name) // Normalize resolved every name
+		entry, _ := LookupCase(name)                                 // Normalize resolved every name
+		entry, _ = entry.withFormationOptions(opts.FormationOptions) // and checked these
 		cases[i] = Case{Entry: entry, Profile: profile, Language: opts.Language}
 	}
 	results := make([]CaseResult, len(cases))
@@ -266,6 +268,9 @@ type caseEnv struct {
 // the runtime records and returns, or send requests through the gateway while the team runs; they
 // never touch the store.
 type testHooks struct {
+	// options rewrites the formation options the runtime is given (a runtime that runs with other
+	// options than the case records).
+	options func(*formation.Options)
 	// event rewrites each event the runtime emits before it is recorded.
 	event func(runtime.Event) runtime.Event
 	// result rewrites the team result the runtime returned.

@@ -151,6 +151,13 @@ type Options struct {
 	// under it and no other (docs/replay.md).
 	ReplayTolerance string
 
+	// FormationOptions are formation options as NAME=VALUE (formation.OptionSpec names, `assay
+	// formations` lists them), each set on every selected case whose formation has it, over the
+	// catalog's options. Only options the checks re-derive from the recorded options may be set;
+	// Normalize refuses any other, a name no selected formation has, a value out of range, and a
+	// setting the formation's own checks refuse for a case's team. The case manifest records them.
+	FormationOptions []string
+
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks
 
@@ -238,6 +245,9 @@ func (o *Options) Normalize() error {
 	}
 	if _, err := reference.New(reference.Config{Faults: o.ReferenceFaults}); err != nil {
 		return optionErr("ReferenceFaults", "are invalid: %v", err)
+	}
+	if err := o.checkFormationOptions(); err != nil {
+		return err
 	}
 	if err := o.checkFaultsTarget(); err != nil {
 		return err

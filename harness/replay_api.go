@@ -103,6 +103,9 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 	if err != nil {
 		return nil, fmt.Errorf("%w: run %s: its case %q is not in this build's catalog", ErrNotACase, runID, m.Catalog)
 	}
+	if entry, err = entry.withFormationOptions(m.FormationOptions); err != nil {
+		return nil, fmt.Errorf("%w: run %s: its formation options: %v", ErrNotACase, runID, err)
+	}
 	lineage := []evidence.RunSummary{run}
 	for r := run; r.CorrectsRunID != ""; {
 		parent, ok := byID[r.CorrectsRunID]

@@ -295,6 +295,9 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if err != nil {
 		return nil, notResumable("its case %q is not in this catalog", m.Catalog)
 	}
+	if entry, err = entry.withFormationOptions(m.FormationOptions); err != nil {
+		return nil, notResumable("its formation options: %v", err)
+	}
 	opts.Formations, opts.Profile, opts.Language, opts.Stream = []string{entry.Name}, m.Profile, m.Language, m.Stream
 	if opts.BaseURL == "" {
 		opts.BaseURL = run.Envelope.BaseURL

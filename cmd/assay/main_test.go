@@ -203,6 +203,8 @@ func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
 		{"credential session header", []string{"matrix", "run", "--session-header", "Authorization", "--out", filepath.Join(dir, "o7")}, "carries credentials", filepath.Join(dir, "o7")},
 		{"fault on an unknown member", []string{"matrix", "run", "--reference-fault", "exec-9:0:drop_usage", "--out", filepath.Join(dir, "o8")}, `"exec-9"`, filepath.Join(dir, "o8")},
 		{"unreachable provider", []string{"matrix", "run", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--out", filepath.Join(dir, "o9")}, "unreachable", filepath.Join(dir, "o9")},
+		{"formation option out of range", []string{"matrix", "run", "--formations", "consensus", "--formation-option", "consensus_threshold=0.5", "--out", filepath.Join(dir, "o10")}, "--formation-option invalid formation configuration: option consensus_threshold=\"0.5\"", filepath.Join(dir, "o10")},
+		{"formation option not re-derived", []string{"matrix", "run", "--formations", "parallel", "--formation-option", "max_workers=1", "--out", filepath.Join(dir, "o11")}, "--formation-option max_workers cannot be set on a matrix case", filepath.Join(dir, "o11")},
 		{"index without packages", []string{"index", "--out", filepath.Join(dir, "o5"), empty}, "", filepath.Join(dir, "o5", "graph.db")},
 		{"sql without store", []string{"sql", "--out", filepath.Join(dir, "none"), "SELECT 1"}, "", filepath.Join(dir, "none")},
 		{"verify without store", []string{"verify", "--out", filepath.Join(dir, "none2")}, "", filepath.Join(dir, "none2")},

@@ -93,6 +93,8 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringArrayVar(&faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
 		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
+	f.StringArrayVar(&opts.Harness.FormationOptions, "formation-option", nil, "NAME=VALUE: set a formation option (assay formations lists them with defaults and ranges) on every selected case whose formation has it; "+
+		"only options the checks re-derive are accepted, checked by the formation's own validation before anything runs, and recorded in the case manifest; repeatable")
 	f.StringArrayVar(&aliases, "model-alias", nil, "REQUESTED=ANSWERED: a model id the provider may answer with for the one asked for (routing accepts and shows it; a dated snapshot such as gpt-4o-mini-2024-07-18 needs none); repeatable")
 	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file (YAML or JSON) deciding every tool call; its SHA-256 is each run's policy digest (default: allow every call within a member's allowed tools)")
 	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants are preloaded for unattended runs (assay approve writes one); a call policy asks about that no grant covers fails its member as paused for approval")

@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/runtime/formation"
+)
+
+// A formation option that is malformed, unknown, out of range, refused by the formation's own
+// checks for the case's team, or not re-derived by the checks is refused before anything runs.
+func TestFormationOptionsAreRefusedBeforeAnythingRuns(t *testing.T) {
+	cases := []struct {
+		name, formations string
+		settings         []string
+		want             string
+	}{
+		{"not NAME=VALUE", "consensus", []string{"consensus_threshold"}, "is not NAME=VALUE"},
+		{"set twice", "consensus", []string{"consensus_rounds=2", "consensus_rounds=3"}, "twice"},
+		{"no selected formation has it", "sequential", []string{"consensus_rounds=2"}, "none of the selected formations"},
+		{"unknown", "consensus", []string{"quorum=2"}, "none of the selected formations"},
+		{"out of range", "consensus", []string{"consensus_threshold=0.5"}, "(0.5,1]"},
+		{"not re-derived: capacity", "parallel", []string{"max_workers=1"}, "no check re-derives it"},
+		{"not re-derived: retries", "parallel", []string{"parallel_member_retries=2"}, "no check re-derives it"},
+		{"not re-derived: ensemble mode", "consensus", []string{"ensemble_mode=vote"}, "ensemble cases"},
+		{"not re-derived: performance", "adaptive", []string{"adaptive_strategy=performance"}, "wall time"},
+		{"the formation's own check", "dynamic_router", []string{"routes=implement:nobody"}, `unknown member "nobody"`},
+		{"a tree that misses members", "multi_level_hierarchy", []string{`tree={"member_id":"root"}`}, "multi_level_hierarchy"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			opts := Options{OutDir: out, Formations: strings.Split(c.formations, ","), FormationOptions: c.settings}
+			err := opts.Normalize()
+			var oe *OptionError
+			if !errors.As(err, &oe) || oe.Field != "FormationOptions" || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Normalize: %v, want a FormationOptions refusal naming %q", err, c.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Fatalf("the output directory was created: %v", err)
+			}
+		})
+	}
+}
+
+// The settings that apply to a case are recorded in its manifest, so its digest binds them; a
+// catalog case without settings keeps its digest, and settings of other formations are left out.
+func TestFormationOptionsAreBoundByTheManifestDigest(t *testing.T) {
+	digest := func(settings ...string) (string, manifest) {
+		t.Helper()
+		opts := Options{OutDir: t.TempDir(), Formations: []string{"consensus", "reflection"}, FormationOptions: settings}
+		if err := opts.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		e, _ := LookupCase("consensus")
+		e, err := e.withFormationOptions(opts.FormationOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, m, env, err := prepareCase(opts, Case{Entry: e, Profile: Profiles()[opts.Profile], Language: opts.Language}, "run-x", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env.ManifestDigest, m
+	}
+	plain, m := digest()
+	if m.FormationOptions != nil {
+		t.Fatalf("a catalog case records settings %v", m.FormationOptions)
+	}
+	other, m := digest("reflection_max_iterations=2")
+	if other != plain || m.FormationOptions != nil {
+		t.Fatalf("another formation's setting changed the consensus case: %v", m.FormationOptions)
+	}
+	set, m := digest("consensus_threshold=1", "reflection_max_iterations=2")
+	if set == plain || len(m.FormationOptions) != 1 || m.FormationOptions[0] != "consensus_threshold=1" {
+		t.Fatalf("digest %s (plain %s), recorded %v", set, plain, m.FormationOptions)
+	}
+	if again, _ := digest("consensus_threshold=0.9"); again == set {
+		t.Fatal("two thresholds give one digest")
+	}
+}
+
+// A runtime that runs with other options than the case records is contradicted: the checks
+// re-derive with the recorded option. Here the case says one reflection iteration and the runtime
+// ignores it (runs the default three, so the critic's second verdict satisfies it): without the
+// recorded option the reflection rule would follow the default and accept.
+func TestARuntimeIgnoringAFormationOptionIsRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a matrix case; skipped with -short")
+	}
+	sum := runMatrix(t, Options{Formations: []string{"reflection"}, FormationOptions: []string{"reflection_max_iterations=1"},
+		hooks: &testHooks{checks: withoutBuilds, options: func(o *formation.Options) { o.Reflection.MaxIterations = 0 }}})
+	if len(sum.Cases) != 1 {
+		t.Fatalf("%d cases", len(sum.Cases))
+	}
+	mustFail(t, sum.Cases[0], "formation")
+}
