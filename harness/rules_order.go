@@ -307,7 +307,7 @@ func multiLevelEvidence(d *derivation) (string, string) {
 
 // splitPortions divides input into n contiguous portions whose concatenation is exactly input
 // (FORMATIONS.md, multi_level_hierarchy): "line" cuts between lines (each keeps its newline),
-// "count" between characters, "auto" is line when input has at least n lines, else count. Sizes
+// "count" between characters, "auto" is line whenever input holds a line break, else count. Sizes
 // differ by at most one unit, the first portions taking the remainder; portions may be empty. It
 // returns the portions and the strategy used.
 func splitPortions(input string, n int, strategy string) ([]string, string) {
@@ -326,7 +326,7 @@ func splitPortions(input string, n int, strategy string) ([]string, string) {
 	}
 	if strategy == "auto" {
 		strategy = "count"
-		if len(lines) >= n {
+		if strings.Contains(input, "\n") {
 			strategy = "line"
 		}
 	}

@@ -230,7 +230,8 @@ func isLeaf(tree *TreeNode, id string) bool {
 
 // Split divides input into n contiguous portions whose concatenation is exactly input. Strategy
 // "line" cuts between lines (each keeps its newline), "count" between characters (runes), and
-// "auto" is line when input has at least n lines, else count. Sizes differ by at most one unit;
+// "auto" is line whenever input has lines (holds a line break: leaves beyond the lines get explicit
+// empty portions), else count (the seed's contract). Sizes differ by at most one unit;
 // the first portions take the remainder. Portions may be empty (input shorter than n units). It
 // returns the portions and the strategy used.
 func Split(input string, n int, strategy string) ([]string, string) {
@@ -243,7 +244,7 @@ func Split(input string, n int, strategy string) ([]string, string) {
 	}
 	if strategy == "auto" {
 		strategy = "count"
-		if len(lines) >= n {
+		if strings.Contains(input, "\n") {
 			strategy = "line"
 		}
 	}

@@ -26,6 +26,10 @@ func TestSplitPreservesEveryByte(t *testing.T) {
 		{"", "auto", 2, []string{"", ""}, "count"},
 		{"x\ny\nz\n", "auto", 3, []string{"x\n", "y\n", "z\n"}, "line"},
 		{"one line only", "auto", 2, []string{"one lin", "e only"}, "count"},
+		// The task has lines: auto splits by line even with fewer lines than leaves (the seed's
+		// contract); the leaf beyond the lines gets an explicit empty portion.
+		{"a\nb\n", "auto", 3, []string{"a\n", "b\n", ""}, "line"},
+		{"a\nbc", "auto", 3, []string{"a\n", "bc", ""}, "line"},
 	}
 	for _, c := range cases {
 		got, used := Split(c.input, c.n, c.strategy)

@@ -297,7 +297,7 @@ func hierarchyOptions() []OptionSpec {
 			func(o *Options) *int { return &o.Hierarchy.Fanout }, func(o Options) int { return o.Hierarchy.fanout() }),
 		intOption("max_depth", "deepest tree accepted, a lone root being depth 1; deeper trees fail before execution", 1, 16, DefaultMaxDepth, false,
 			func(o *Options) *int { return &o.Hierarchy.MaxDepth }, func(o Options) int { return o.Hierarchy.maxDepth() }),
-		enumOption("split", "how the team task is divided among the leaves (auto: line when there are at least as many lines as leaves, else count)",
+		enumOption("split", "how the team task is divided among the leaves (auto: line whenever the task has lines, else count)",
 			[]string{"auto", "line", "count"}, "auto", false, func(o *Options) *string { return &o.Hierarchy.Split },
 			func(o Options) string { return o.Hierarchy.split() }),
 		{Name: "tree", Doc: `an explicit tree {"member_id":"root","children":[{"member_id":"a"}]} (none: built from member order)`,

@@ -100,7 +100,7 @@ type HierarchyOptions struct {
 	// MaxDepth bounds the tree depth, a lone root being depth 1 (default 3).
 	MaxDepth int
 	// Split is how the team task is divided among the leaves: "line", "count" or "auto"
-	// (default): line when there are at least as many lines as leaves, else count.
+	// (default): line whenever the task has lines (holds a line break), else count.
 	Split string
 }
 
