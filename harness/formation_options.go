@@ -31,6 +31,7 @@ var rederivedOptions = map[string]func(value string) error{
 	"adaptive_cycle":            nil,
 	"max_switches":              nil,
 	"min_score":                 nil,
+	"initial_formation_hint":    nil,
 	"adaptive_strategy": func(v string) error {
 		if v == formation.StrategyPerformance {
 			return fmt.Errorf("the performance strategy scores wall time, which the recorded replies do not carry, so the adaptive check cannot re-derive its switches")

@@ -84,17 +84,41 @@ func TestFormationOptionsAreBoundByTheManifestDigest(t *testing.T) {
 }
 
 // A runtime that runs with other options than the case records is contradicted: the checks
-// re-derive with the recorded option. Here the case says one reflection iteration and the runtime
-// ignores it (runs the default three, so the critic's second verdict satisfies it): without the
-// recorded option the reflection rule would follow the default and accept.
+// re-derive with the recorded option. Reflection: the case says one iteration and the runtime runs
+// the default three (the critic's second verdict satisfies it). Adaptive: the case says to start at
+// consensus and the runtime starts at the cycle's first. Without the recorded option each rule
+// would follow the catalog's options and accept.
 func TestARuntimeIgnoringAFormationOptionIsRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs matrix cases; skipped with -short")
+	}
+	cases := []struct {
+		catalog, setting string
+		ignore           func(o *formation.Options)
+	}{
+		{"reflection", "reflection_max_iterations=1", func(o *formation.Options) { o.Reflection.MaxIterations = 0 }},
+		{"adaptive", "initial_formation_hint=consensus", func(o *formation.Options) { o.Adaptive.InitialFormation = "" }},
+	}
+	for _, c := range cases {
+		t.Run(c.catalog, func(t *testing.T) {
+			sum := runMatrix(t, Options{Formations: []string{c.catalog}, FormationOptions: []string{c.setting},
+				hooks: &testHooks{checks: withoutBuilds, options: c.ignore}})
+			if len(sum.Cases) != 1 {
+				t.Fatalf("%d cases", len(sum.Cases))
+			}
+			mustFail(t, sum.Cases[0], "formation")
+		})
+	}
+}
+
+// A case run with a formation option the checks follow is accepted when the runtime follows it.
+func TestAFormationOptionTheRuntimeFollowsIsAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a matrix case; skipped with -short")
 	}
-	sum := runMatrix(t, Options{Formations: []string{"reflection"}, FormationOptions: []string{"reflection_max_iterations=1"},
-		hooks: &testHooks{checks: withoutBuilds, options: func(o *formation.Options) { o.Reflection.MaxIterations = 0 }}})
-	if len(sum.Cases) != 1 {
-		t.Fatalf("%d cases", len(sum.Cases))
+	sum := runMatrix(t, Options{Formations: []string{"adaptive"}, FormationOptions: []string{"initial_formation_hint=consensus"},
+		hooks: &testHooks{checks: withoutBuilds}})
+	if len(sum.Cases) != 1 || sum.Cases[0].Verdict.Verdict != "accepted" {
+		t.Fatalf("%+v", sum.Cases)
 	}
-	mustFail(t, sum.Cases[0], "formation")
 }

@@ -53,6 +53,11 @@ func adaptiveEvidence(d *derivation) (string, string) {
 	if len(cycle) == 0 {
 		cycle = defaultAdaptiveCycle()
 	}
+	// initial_formation_hint: the first attempt runs the hinted formation, the cycle continuing from
+	// there.
+	if i := slices.Index(cycle, a.InitialFormation); a.InitialFormation != "" && i >= 0 {
+		cycle = append(slices.Clone(cycle[i:]), cycle[:i]...)
+	}
 	strategy := labelOr(a.Strategy, formation.StrategyErrorRate)
 	minScore := a.MinScore
 	if minScore == 0 {

@@ -29,7 +29,8 @@ func adaptive() Formation {
 			"numeric quality_score in [0,1] (their mean is the score; an attempt with none scores 0) or the run fails. Recursive adaptive cycles " +
 			"are rejected; every member must be idempotent, since adaptation repeats work. Results record " +
 			"the current formation, the history, the switch count and the score; each switch is a " +
-			"formation_switched event.",
+			"formation_switched event. initial_formation_hint starts the cycle at a formation of it; max_duration_seconds " +
+			"ends the run at a failing attempt once that wall time has passed.",
 		Durable: false,
 		Options: adaptiveOptions(),
 		Validate: func(e Tools, team runtime.Team, opts Options) error {
@@ -46,8 +47,11 @@ func adaptive() Formation {
 			if s := opts.Adaptive.MaxSwitches; s < 0 || s > 10 {
 				return fmt.Errorf("%w: adaptive max_switches %d is outside 0..10", ErrInvalidConfig, s)
 			}
-			if opts.Adaptive.MinScore < 0 || opts.Adaptive.MinScore > 1 || opts.Adaptive.TargetSeconds < 0 {
-				return fmt.Errorf("%w: adaptive min_score must be in [0,1] and target_seconds >= 0", ErrInvalidConfig)
+			if opts.Adaptive.MinScore < 0 || opts.Adaptive.MinScore > 1 || opts.Adaptive.TargetSeconds < 0 || opts.Adaptive.MaxDurationSeconds < 0 {
+				return fmt.Errorf("%w: adaptive min_score must be in [0,1], target_seconds and max_duration_seconds >= 0", ErrInvalidConfig)
+			}
+			if h := opts.Adaptive.InitialFormation; h != "" && !slices.Contains(cycle, h) {
+				return fmt.Errorf("%w: adaptive initial_formation_hint %q is not in the cycle (%s)", ErrInvalidConfig, h, strings.Join(cycle, ", "))
 			}
 			for _, m := range team.Members {
 				if !m.Idempotent {
@@ -71,6 +75,8 @@ func adaptive() Formation {
 			if err != nil {
 				return runtime.TeamResult{}, err
 			}
+			cycle = startAt(cycle, opts.Adaptive.InitialFormation)
+			begin := time.Now()
 			strategy, minScore, maxSwitches := opts.Adaptive.strategy(), opts.Adaptive.minScore(), opts.Adaptive.maxSwitches()
 			sub := opts
 			sub.scoreCompletions = strategy == StrategyFeedback
@@ -115,6 +121,11 @@ func adaptive() Formation {
 					last.Success = false
 					return last, nil
 				}
+				if limit := opts.Adaptive.MaxDurationSeconds; limit > 0 && time.Since(begin).Seconds() >= limit {
+					meta["reason"] = fmt.Sprintf("max_duration_seconds %v reached", limit)
+					last.Success = false
+					return last, nil
+				}
 				next := cycle[(switches+1)%len(cycle)]
 				why := "attempt failed"
 				if res.Success {
@@ -127,6 +138,16 @@ func adaptive() Formation {
 			}
 		},
 	}
+}
+
+// startAt returns cycle rotated to begin at the formation named first (adaptive's
+// initial_formation_hint), a new slice; cycle itself when first is "" or not in it.
+func startAt(cycle []string, first string) []string {
+	i := slices.Index(cycle, first)
+	if first == "" || i < 0 {
+		return cycle
+	}
+	return append(slices.Clone(cycle[i:]), cycle[:i]...)
 }
 
 // adaptiveCycle returns the cycle, refusing unknown and adaptive (recursive) entries.

@@ -102,3 +102,33 @@ func TestAdaptiveConfiguration(t *testing.T) {
 	nonIdem.Idempotent = false
 	wantConfigError(t, e, sink, build(t, "adaptive", writer("a"), nonIdem), Options{}, "not idempotent")
 }
+
+// initial_formation_hint starts the cycle at the hinted formation (the seed's contract); a hint
+// outside the cycle is a configuration error.
+func TestAdaptiveInitialFormationHint(t *testing.T) {
+	e, sink, _ := setup(t, reference.Fault{Member: "a", Turn: 0, Kind: reference.FaultHTTP500})
+	// hierarchical first: a supervises, its first request fails, so the cycle moves on to consensus.
+	res := mustRun(t, e, build(t, "adaptive", writer("a"), writer("b")), Options{Adaptive: AdaptiveOptions{InitialFormation: "hierarchical"}})
+	if h := res.Metadata["formation_history"]; !strings.HasPrefix(h, "hierarchical,consensus") {
+		t.Fatalf("history %q, want it to start at the hint", h)
+	}
+	if sw := sink.ofType("formation_switched"); len(sw) == 0 || payload(t, sw[0])["from"] != "hierarchical" {
+		t.Fatalf("switch events %v", sw)
+	}
+	e2, sink2, _ := setup(t)
+	wantConfigError(t, e2, sink2, build(t, "adaptive", writer("a"), writer("b")),
+		Options{Adaptive: AdaptiveOptions{Cycle: []string{"sequential", "parallel"}, InitialFormation: "consensus"}}, "initial_formation_hint")
+}
+
+// max_duration_seconds ends the run at a failing attempt once the wall time has passed, instead of
+// switching again.
+func TestAdaptiveMaxDuration(t *testing.T) {
+	e, sink, _ := setup(t, reference.Fault{Member: "a", Turn: 0, Kind: reference.FaultHTTP500})
+	res := mustRun(t, e, build(t, "adaptive", writer("a"), writer("b")), Options{Adaptive: AdaptiveOptions{MaxDurationSeconds: 1e-9}})
+	if res.Success || res.Metadata["formation_history"] != "sequential" || !strings.Contains(res.Metadata["reason"], "max_duration_seconds") {
+		t.Fatalf("%+v", res.Metadata)
+	}
+	if n := len(sink.ofType("formation_switched")); n != 0 {
+		t.Fatalf("%d switches after the duration passed", n)
+	}
+}

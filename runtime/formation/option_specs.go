@@ -339,6 +339,23 @@ func adaptiveOptions() []OptionSpec {
 				return nil
 			},
 			Effective: func(o Options) string { return strings.Join(o.Adaptive.cycle(), ",") }},
+		{Name: "initial_formation_hint", Doc: "the formation of adaptive_cycle the first attempt runs; the cycle continues from there (none: the cycle's first)",
+			Default: "none", Range: "a formation of adaptive_cycle",
+			Set: func(o *Options, v string) error {
+				if v == "none" {
+					o.Adaptive.InitialFormation = ""
+					return nil
+				}
+				if _, err := Lookup(v); err != nil || v == "adaptive" {
+					return badOption("initial_formation_hint", v, "a formation of adaptive_cycle")
+				}
+				o.Adaptive.InitialFormation = v
+				return nil
+			},
+			Effective: func(o Options) string { return or(o.Adaptive.InitialFormation, "none") }},
+		floatOption("max_duration_seconds", "wall time of the whole adaptive run, in seconds, after which a failing attempt ends the run instead of switching (0: no bound)",
+			"[0,86400]", 0, false, func(f float64) bool { return f >= 0 && f <= 86400 },
+			func(o *Options) *float64 { return &o.Adaptive.MaxDurationSeconds }, func(o Options) float64 { return o.Adaptive.MaxDurationSeconds }),
 		intOption("max_switches", "formation switches before the run fails", 1, 10, DefaultMaxSwitches, false,
 			func(o *Options) *int { return &o.Adaptive.MaxSwitches }, func(o Options) int { return o.Adaptive.maxSwitches() }),
 		enumOption("adaptive_strategy", "how an attempt is scored: error_rate (1 - failed/ran), performance (min(1, target_seconds/elapsed)), "+

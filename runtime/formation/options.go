@@ -125,6 +125,14 @@ type AdaptiveOptions struct {
 	// TargetSeconds is the performance strategy's target wall time for an attempt (default 60).
 	// Score = min(1, target / elapsed).
 	TargetSeconds float64
+	// InitialFormation is initial_formation_hint: the formation of Cycle the first attempt runs;
+	// the cycle continues from there. "" starts at the cycle's first. A name not in the cycle is a
+	// configuration error.
+	InitialFormation string
+	// MaxDurationSeconds bounds the whole adaptive run's wall time in seconds (0: no bound): once
+	// it has passed, an attempt that failed or scored below min_score ends the run (failed, reason
+	// "max_duration_seconds ... reached") instead of switching.
+	MaxDurationSeconds float64
 }
 
 // DefaultAdaptiveCycle returns the adaptive formation's default cycle (FORMATIONS.md), a new slice
