@@ -131,8 +131,33 @@ var multiLevelHierarchy = Formation{
 		if !root.Success {
 			return done(rs, false, "", meta), nil
 		}
-		return done(rs, true, decode[Synthesis](root.Output).Answer, meta), nil
+		return done(rs, true, withFindings(decode[Synthesis](root.Output).Answer, *tree, rs), meta), nil
 	},
+}
+
+// withFindings is the final output (the seed's contract): the root's synthesis, then every other
+// member's own finding, one outcome line each in tree order (depth first, children in order), so
+// no member's work is only as its supervisors retold it.
+func withFindings(synthesis string, tree TreeNode, rs *results) string {
+	byID := map[string]runtime.MemberResult{}
+	for _, r := range rs.list() {
+		byID[r.MemberID] = r
+	}
+	var lines []string
+	var walk func(n TreeNode)
+	walk = func(n TreeNode) {
+		for _, c := range n.Children {
+			if r, ok := byID[c.MemberID]; ok {
+				lines = append(lines, outcomeLine(r))
+			}
+			walk(c)
+		}
+	}
+	walk(tree)
+	if len(lines) == 0 {
+		return synthesis
+	}
+	return synthesis + "\n\nMember findings:\n" + strings.Join(lines, "\n")
 }
 
 // hierarchyTree returns the explicit tree or builds one from member order: breadth-first, fanout
