@@ -42,16 +42,22 @@ func TestSafetyHookErrorRefusesTheCall(t *testing.T) {
 	}
 }
 
-// Concurrent DispatchApproved calls dispatch one approved call once (SAFETY.md rule 2).
-func TestSafetyConcurrentDispatchApprovedExecutesOnce(t *testing.T) {
-	dir := t.TempDir()
+// awaitingEffect returns a boundary whose policy asks about the effect tool, holding call c1
+// ({"x":1}, key "run-1:m1:c1") awaiting approval, and the tool.
+func awaitingEffect(t *testing.T) (*Boundary, *gatedEffect, string) {
+	t.Helper()
 	g := &gatedEffect{}
 	b := NewBoundary(map[string]Tool{"effect": g.tool()}, &memJournal{}, WithPolicy(askFor("d", "effect")))
-	ctx := context.Background()
-	key := "run-1:m1:c1"
-	if o, _ := b.Invoke(ctx, effectCall(dir, "c1", `{"x":1}`)); o.State != StateAwaitingApproval {
+	if o, _ := b.Invoke(context.Background(), effectCall(t.TempDir(), "c1", `{"x":1}`)); o.State != StateAwaitingApproval {
 		t.Fatalf("%+v", o)
 	}
+	return b, g, "run-1:m1:c1"
+}
+
+// Concurrent DispatchApproved calls dispatch one approved call once (SAFETY.md rule 2).
+func TestSafetyConcurrentDispatchApprovedExecutesOnce(t *testing.T) {
+	b, g, key := awaitingEffect(t)
+	ctx := context.Background()
 	rec, err := b.lookup(key)
 	if err != nil {
 		t.Fatal(err)
@@ -138,14 +144,8 @@ func TestSafetyTransientReconciliationErrorLeavesTheEffectReconcilable(t *testin
 // Revise, Cancel, Observe, Reconcile and ResolveUnknown with an id the boundary does not hold fail
 // with ErrNoSuchTransaction and never fall back to the pending transaction (SAFETY.md rule 3).
 func TestSafetyControlWithAnUnknownIDNeverFallsBack(t *testing.T) {
-	dir := t.TempDir()
-	g := &gatedEffect{}
-	b := NewBoundary(map[string]Tool{"effect": g.tool()}, &memJournal{}, WithPolicy(askFor("d", "effect")))
+	b, g, key := awaitingEffect(t)
 	ctx := context.Background()
-	key := "run-1:m1:c1"
-	if o, _ := b.Invoke(ctx, effectCall(dir, "c1", `{"x":1}`)); o.State != StateAwaitingApproval {
-		t.Fatalf("%+v", o)
-	}
 	pending, _ := b.Approvals().Pending(key)
 	missing := "run-1:m1:nope"
 	for name, op := range map[string]func() (Outcome, error){
