@@ -56,16 +56,23 @@ var parallel = Formation{
 			if err != nil {
 				return runtime.TeamResult{}, err
 			}
-			// The caller's member slice is not touched: this run's members get the worktrees.
+			// The caller's member slice is not touched: this run's members get the worktrees, and
+			// the worktree session format unless their session is bound explicitly.
+			isolate := func(m *runtime.MemberSpec) {
+				if p, ok := worktrees[m.ID]; ok {
+					m.Dir = p
+					if m.SessionID == "" {
+						m.SessionID = WorktreeSessionID(team, m.ID)
+					}
+				}
+			}
 			team.Members = slices.Clone(team.Members)
 			for i := range team.Members {
-				if p, ok := worktrees[team.Members[i].ID]; ok {
-					team.Members[i].Dir = p
-				}
+				isolate(&team.Members[i])
 			}
 			candidates = slices.Clone(candidates)
 			for i := range candidates {
-				candidates[i].Dir = worktrees[candidates[i].ID]
+				isolate(&candidates[i])
 			}
 			if opts.Isolation.Cleanup {
 				defer removeWorktrees(e, opts.Isolation.Repo, worktrees)
@@ -165,4 +172,11 @@ func removeWorktrees(e *runtime.Engine, repo string, worktrees map[string]string
 			_ = e.Emit(context.Background(), id, "", event.Warning{Warning: fmt.Sprintf("remove worktree %s: %v: %s", p, err, strings.TrimSpace(string(msg)))})
 		}
 	}
+}
+
+// WorktreeSessionID is the session id of a member working in its own worktree (the seed's colon
+// format, "{parent}:{team}:{member}"): the team run's id, the formation, the member id; for
+// example "run-1:parallel:exec-1". An explicit MemberSpec.SessionID takes precedence.
+func WorktreeSessionID(team runtime.Team, memberID string) string {
+	return team.RunID + ":" + team.Formation + ":" + memberID
 }

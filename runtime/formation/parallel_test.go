@@ -135,6 +135,10 @@ func TestIsolationGivesEachMemberItsOwnWorktree(t *testing.T) {
 			t.Fatalf("member %s worktree %q (shared or missing)", m.MemberID, wt)
 		}
 		seen[wt] = true
+		// A worktree member's session has the colon format {parent}:{team}:{member}.
+		if want := "run-test:parallel:" + m.MemberID; m.SessionID != want {
+			t.Fatalf("member %s session %q, want %q", m.MemberID, m.SessionID, want)
+		}
 		for _, f := range []string{"double.go", "double_test.go", "go.mod"} {
 			if _, err := os.Stat(filepath.Join(wt, f)); err != nil {
 				t.Fatalf("worktree %s lacks %s: %v", wt, f, err)
