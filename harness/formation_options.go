@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -161,16 +162,11 @@ func (a accessModes) ToolAccess(name string) (tool.AccessMode, bool) {
 	return t.Access, ok
 }
 
-// checkEntry runs the formation's configuration checks on the entry's team, planned in a scratch
-// directory that is removed again (nothing is scaffolded, nothing runs).
+// checkEntry runs the formation's configuration checks on the entry's team. The team is planned
+// without scaffolding under a directory that is never created: nothing is read, written or run.
 func checkEntry(e CatalogEntry, profile, language string) error {
-	dir, err := os.MkdirTemp("", "assay-check-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	c := Case{Entry: e, Profile: Profiles()[profile], Language: language}
-	plans, err := c.plan(dir, false)
+	plans, err := c.plan(filepath.Join(os.TempDir(), "assay-formation-check"), false)
 	if err != nil {
 		return err
 	}
