@@ -208,7 +208,33 @@ func TestContractDefaultsMatchTheDocumentedOnes(t *testing.T) {
 		{"max switches", defaultMaxSwitches, formation.DefaultMaxSwitches},
 		{"fanout", defaultFanout, formation.DefaultFanout},
 		{"adaptive cycle", strings.Join(defaultAdaptiveCycle(), ","), strings.Join(formation.DefaultAdaptiveCycle(), ",")},
+		{"max depth", defaultMaxDepth, formation.DefaultMaxDepth},
 	}
+	// And as the formation registry documents them (assay formations lists the same).
+	registry := func(f, option string) string {
+		o, err := formation.Option(f, option)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Default
+	}
+	pairs = append(pairs, []struct {
+		name           string
+		harness, rtime any
+	}{
+		{"registry consensus rounds", defaultConsensusRounds, registry("consensus", "consensus_rounds")},
+		{"registry consensus threshold", defaultConsensusThreshold, registry("consensus", "consensus_threshold")},
+		{"registry reflection iterations", defaultReflectionIterations, registry("reflection", "reflection_max_iterations")},
+		{"registry max turns", defaultMaxTurns, registry("group_chat", "conversation_max_turns")},
+		{"registry transcript max chars", defaultTranscriptMaxChars, registry("handoff", "transcript_max_chars")},
+		{"registry debate rounds", defaultDebateRounds, registry("debate", "debate_rounds")},
+		{"registry answer limit", defaultMaxAnswerChars, registry("parallel", "ensemble_max_answer_chars")},
+		{"registry max switches", defaultMaxSwitches, registry("adaptive", "max_switches")},
+		{"registry min score (error_rate)", defaultMinScoreErrorRate, registry("adaptive", "min_score")},
+		{"registry fanout", defaultFanout, registry("multi_level_hierarchy", "fanout")},
+		{"registry max depth", defaultMaxDepth, registry("multi_level_hierarchy", "max_depth")},
+		{"registry adaptive cycle", strings.Join(defaultAdaptiveCycle(), ","), registry("adaptive", "adaptive_cycle")},
+	}...)
 	for _, p := range pairs {
 		if fmt.Sprint(p.harness) != fmt.Sprint(p.rtime) {
 			t.Errorf("%s: the harness holds %v, the runtime %v", p.name, p.harness, p.rtime)

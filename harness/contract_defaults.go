@@ -14,6 +14,7 @@ const (
 	defaultMaxAnswerChars       = 8192
 	defaultMaxSwitches          = 3
 	defaultFanout               = 2
+	defaultMaxDepth             = 3
 	// defaultMinScore is adaptive's min_score: 1 under error_rate (every member must succeed),
 	// 0.5 under the other strategies.
 	defaultMinScore          = 0.5

@@ -27,6 +27,7 @@ var rederivedOptions = map[string]func(value string) error{
 	"ensemble_max_answer_chars": nil,
 	"routes":                    nil,
 	"fanout":                    nil,
+	"max_depth":                 nil,
 	"split":                     nil,
 	"tree":                      nil,
 	"adaptive_cycle":            nil,

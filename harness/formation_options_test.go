@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ func TestFormationOptionsAreRefusedBeforeAnythingRuns(t *testing.T) {
 		{"not re-derived: ensemble mode", "consensus", []string{"ensemble_mode=vote"}, "ensemble cases"},
 		{"not re-derived: performance", "adaptive", []string{"adaptive_strategy=performance"}, "wall time"},
 		{"the formation's own check", "dynamic_router", []string{"routes=implement:nobody"}, `unknown member "nobody"`},
+		{"a tree deeper than max_depth", "multi_level_hierarchy", []string{"max_depth=2"}, "exceeds max_depth 2"},
 		{"a tree that misses members", "multi_level_hierarchy", []string{`tree={"member_id":"root"}`}, "multi_level_hierarchy"},
 	}
 	for _, c := range cases {
@@ -121,4 +123,33 @@ func TestAFormationOptionTheRuntimeFollowsIsAccepted(t *testing.T) {
 	if len(sum.Cases) != 1 || sum.Cases[0].Verdict.Verdict != "accepted" {
 		t.Fatalf("%+v", sum.Cases)
 	}
+}
+
+// A tree deeper than the recorded max_depth that ran anyway is rejected: the bound must refuse it
+// before execution. (The matrix's pre-flight refuses such a setting through the runtime's own
+// validation; this is the independent check for a runtime whose validation let it through.)
+func TestATreeDeeperThanMaxDepthThatRanIsRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a matrix case; skipped with -short")
+	}
+	recordedMaxDepth2 := func(cs []Check) []Check {
+		cs = withoutBuilds(cs)
+		for i := range cs {
+			if cs[i].Name == "formation" {
+				run := cs[i].run
+				cs[i].run = func(ctx context.Context, s *caseState) (string, string, any) {
+					base := s.entry.Options
+					s.entry.Options = func() formation.Options {
+						o := base()
+						o.Hierarchy.MaxDepth = 2
+						return o
+					}
+					return run(ctx, s)
+				}
+			}
+		}
+		return cs
+	}
+	c := runHooked(t, "multi_level_hierarchy", nil, &testHooks{checks: recordedMaxDepth2})
+	mustFail(t, c, "formation", "the tree of depth 3 ran although max_depth is 2")
 }

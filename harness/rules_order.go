@@ -294,6 +294,15 @@ func multiLevelEvidence(d *derivation) (string, string) {
 		}
 	}
 	walk(tree, 1)
+	// A tree deeper than max_depth must be refused before anything runs: one that ran is a
+	// runtime that did not enforce the bound.
+	maxDepth := d.opts.Hierarchy.MaxDepth
+	if maxDepth == 0 {
+		maxDepth = defaultMaxDepth
+	}
+	if depth > maxDepth {
+		problems = append(problems, fmt.Sprintf("the tree of depth %d ran although max_depth is %d (it must be refused before execution)", depth, maxDepth))
+	}
 	if md, ok := d.metadata(); ok && (md["root"] != tree.MemberID || md["depth"] != fmt.Sprint(depth) || md["split"] != used ||
 		md["portion_chars"] != strings.Join(sizes, ",")) {
 		problems = append(problems, fmt.Sprintf("the runtime recorded root %q, depth %q, split %q, portions %q characters; the configured tree and the task give %s, %d, %s, %s",
