@@ -27,9 +27,10 @@ type Report struct {
 	StorePath string `json:"store_path"`
 	// Selection is what was asked for, in words, e.g. "the latest invocation", "all runs".
 	Selection string `json:"selection"`
-	// Links are relative to LinkBase, the directory the report file is written in ("" when the
-	// report goes to stdout: links are then relative to the out directory, the store's directory).
-	// Renderers print Link values as they are; Load computes them (Options.LinkBase).
+	// OutDir is the out directory (the store's directory, absolute) the evidence files are under.
+	OutDir string `json:"out_dir"`
+	// LinkBase is the directory every Link.Path is relative to: OutDir as Load returns the report,
+	// the report file's directory after Rebase. Renderers print Link values as they are.
 	LinkBase string `json:"link_base"`
 	// Totals are over every case of the report.
 	Totals Totals `json:"totals"`
@@ -255,9 +256,12 @@ type Reconciliation struct {
 	Tool           string `json:"tool"`
 	// Outcome is the reconciled state (succeeded, failed) or "unknown" while unreconciled.
 	Outcome string `json:"outcome"`
-	// Source is how it was decided (receipt, operator) and by which run (CorrectedByRunID).
-	Source           string `json:"source"`
-	CorrectedByRunID string `json:"corrected_by_run_id"`
+	// Source is how it was decided ("reconciliation": a receipt; "operator"), "" while unreconciled;
+	// RecordedInRunID is the run whose trace holds the decision (this run, or a correction run).
+	Source          string `json:"source"`
+	RecordedInRunID string `json:"recorded_in_run_id"`
+	// Note is the operator's note, when one was given.
+	Note string `json:"note"`
 }
 
 // Lineage is how a run is linked to others.
