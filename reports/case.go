@@ -130,7 +130,9 @@ func membersOf(r evidence.RunSummary, evs []evidence.StoredEvent) []Member {
 	out := make([]Member, 0, len(order))
 	for _, id := range order {
 		m := byID[id]
-		slices.SortFunc(m.Usage, func(a, b Usage) int { return slices.Index(usageSources, a.Source) - slices.Index(usageSources, b.Source) })
+		slices.SortFunc(m.Usage, func(a, b Usage) int {
+			return slices.Index(usageSources, a.Source) - slices.Index(usageSources, b.Source)
+		})
 		out = append(out, *m)
 	}
 	return out
