@@ -114,7 +114,7 @@ func writeInvocation(b *strings.Builder, inv Invocation) {
 	if inv.WallSeconds != nil {
 		wall = seconds(inv.WallSeconds)
 	}
-	fmt.Fprintf(b, "- started: %s; ended: %s; wall time: %s\n", stamp(inv.StartedAt), end, wall)
+	fmt.Fprintf(b, "- started: %s; ended: %s; wall time: %s s\n", stamp(inv.StartedAt), end, wall)
 	for _, p := range inv.Providers {
 		ref := ""
 		if p.Reference {
