@@ -282,7 +282,7 @@ func TestHistograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := parseSVG(t, b)
-	wantTexts(t, d, "Campbell 2018", "11 subjects; 2 without a value, not drawn", "cognitive complexity", "count")
+	wantTexts(t, d, "Campbell 2018", "11 functions; 2 without a value, not drawn", "cognitive complexity", "count")
 	if got := d.fills[hex(0)]; got != 22 { // bins 0..21, width 1
 		t.Errorf("cognitive: %d bars, want 22", got)
 	}
@@ -291,7 +291,7 @@ func TestHistograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = parseSVG(t, b)
-	wantTexts(t, d, "McCabe 1976", "7 subjects", "(bins of 3)")
+	wantTexts(t, d, "McCabe 1976", "7 functions", "(bins of 3)")
 	if got := d.fills[hex(0)]; got != 31 { // 0..92 in bins of 3
 		t.Errorf("cyclomatic: %d bars, want 31", got)
 	}

@@ -3,6 +3,7 @@ package charts
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -20,6 +21,8 @@ type Dist struct {
 	Values []float64
 	// Unknown counts subjects without a value: not drawn, named in the title.
 	Unknown int
+	// Noun names one subject in the title's counts ("function"); "" means "subject".
+	Noun string
 }
 
 // maxBins bounds the histogram's bars; above it values are grouped into equal whole-number bins.
@@ -52,7 +55,11 @@ func Histogram(d Dist) ([]byte, error) {
 	}
 	title := d.Title
 	p := newPlot(title)
-	note := plural(len(d.Values), "subject", "subjects")
+	noun := d.Noun
+	if noun == "" {
+		noun = "subject"
+	}
+	note := plural(len(d.Values), noun, noun+"s")
 	if d.Unknown > 0 {
 		note += "; " + plural(d.Unknown, "without a value", "without a value") + ", not drawn"
 	}
@@ -73,7 +80,7 @@ func Histogram(d Dist) ([]byte, error) {
 	p.Y.Min = 0
 	p.X.Tick.Marker = wholeTicks{}
 	p.Y.Tick.Marker = wholeTicks{}
-	return render(p, vg.Points(440), vg.Points(240), title, nil)
+	return render(p, vg.Points(400), vg.Points(240), title, nil)
 }
 
 var white = rgb(0xffffff)
@@ -85,6 +92,9 @@ func (wholeTicks) Ticks(min, max float64) []plot.Tick {
 	var out []plot.Tick
 	for _, t := range (plot.DefaultTicks{}).Ticks(min, max) {
 		if t.Value == math.Trunc(t.Value) {
+			if t.Label != "" {
+				t.Label = strconv.FormatFloat(t.Value, 'f', 0, 64)
+			}
 			out = append(out, t)
 		}
 	}
@@ -97,7 +107,7 @@ func (wholeTicks) Ticks(min, max float64) []plot.Tick {
 // SonarSource, 2018.
 func Cognitive(values []float64, unknown int) ([]byte, error) {
 	return Histogram(Dist{Title: "Cognitive complexity per function (Campbell 2018)", XLabel: "cognitive complexity",
-		Values: values, Unknown: unknown})
+		Values: values, Unknown: unknown, Noun: "function"})
 }
 
 // Cyclomatic returns the histogram of cyclomatic complexity per function.
@@ -106,5 +116,5 @@ func Cognitive(values []float64, unknown int) ([]byte, error) {
 // SE-2(4), 1976.
 func Cyclomatic(values []float64, unknown int) ([]byte, error) {
 	return Histogram(Dist{Title: "Cyclomatic complexity per function (McCabe 1976)", XLabel: "cyclomatic complexity",
-		Values: values, Unknown: unknown})
+		Values: values, Unknown: unknown, Noun: "function"})
 }
