@@ -238,3 +238,36 @@ func findPackage(r *GraphReport, id string) *GraphPackage {
 func sameValue(a, b *float64) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
+
+// A proxy or partial value is never printed as a plain measurement, and a package sum over
+// functions with a missing value is a lower bound, never exact.
+func TestGraphCellsNeverOverstate(t *testing.T) {
+	one, half := 1.0, 0.5
+	var notes footnotes
+	c := valueCell(metrics.Value{Metric: "betweenness_imports", Value: &half, Kind: metrics.Proxy, Method: "brandes-csr@v3", Coverage: 0.75,
+		Detail: "sampled"}, true, &notes)
+	if c.Kind != "proxy" || c.Text != "0.5000" || len(c.Notes) != 1 || c.Notes[0] != "coverage 0.750" || !strings.Contains(c.Title, "sampled") {
+		t.Errorf("proxy value with coverage 0.75 shown as %+v", c)
+	}
+	c = valueCell(metrics.Value{Metric: "instability", Kind: metrics.Unavailable, Coverage: 1, Reason: "Ca + Ce = 0"}, true, &notes)
+	if c.Text != "unavailable" || len(c.Refs) != 1 || notes.List[c.Refs[0]-1] != "Ca + Ce = 0" {
+		t.Errorf("unavailable value shown as %+v (notes %q)", c, notes.List)
+	}
+	if c := valueCell(metrics.Value{}, false, &notes); c.Text != "-" || c.Kind != "" {
+		t.Errorf("a value the store lacks shown as %+v", c)
+	}
+	var agg GraphAggregate
+	agg.add(metrics.Value{Value: &one, Kind: metrics.Measured, Coverage: 1})
+	if c := aggregateCell(agg, "1"); c.Text != "1" || c.Kind != "measured" {
+		t.Errorf("exact sum shown as %+v", c)
+	}
+	agg.add(metrics.Value{Kind: metrics.Unavailable, Coverage: 1})
+	if c := aggregateCell(agg, "1"); c.Text != "≥ 1" || c.Kind != "partial" || len(c.Notes) != 1 {
+		t.Errorf("sum with an unavailable function value shown as %+v", c)
+	}
+	var none GraphAggregate
+	none.add(metrics.Value{Kind: metrics.Unavailable})
+	if c := aggregateCell(none, "0"); c.Text != "unknown" {
+		t.Errorf("sum of only unavailable values shown as %+v, want unknown (never 0)", c)
+	}
+}
