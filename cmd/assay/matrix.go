@@ -117,6 +117,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	}
 	h := opts.Harness
 	h.ToolVersion, h.Command, h.Progress = version, "assay matrix run", opts.IO.ErrOut
+	h.InvocationID = harness.NewInvocationID()
 	if err := setSigner(&h, opts.SignKey); err != nil {
 		return err
 	}

@@ -89,6 +89,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
+	h.InvocationID = harness.NewInvocationID()
 	sum, err := harness.ResumeRun(ctx, h, opts.Run)
 	if err != nil && ctx.Err() != nil {
 		return failed("interrupted: %v", err)
