@@ -48,6 +48,10 @@ ol.notes { font-size: 12px; color: var(--muted); margin: 0 0 12px; padding-left:
 svg.assay-chart { max-width: 100%; height: auto; display: block; }
 .nochart { padding: 12px; border: 1px dashed var(--line); color: var(--muted); }
 details > summary { cursor: pointer; }
+section.case { border-top: 2px solid var(--line); padding-top: 4px; margin-top: 20px; }
+h4 { font-size: 13px; margin: 12px 0 4px; }
+pre { white-space: pre-wrap; word-break: break-all; font-size: 11px; margin: 4px 0; }
+ul.reasons { margin: 4px 0 8px; color: var(--bad); }
 @media print {
   body { max-width: none; padding: 0; font-size: 10pt; }
   h2 { break-after: avoid; page-break-after: avoid; }

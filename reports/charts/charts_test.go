@@ -221,7 +221,7 @@ func TestCheckMatrix(t *testing.T) {
 	}
 	d := parseSVG(t, b)
 	wantTexts(t, d, "sequential", "debate", "files", "session_ids", "usage",
-		"passed (dot)", "failed (cross)", "skipped (ring)", "not recorded (?)")
+		"passed (dot)", "failed (cross)", "skipped (ring)", "not recorded or unknown (?)")
 	fill := func(st Status) string {
 		r, g, b, _ := looks[st].fill.RGBA()
 		return "#" + string([]byte{hx(r >> 12), hx(r >> 8), hx(g >> 12), hx(g >> 8), hx(b >> 12), hx(b >> 8)})

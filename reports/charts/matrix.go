@@ -34,7 +34,7 @@ var looks = map[Status]statusLook{
 	Passed:      {label: "passed (dot)", fill: rgb(0x8fd19e), glyph: draw.GlyphStyle{Shape: draw.CircleGlyph{}, Radius: vg.Points(2.5), Color: rgb(0x1b5e20)}},
 	Failed:      {label: "failed (cross)", fill: rgb(0xe8787a), glyph: draw.GlyphStyle{Shape: draw.CrossGlyph{}, Radius: vg.Points(3.5), Color: rgb(0x5b0000)}},
 	Skipped:     {label: "skipped (ring)", fill: rgb(0xd9d9d9), glyph: draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(3), Color: rgb(0x444444)}},
-	NotRecorded: {label: "not recorded (?)", fill: color.White, text: "?"},
+	NotRecorded: {label: "not recorded or unknown (?)", fill: color.White, text: "?"},
 }
 
 // statusOrder is the legend's order.
@@ -86,7 +86,7 @@ func CheckMatrix(checks []string, rows []MatrixRow) ([]byte, error) {
 	p.NominalY(reversed(names)...)
 	p.X.Tick.Label.Rotation = math.Pi / 4
 	p.X.Tick.Label.XAlign = draw.XRight
-	p.X.Tick.Label.YAlign = draw.YCenter
+	p.X.Tick.Label.YAlign = draw.YTop
 	p.X.Min, p.X.Max = -0.5, float64(len(checks))-0.5
 	p.Y.Min, p.Y.Max = -0.5, float64(len(rows))-0.5
 	p.X.Padding, p.Y.Padding = 0, 0
