@@ -224,8 +224,8 @@ func TestHTMLInChromium(t *testing.T) {
 func syntheticReport(n int) Report {
 	created := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
 	inv := Invocation{ID: "inv-bench", StartedAt: created, Reference: true,
-		Providers:    []Provider{{Name: "reference", BaseURL: "http://127.0.0.1:41234/v1", Model: "assay-reference-1", Reference: true}},
-		Environments: []Environment{{Fingerprint: sha("env"), Recorded: true, AssayVersion: "v0.9.0", Commit: sha("commit")[:40], GoVersion: "go1.26.8", GOOS: "linux", GOARCH: "amd64", Runs: n}},
+		Providers:     []Provider{{Name: "reference", BaseURL: "http://127.0.0.1:41234/v1", Model: "assay-reference-1", Reference: true}},
+		Environments:  []Environment{{Fingerprint: sha("env"), Recorded: true, AssayVersion: "v0.9.0", Commit: sha("commit")[:40], GoVersion: "go1.26.8", GOOS: "linux", GOARCH: "amd64", Runs: n}},
 		PolicyDigests: []string{sha("policy")}, Modes: []string{"live"}}
 	formations := []string{"sequential", "pipeline", "parallel", "hierarchical", "consensus", "reflection", "dynamic_router", "debate"}
 	for i := 0; i < n; i++ {
