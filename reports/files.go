@@ -19,11 +19,11 @@ type Format struct {
 	Render func(w io.Writer, r Report) error
 }
 
-// Formats lists every format `assay report` renders. (html is reports.HTML, wired when it exists;
-// sarif belongs to `assay audit`.)
+// Formats lists every format `assay report` renders (sarif belongs to `assay audit`).
 func Formats() []Format {
 	return []Format{
 		{Name: "md", File: "report.md", Render: Markdown},
+		{Name: "html", File: "report.html", Render: HTML},
 		{Name: "json", File: "report.json", Render: JSON},
 		{Name: "junit", File: "junit.xml", Render: JUnit},
 	}
@@ -40,7 +40,7 @@ func LookupFormat(name string) (Format, bool) {
 }
 
 // invocationFormats are the formats `matrix run` and `resume` write for their invocation.
-var invocationFormats = []string{"md", "junit"}
+var invocationFormats = []string{"md", "html", "junit"}
 
 // InvocationReports are the files WriteInvocationReports wrote.
 type InvocationReports struct {
@@ -52,7 +52,7 @@ type InvocationReports struct {
 
 // WriteInvocationReports renders the report of runIDs (the runs one invocation wrote or sealed),
 // read back from the evidence store at storePath opened read-only, into
-// OUT/reports/<invocationID>/ (report.md, junit.xml) and copies in OUT (the store's directory)
+// OUT/reports/<invocationID>/ (report.md, report.html, junit.xml) and copies in OUT (the store's directory)
 // that point to the latest invocation: each file is rendered for its own directory, so its
 // relative links to evidence files resolve from where it is. Files are written atomically, mode
 // 0644; no report of an earlier invocation is lost.

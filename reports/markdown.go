@@ -112,7 +112,7 @@ func writeInvocation(b *strings.Builder, inv Invocation) {
 		end = stamp(*inv.EndedAt)
 	}
 	if inv.WallSeconds != nil {
-		wall = seconds(inv.WallSeconds)
+		wall = secs(inv.WallSeconds)
 	}
 	fmt.Fprintf(b, "- started: %s; ended: %s; wall time: %s s\n", stamp(inv.StartedAt), end, wall)
 	for _, p := range inv.Providers {
@@ -144,7 +144,7 @@ func writeInvocation(b *strings.Builder, inv Invocation) {
 			status = "interrupted"
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | `%s` | %s | **%s** | %s | %s |\n", cell(c.Name), c.Formation, c.Profile, c.Language,
-			c.RunID, status, orNotFinalized(c.Verdict), seconds(c.WallSeconds), memberTokens(c, "wire"))
+			c.RunID, status, orNotFinalized(c.Verdict), secs(c.WallSeconds), memberTokens(c, "wire"))
 	}
 	for _, c := range inv.Cases {
 		writeCase(b, c)
@@ -187,7 +187,7 @@ func writeCase(b *strings.Builder, c Case) {
 	fmt.Fprintf(b, "- formation %s, profile %s, language %s, kind %s, mode %s, tenant %s, status %s\n", c.Formation, c.Profile,
 		c.Language, c.Kind, c.Mode, c.Tenant, c.Status)
 	fmt.Fprintf(b, "- provider %s, model `%s`\n", c.Provider, c.Model)
-	fmt.Fprintf(b, "- created %s, finalized %s, wall time %s s\n", stamp(c.CreatedAt), fin, seconds(c.WallSeconds))
+	fmt.Fprintf(b, "- created %s, finalized %s, wall time %s s\n", stamp(c.CreatedAt), fin, secs(c.WallSeconds))
 	fmt.Fprintf(b, "- terminal hash: `%s` (version %d, %d events)\n", orNone(c.TerminalHash), c.TerminalVersion, c.EventCount)
 	fmt.Fprintf(b, "- manifest digest: `%s`\n- envelope digest: `%s`\n- policy digest: %s\n", c.ManifestDigest, c.EnvelopeDigest,
 		code(c.PolicyDigest))
@@ -195,7 +195,7 @@ func writeCase(b *strings.Builder, c Case) {
 	writeLineage(b, c)
 	b.WriteString("\n| phase | seconds | how |\n| --- | --- | --- |\n")
 	for _, p := range c.Phases {
-		fmt.Fprintf(b, "| %s | %s | %s |\n", p.Name, seconds(p.Seconds), cell(p.Note))
+		fmt.Fprintf(b, "| %s | %s | %s |\n", p.Name, secs(p.Seconds), cell(p.Note))
 	}
 	if len(c.Checks) > 0 {
 		b.WriteString("\n| check | required | status | detail |\n| --- | --- | --- | --- |\n")
@@ -364,7 +364,7 @@ func count(v *int64) string {
 	return fmt.Sprint(*v)
 }
 
-func seconds(v *float64) string {
+func secs(v *float64) string {
 	if v == nil {
 		return NotRecorded
 	}

@@ -28,6 +28,9 @@ type ReportOptions struct {
 	Format     string
 	Output     string
 	Wait       time.Duration
+	// Graph is --graph DB: render the code-graph report of that database instead (runGraphReport).
+	Graph     string
+	graphOpts graphReportOptions
 }
 
 // NewCmdReport builds `assay report [RUN...]`.
@@ -43,14 +46,18 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 				"--formation, --case and --verdict, from the evidence store only: per invocation the provider, model, "+
 				"environment (re-derived from its recorded preimage), policy and totals; per case its checks, members' usage "+
 				"by source, timings, approvals, lineage, full hashes and links to its evidence files, failures first. "+
-				"Formats: "+strings.Join(reportFormatNames(), ", ")+". docs/cli.md."),
+				"Formats: "+strings.Join(reportFormatNames(), ", ")+". With --graph DB: the code-graph report instead. docs/cli.md."),
 		Example: `  assay report
   assay report --all --format json --output report.json
   assay report --since 2026-12-01 --verdict rejected
   assay report --latest --format junit --output junit.xml
-  assay report run-20261201t101500-0a1b2c3d4e5f --case parallel+vote`,
+  assay report run-20261201t101500-0a1b2c3d4e5f --case parallel+vote
+  assay report --graph assay-out/graph.db --format html --output graph.html`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Runs = args
+			if opts.Graph != "" {
+				return graphReport(c, opts)
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -68,7 +75,27 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 	f.StringVar(&opts.Format, "format", "md", "report format: "+strings.Join(reportFormatNames(), ", "))
 	f.StringVar(&opts.Output, "output", "", "write the report to this file (atomically, mode 0644) instead of stdout")
 	f.DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
+	addGraphReportFlags(f, &opts.Graph, &opts.graphOpts)
 	return cmd
+}
+
+// graphReport runs `assay report --graph DB`: the code-graph report, which takes no run selection.
+func graphReport(c *cobra.Command, opts *ReportOptions) error {
+	for _, name := range []string{"latest", "all", "since", "formation", "case", "verdict", "store", "wait"} {
+		if c.Flags().Changed(name) {
+			return usageErrorf("--%s selects evidence runs; --graph renders a graph database: leave one out", name)
+		}
+	}
+	if len(opts.Runs) > 0 {
+		return usageErrorf("--graph renders a graph database and takes no run ids")
+	}
+	g := opts.graphOpts
+	g.Output = opts.Output
+	if c.Flags().Changed("format") {
+		g.Format = opts.Format
+	}
+	c.SetOut(opts.IO.Out)
+	return runGraphReport(c, opts.Graph, g)
 }
 
 func reportFormatNames() []string {

@@ -67,6 +67,10 @@ func TestReportRendersEachFormatOfTheSelection(t *testing.T) {
 		strings.Contains(r.stdout, `\u003e`) {
 		t.Fatalf("--all --format json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	r = runCLI(t, "report", "--out", out, "--all", "--format", "html")
+	if r.code != 0 || !strings.HasPrefix(strings.ToLower(strings.TrimSpace(r.stdout)), "<!doctype html>") || !strings.Contains(r.stdout, "parallel+vote") {
+		t.Fatalf("--format html: exit %d\n%.400s%s", r.code, r.stdout, r.stderr)
+	}
 	r = runCLI(t, "report", "--out", out, "run-a", "--format", "junit")
 	if r.code != 0 || !strings.Contains(r.stdout, `<testcase name="sequential" classname="assay.sequential.go.standard"`) ||
 		strings.Contains(r.stdout, "<failure") {
@@ -111,11 +115,13 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown format", []string{"--format", "pdf"}, `--format "pdf" is not one of md, json, junit`},
+		{"unknown format", []string{"--format", "pdf"}, `--format "pdf" is not one of md, html, json, junit`},
 		{"two selections", []string{"--all", "--latest"}, "choose one of RUN..., --latest, --all and --since"},
 		{"bad since", []string{"--since", "last week"}, `--since "last week"`},
 		{"bad verdict", []string{"--all", "--verdict", "passed"}, `--verdict "passed" is not one of`},
 		{"unknown run", []string{"run-none"}, "run run-none"},
+		{"graph with a run selection", []string{"--graph", filepath.Join(out, "graph.db"), "--all"}, "--all selects evidence runs"},
+		{"graph database missing", []string{"--graph", filepath.Join(out, "graph.db")}, "graph.db"},
 		{"no store", []string{"--store", filepath.Join(out, "none.duckdb")}, "none.duckdb"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
