@@ -124,6 +124,10 @@ type StatusChange struct {
 	At       time.Time // UTC
 }
 
+// ValidID reports whether id is a well-formed run or invocation id: 1..128
+// chars of [A-Za-z0-9._-] (what OpenRun accepts).
+func ValidID(id string) bool { return validRunID(id) }
+
 // validRunID reports whether id is 1..128 chars of [A-Za-z0-9._-].
 func validRunID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {

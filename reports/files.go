@@ -112,16 +112,6 @@ func WriteReportFile(path string, f Format, r Report) error {
 	return nil
 }
 
-// validName reports whether s is 1..128 characters of [A-Za-z0-9._-] and not "." or "..".
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 128 || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validName reports whether s is a well-formed id (evidence.ValidID) that names a directory of its
+// own (not "." or "..").
+func validName(s string) bool { return evidence.ValidID(s) && s != "." && s != ".." }
