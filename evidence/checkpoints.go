@@ -37,8 +37,8 @@ type ResumeRequest struct {
 	PolicyDigest   string
 	DatasetDigest  string
 	// Case is the catalog case of the resuming request; compared only when
-	// the run recorded one (schema v6; the manifest digest covers the
-	// catalog case of older runs).
+	// both the run and the request name one (schema v6; the manifest digest
+	// covers the catalog case either way). The harness always names it.
 	Case string
 }
 
@@ -131,7 +131,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, runID string, seq int64, sta
 //     digest (CheckpointHash), and the event it follows still has the hash
 //     recorded with it, and
 //   - the run's envelope matches req in tenant, manifest digest, mode, policy
-//     digest, dataset digest and (when the run recorded one) case; never in
+//     digest, dataset digest and (when both name one) case; never in
 //     invocation id.
 //
 // Any run status may be resumed from (an interrupted run is the usual one).
@@ -198,7 +198,7 @@ func (s *Store) LoadCheckpoint(ctx context.Context, runID string, seq int64, req
 		{"mode", env.Mode, req.Mode}, {"policy_digest", env.PolicyDigest, req.PolicyDigest},
 		{"dataset_digest", env.DatasetDigest, req.DatasetDigest}, {"case", env.Case, req.Case},
 	} {
-		if f.name == "case" && f.run == "" {
+		if f.name == "case" && (f.run == "" || f.req == "") {
 			continue
 		}
 		if f.run != f.req {
