@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/assay-audit/assay/evidence"
 )
@@ -68,7 +69,13 @@ func WriteInvocationReports(ctx context.Context, storePath, invocationID string,
 	if err != nil {
 		return InvocationReports{}, err
 	}
-	r, err := Load(ctx, store, Selection{RunIDs: runIDs})
+	var r Report
+	if len(runIDs) > 0 {
+		r, err = Load(ctx, store, Selection{RunIDs: runIDs})
+	} else {
+		// No runs is an empty report, never "the latest" (what an empty RunIDs selects).
+		r, err = emptyReport(store)
+	}
 	store.Close()
 	if err != nil {
 		return InvocationReports{}, err
@@ -97,6 +104,16 @@ func WriteInvocationReports(ctx context.Context, storePath, invocationID string,
 		}
 	}
 	return out, nil
+}
+
+// emptyReport is the report of no runs of store.
+func emptyReport(store *evidence.Store) (Report, error) {
+	outDir, err := filepath.Abs(filepath.Dir(store.Path()))
+	if err != nil {
+		return Report{}, err
+	}
+	return Report{SchemaVersion: ReportSchemaVersion, GeneratedAt: time.Now().UTC(), StorePath: store.Path(), OutDir: outDir,
+		LinkBase: outDir, Totals: totalsOf(nil), Invocations: []Invocation{}}, nil
 }
 
 // WriteReportFile renders r in format f and writes it to path atomically (WriteFileAtomic, mode

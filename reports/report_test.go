@@ -234,3 +234,34 @@ func TestJUnitFailsWhatWasNotAccepted(t *testing.T) {
 		t.Fatalf("accepted case reported as failing: %+v", acc)
 	}
 }
+
+// An invocation's reports hold its runs, and no runs is an empty report, never the latest
+// invocation's; both copies are written, mode 0644.
+func TestWriteInvocationReports(t *testing.T) {
+	f := buildFixture(t)
+	ctx := context.Background()
+	w, err := WriteInvocationReports(ctx, f.store, "inv-a", []string{f.rejected})
+	must(t, err)
+	if len(w.Files) != len(invocationFormats) || len(w.Latest) != len(invocationFormats) || w.Dir != filepath.Join(f.out, "reports", "inv-a") {
+		t.Fatalf("wrote %+v", w)
+	}
+	for _, p := range append(w.Files, w.Latest...) {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm() != 0o644 {
+			t.Fatalf("%s: %v %v", p, fi, err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(w.Dir, "report.md"))
+	if !strings.Contains(string(md), f.rejected) || strings.Contains(string(md), f.accepted) {
+		t.Fatalf("inv-a report.md holds other runs than the one given:\n%s", md)
+	}
+	w, err = WriteInvocationReports(ctx, f.store, "inv-empty", nil)
+	must(t, err)
+	md, _ = os.ReadFile(filepath.Join(w.Dir, "report.md"))
+	if !strings.Contains(string(md), "No runs match") || strings.Contains(string(md), f.replay) {
+		t.Fatalf("an invocation without runs shows runs:\n%s", md)
+	}
+	if _, err := WriteInvocationReports(ctx, f.store, "../escape", nil); err == nil {
+		t.Fatal("an invocation id naming another directory was accepted")
+	}
+}
