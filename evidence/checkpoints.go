@@ -28,13 +28,18 @@ type Checkpoint struct {
 }
 
 // ResumeRequest is what a resuming request is bound to; LoadCheckpoint refuses
-// a checkpoint whose run's envelope differs in any of these fields.
+// a checkpoint whose run's envelope differs in any of these fields. The
+// invocation id is not among them: a resume is a new invocation.
 type ResumeRequest struct {
 	Tenant         string
 	ManifestDigest string
 	Mode           string
 	PolicyDigest   string
 	DatasetDigest  string
+	// Case is the catalog case of the resuming request; compared only when
+	// both the run and the request name one (schema v6; the manifest digest
+	// covers the catalog case either way). The harness always names it.
+	Case string
 }
 
 type checkpointObject struct {
@@ -126,7 +131,8 @@ func (s *Store) SaveCheckpoint(ctx context.Context, runID string, seq int64, sta
 //     digest (CheckpointHash), and the event it follows still has the hash
 //     recorded with it, and
 //   - the run's envelope matches req in tenant, manifest digest, mode, policy
-//     digest and dataset digest.
+//     digest, dataset digest and (when both name one) case; never in
+//     invocation id.
 //
 // Any run status may be resumed from (an interrupted run is the usual one).
 // Works on a read-only store.
@@ -190,8 +196,11 @@ func (s *Store) LoadCheckpoint(ctx context.Context, runID string, seq int64, req
 	for _, f := range []struct{ name, run, req string }{
 		{"tenant", env.Tenant, req.Tenant}, {"manifest_digest", env.ManifestDigest, req.ManifestDigest},
 		{"mode", env.Mode, req.Mode}, {"policy_digest", env.PolicyDigest, req.PolicyDigest},
-		{"dataset_digest", env.DatasetDigest, req.DatasetDigest},
+		{"dataset_digest", env.DatasetDigest, req.DatasetDigest}, {"case", env.Case, req.Case},
 	} {
+		if f.name == "case" && (f.run == "" || f.req == "") {
+			continue
+		}
 		if f.run != f.req {
 			fields = append(fields, fmt.Sprintf("%s (run %q, request %q)", f.name, f.run, f.req))
 		}

@@ -216,13 +216,19 @@ type envelopeObject struct {
 	Formation              string   `json:"formation"`
 	TaskProfile            string   `json:"task_profile"`
 	Language               string   `json:"language"`
+	// Case and InvocationID (schema v6) are omitted when empty, so the
+	// digest of every envelope recorded before them is unchanged.
+	Case         string `json:"case,omitempty"`
+	InvocationID string `json:"invocation_id,omitempty"`
 }
 
 // Digest returns the envelope digest: SHA-256 hex of the RFC 8785 form of
 // {"tenant","manifest_digest","mode","policy_digest","dataset_digest",
 // "environment_fingerprint","entropy_sources","replay_tolerance","provider",
 // "base_url","model","formation","task_profile","language"} (a nil
-// EntropySources hashes as []). Replay compares envelopes by this digest.
+// EntropySources hashes as []), plus "case" and "invocation_id" only when
+// they are not empty (schema v6), so an envelope without them has the digest
+// it had before. Replay compares envelopes by this digest.
 func (e Envelope) Digest() (string, error) {
 	sources := e.EntropySources
 	if sources == nil {
@@ -234,6 +240,7 @@ func (e Envelope) Digest() (string, error) {
 		EnvironmentFingerprint: e.EnvironmentFingerprint, EntropySources: sources,
 		ReplayTolerance: e.ReplayTolerance, Provider: e.Provider, BaseURL: e.BaseURL,
 		Model: e.Model, Formation: e.Formation, TaskProfile: e.TaskProfile, Language: e.Language,
+		Case: e.Case, InvocationID: e.InvocationID,
 	})
 	if err != nil {
 		return "", fmt.Errorf("evidence: canonicalize envelope: %w", err)

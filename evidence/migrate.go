@@ -135,6 +135,14 @@ func migrations() []migration {
 			runBindingsDDL,
 		},
 		Apply: backfillV5,
+	}, {
+		From: 5,
+		Doc: "v5 -> v6: envelopes record the catalog case (case_name) and the CLI invocation (invocation_id); both are NULL " +
+			"for existing runs (case not recorded), whose envelope digests are unchanged (the digest covers them only when set)",
+		Stmts: []string{
+			`ALTER TABLE envelopes ADD COLUMN case_name VARCHAR`,
+			`ALTER TABLE envelopes ADD COLUMN invocation_id VARCHAR`,
+		},
 	}}
 }
 

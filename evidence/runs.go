@@ -41,6 +41,17 @@ type Envelope struct {
 	Formation              string   // formation name (DESIGN.md vocabulary)
 	TaskProfile            string   // task profile name
 	Language               string   // case language, e.g. "go", "python"
+	// Case is the catalog case the run executes, e.g. "parallel+vote",
+	// "sequential+remote" (schema v6); "" for a run recorded before (the
+	// case was not recorded: Formation alone cannot tell the catalog's
+	// variants of one formation apart).
+	Case string
+	// InvocationID names the CLI invocation (one `assay matrix run`,
+	// `assay resume` or `assay replay verify`) that opened the run, e.g.
+	// "inv-20261201t215000-0a1b2c3d4e5f" (schema v6); "" when none was
+	// recorded. It is identity, not authority: a resume is a new invocation
+	// and is not compared on it.
+	InvocationID string
 }
 
 // ArtifactLink is one artifact linked to a run under a name.
@@ -113,6 +124,10 @@ type StatusChange struct {
 	At       time.Time // UTC
 }
 
+// ValidID reports whether id is a well-formed run or invocation id: 1..128
+// chars of [A-Za-z0-9._-] (what OpenRun accepts).
+func ValidID(id string) bool { return validRunID(id) }
+
 // validRunID reports whether id is 1..128 chars of [A-Za-z0-9._-].
 func validRunID(id string) bool {
 	if len(id) == 0 || len(id) > 128 {
@@ -144,7 +159,7 @@ func (e Envelope) validate() error {
 		{"policy_digest", e.PolicyDigest}, {"dataset_digest", e.DatasetDigest},
 		{"environment_fingerprint", e.EnvironmentFingerprint}, {"replay_tolerance", e.ReplayTolerance},
 		{"provider", e.Provider}, {"base_url", e.BaseURL}, {"model", e.Model}, {"formation", e.Formation},
-		{"task_profile", e.TaskProfile}, {"language", e.Language},
+		{"task_profile", e.TaskProfile}, {"language", e.Language}, {"case", e.Case},
 	}
 	for _, f := range fields {
 		if !utf8.ValidString(f.value) {
@@ -164,6 +179,9 @@ func (e Envelope) validate() error {
 		return bad("dataset_digest", "%q is neither empty nor SHA-256 hex", e.DatasetDigest)
 	case e.EnvironmentFingerprint == "":
 		return bad("environment_fingerprint", "required")
+	}
+	if e.InvocationID != "" && !validRunID(e.InvocationID) {
+		return bad("invocation_id", "%q is not 1..128 characters of [A-Za-z0-9._-]", e.InvocationID)
 	}
 	for i, src := range e.EntropySources {
 		if src == "" || !utf8.ValidString(src) {
@@ -248,10 +266,10 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO envelopes (run_id, tenant, manifest_digest, mode, policy_digest,
 		dataset_digest, environment_fingerprint, entropy_sources, replay_tolerance, provider, base_url, model,
-		formation, task_profile, language) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		formation, task_profile, language, case_name, invocation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		runID, env.Tenant, env.ManifestDigest, env.Mode, env.PolicyDigest, env.DatasetDigest,
 		env.EnvironmentFingerprint, sources, env.ReplayTolerance, env.Provider, env.BaseURL, env.Model,
-		env.Formation, env.TaskProfile, env.Language); err != nil {
+		env.Formation, env.TaskProfile, env.Language, nullIfEmpty(env.Case), nullIfEmpty(env.InvocationID)); err != nil {
 		return fmt.Errorf("evidence: open run %s: store envelope: %w", runID, err)
 	}
 	if _, err := appendAdmission(ctx, tx, Admission{Ordinal: ordinal, RunID: runID, EnvelopeDigest: digest,
@@ -263,6 +281,11 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 	}
 	return nil
 }
+
+// nullIfEmpty stores "" as NULL: a column added by a migration is NULL for
+// the rows recorded before it, and a new row that has nothing to record
+// reads the same way.
+func nullIfEmpty(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // queryer is what both *sql.DB and *sql.Tx offer for reads.
 type queryer interface {

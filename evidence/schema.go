@@ -10,8 +10,9 @@ package evidence
 // statuses simulated and not_enforced, and per-call usage from the gateway source; version 5
 // chains the writer sessions and the finalizations store-wide, seals interrupted runs, binds the
 // records a run rests on outside the store (run_bindings), and finalizes with terminal hash
-// version 5, which covers every column of the run's rows.
-const SchemaVersion = 5
+// version 5, which covers every column of the run's rows; version 6 records the catalog case and the
+// CLI invocation in the envelope (envelopes.case_name, envelopes.invocation_id).
+const SchemaVersion = 6
 
 // appMarker is the value of meta.app that identifies a DuckDB file as an assay
 // evidence store.
@@ -60,7 +61,9 @@ func schemaDDL() []string {
 		model                   VARCHAR NOT NULL,
 		formation               VARCHAR NOT NULL,
 		task_profile            VARCHAR NOT NULL,
-		language                VARCHAR NOT NULL
+		language                VARCHAR NOT NULL,
+		case_name               VARCHAR,
+		invocation_id           VARCHAR
 	)`,
 		`CREATE TABLE events (
 		run_id     VARCHAR NOT NULL,

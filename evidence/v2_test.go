@@ -71,7 +71,7 @@ func buildV1Store(t *testing.T, path string) {
 		`INSERT INTO runs SELECT run_id, ordinal, corrects_run_id, CASE WHEN run_id = 'v1-open' THEN 'open' ELSE status END,
 			envelope_digest, created_at, finalized_at, event_count, terminal_hash FROM src.runs`,
 		`UPDATE runs SET terminal_hash = '` + v1Terminal + `', event_count = 3 WHERE run_id = 'v1-final'`,
-		`INSERT INTO envelopes SELECT * FROM src.envelopes`,
+		`INSERT INTO envelopes ` + envelopesBeforeV6,
 		`INSERT INTO events SELECT * FROM src.events WHERE type NOT IN ('check_recorded', 'run_finalized')`,
 		`INSERT INTO artifacts SELECT * FROM src.artifacts`,
 		`INSERT INTO run_artifacts SELECT * FROM src.run_artifacts`,

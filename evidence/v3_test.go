@@ -94,7 +94,11 @@ func buildV2Store(t *testing.T, path string) {
 		`INSERT INTO meta VALUES ('app', 'assay-evidence'), ('schema_version', '2'), ('created_at', '2026-11-30T00:00:00Z')`}
 	copyRows = append(copyRows, `INSERT INTO writers SELECT writer_id, pid, command, host, opened_at, closed_at FROM src.writers`)
 	for _, tb := range []string{"runs", "envelopes", "events", "artifacts", "run_artifacts", "usage", "usage_calls", "usage_verdicts", "checkpoints"} {
-		copyRows = append(copyRows, `INSERT INTO `+tb+` SELECT * FROM src.`+tb)
+		sel := `SELECT * FROM src.` + tb
+		if tb == "envelopes" {
+			sel = envelopesBeforeV6
+		}
+		copyRows = append(copyRows, `INSERT INTO `+tb+` `+sel)
 	}
 	// The finalization statements run after the rows they update are copied.
 	rawExec(t, path, append(append(copyRows[:2:2], stmts[0]), append(copyRows[2:], append(stmts[1:], `DETACH src`)...)...)...)

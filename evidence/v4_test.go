@@ -87,6 +87,7 @@ func downgradeToV4(t *testing.T, path string) {
 		`INSERT INTO writers_v4 SELECT writer_id, pid, command, host, opened_at, closed_at FROM writers`,
 		`DROP TABLE writers`, `ALTER TABLE writers_v4 RENAME TO writers`,
 		`UPDATE meta SET value = '4' WHERE key = 'schema_version'`)
+	downgradeToV5Columns(t, path)
 }
 
 func TestMigrateV3AllowsSimulatedAndNotEnforced(t *testing.T) {

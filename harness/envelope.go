@@ -1,12 +1,14 @@
 package harness
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -106,9 +108,10 @@ func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold
 	envelope := evidence.Envelope{
 		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: opts.Mode, PolicyDigest: opts.policyDigest,
 		EnvironmentFingerprint: environmentFingerprint(opts.ToolVersion),
-		EntropySources:         []string{"provider_responses", "wall_clock", "run_id"},
-		ReplayTolerance:        opts.ReplayTolerance,
-		Provider:               upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
+		Case:                   c.Entry.Name, InvocationID: opts.InvocationID,
+		EntropySources:  []string{"provider_responses", "wall_clock", "run_id"},
+		ReplayTolerance: opts.ReplayTolerance,
+		Provider:        upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
 		Formation: c.Entry.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
 	}
 	return caseRun{caseDir: caseDir, plans: plans, spec: spec, team: team, fopts: fopts}, m, envelope, nil
@@ -119,6 +122,10 @@ func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold
 // machines or restarts.
 func newRunID() string { return runid.New("run-", time.Now()) }
 
+// NewInvocationID returns a globally unique invocation id, "inv-20261201t215000-0a1b2c3d4e5f"
+// (internal/runid), for Options.InvocationID: one per CLI invocation.
+func NewInvocationID() string { return runid.New("inv-", time.Now()) }
+
 func upstreamLabel(o Options) string {
 	if o.BaseURL == "" {
 		return "reference"
@@ -126,11 +133,45 @@ func upstreamLabel(o Options) string {
 	return o.BaseURL
 }
 
-// environmentFingerprint is SHA-256 hex over the facts of the machine that decide how a case runs.
+// currentEnvironment is the fingerprint preimage of this process (evidence.Environment, version 2): assay's
+// version, the Go toolchain, GOOS/GOARCH and the build's version control facts where it recorded them.
+func currentEnvironment(toolVersion string) evidence.Environment {
+	env := evidence.Environment{FingerprintVersion: evidence.EnvironmentFingerprintV2, Assay: toolVersion,
+		Go: goruntime.Version(), GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				env.VCSRevision = s.Value
+			case "vcs.time":
+				env.VCSTime = s.Value
+			case "vcs.modified":
+				m := s.Value == "true"
+				env.VCSModified = &m
+			}
+		}
+	}
+	return env
+}
+
+// environmentFingerprint is SHA-256 hex over the canonical preimage of currentEnvironment, which each
+// case run also stores as evidence.EnvironmentArtifact.
 func environmentFingerprint(toolVersion string) string {
-	d, _ := digestJSON(map[string]string{"go": goruntime.Version(), "goos": goruntime.GOOS, "goarch": goruntime.GOARCH,
-		"assay": toolVersion})
+	d, _ := currentEnvironment(toolVersion).Fingerprint()
 	return d
+}
+
+// putEnvironment links the canonical preimage of the run's environment fingerprint to run runID, so a
+// report re-derives the fingerprint from it.
+func putEnvironment(ctx context.Context, store *evidence.Store, runID, toolVersion string) error {
+	b, err := currentEnvironment(toolVersion).Canonical()
+	if err != nil {
+		return err
+	}
+	if _, err := store.PutArtifact(ctx, runID, evidence.EnvironmentArtifact, "application/json", b); err != nil {
+		return fmt.Errorf("run %s: store environment: %w", runID, err)
+	}
+	return nil
 }
 
 // digestJSON is SHA-256 hex of the RFC 8785 canonical JSON of v.

@@ -41,6 +41,9 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	if _, err := store.PutArtifact(ctx, runID, manifestArtifact, "application/json", manifestJSON); err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: store manifest: %w", runID, err)
 	}
+	if err := putEnvironment(ctx, store, runID, opts.ToolVersion); err != nil {
+		return CaseResult{}, err
+	}
 	return executeCase(ctx, opts, c, env, cr)
 }
 

@@ -93,6 +93,9 @@ type Options struct {
 	ReferenceFaults []reference.Fault
 	// ToolVersion is assay's version, part of the environment fingerprint.
 	ToolVersion string
+	// InvocationID names this CLI invocation in every run's envelope (evidence.Envelope.InvocationID), e.g.
+	// NewInvocationID(); "" records none. Set once per `assay matrix run`, `assay resume` or replay.
+	InvocationID string
 	// Command is recorded as the evidence store's lock holder (e.g. "assay matrix run").
 	Command string
 	// StoreWait is how long to wait for the evidence store's writer lock held by another process;

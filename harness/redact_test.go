@@ -60,18 +60,16 @@ func TestSecretSplitAcrossSSEChunksIsStoredNowhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := store.Run(context.Background(), c.RunID)
+	rep, err := reports.Load(context.Background(), store, reports.Selection{RunIDs: []string{c.RunID}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep bytes.Buffer
-	if err := reports.Markdown(&rep, reports.MatrixReport{Provider: s.Provider, Model: s.Model, Reference: s.Reference,
-		StorePath: s.StorePath, Runs: []evidence.RunSummary{run}}); err != nil {
-		t.Fatal(err)
-	}
 	store.Close()
-	if err := os.WriteFile(filepath.Join(out, "report.md"), rep.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+	// Every report format is written and searched.
+	for _, f := range reports.Formats() {
+		if err := reports.WriteReportFile(filepath.Join(out, f.File), f, rep); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	needles := []string{secret, parts[0], parts[1]}

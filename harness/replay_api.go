@@ -302,7 +302,7 @@ func (rc *ReplayCase) resumePoint(ctx context.Context, store *evidence.Store) (*
 	}
 	env := cpRun.Envelope
 	cp, err := store.LoadCheckpoint(ctx, cpRun.RunID, p.CheckpointSeq, evidence.ResumeRequest{Tenant: env.Tenant, ManifestDigest: env.ManifestDigest,
-		Mode: env.Mode, PolicyDigest: env.PolicyDigest, DatasetDigest: env.DatasetDigest})
+		Mode: env.Mode, PolicyDigest: env.PolicyDigest, DatasetDigest: env.DatasetDigest, Case: env.Case})
 	if err != nil {
 		return nil, fmt.Errorf("run %s: its checkpoint: %w", rc.Run.RunID, err)
 	}

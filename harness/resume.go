@@ -178,6 +178,9 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	if _, err := store.PutArtifact(ctx, newID, manifestArtifact, "application/json", manifestJSON); err != nil {
 		return Summary{}, fmt.Errorf("run %s: store manifest: %w", newID, err)
 	}
+	if err := putEnvironment(ctx, store, newID, opts.ToolVersion); err != nil {
+		return Summary{}, err
+	}
 	env.progress.line("resuming run %s (case %s, checkpoint after event %d, %d turns) as run %s", runID, c.Name(), cp.Seq, len(state.Turns), newID)
 	cr.runID, cr.start = newID, start
 	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
@@ -322,7 +325,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 		return nil, notResumable("formation %s does not resume durably", c.Entry.Formation)
 	}
 	req := evidence.ResumeRequest{Tenant: envelope.Tenant, ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode,
-		PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest}
+		PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest, Case: envelope.Case}
 	// A resume that stopped before its first checkpoint continues from the checkpoint it started
 	// from (its parent's): what it did meanwhile is in its journal, which recovery reads.
 	cpRun := runID

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/harness/replay"
 	"github.com/assay-audit/assay/harness/replay/tolerance"
 )
@@ -87,7 +88,8 @@ func runReplayVerify(ctx context.Context, opts *ReplayVerifyOptions) error {
 	}
 	results, err := replay.Verify(ctx, replay.Options{Store: opts.Store.path(), Runs: opts.Runs, All: opts.All, Latest: opts.Latest,
 		Against: opts.Against, PolicyFile: opts.PolicyFile, Mode: opts.Mode, Tenant: opts.Tenant, Tolerance: opts.Tolerance,
-		Checks: opts.Checks, ModelAliases: aliases, StoreWait: opts.Wait, ToolVersion: version, Command: "assay replay verify"})
+		Checks: opts.Checks, ModelAliases: aliases, StoreWait: opts.Wait, ToolVersion: version, Command: "assay replay verify",
+		InvocationID: harness.NewInvocationID()})
 	if err != nil {
 		return err
 	}

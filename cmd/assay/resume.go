@@ -89,6 +89,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
+	h.InvocationID = harness.NewInvocationID()
 	sum, err := harness.ResumeRun(ctx, h, opts.Run)
 	if err != nil && ctx.Err() != nil {
 		return failed("interrupted: %v", err)
@@ -97,7 +98,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	cr := sum.Cases[0]
-	reportPath, err := writeMatrixReport(ctx, sum)
+	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID)
 	if err != nil {
 		return err
 	}

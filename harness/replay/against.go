@@ -65,7 +65,7 @@ func against(ctx context.Context, store *evidence.Store, runs []evidence.RunSumm
 }
 
 // sameEnvelope refuses two runs whose envelopes differ in anything but the environment
-// fingerprint (two machines may record the same case).
+// fingerprint (two machines may record the same case) and the invocation (each run is its own).
 func sameEnvelope(a, b evidence.RunSummary) *decision {
 	x, y := a.Envelope, b.Envelope
 	var drift []string
@@ -75,8 +75,11 @@ func sameEnvelope(a, b evidence.RunSummary) *decision {
 		{"entropy sources", strings.Join(x.EntropySources, ","), strings.Join(y.EntropySources, ",")},
 		{"replay tolerance", x.ReplayTolerance, y.ReplayTolerance}, {"provider", x.Provider, y.Provider}, {"base URL", x.BaseURL, y.BaseURL},
 		{"model", x.Model, y.Model}, {"formation", x.Formation, y.Formation}, {"task profile", x.TaskProfile, y.TaskProfile},
-		{"language", x.Language, y.Language},
+		{"language", x.Language, y.Language}, {"case", x.Case, y.Case},
 	} {
+		if f.name == "case" && (f.a == "" || f.b == "") {
+			continue // a run recorded before schema v6 has no case; its manifest digest names it
+		}
 		if f.a != f.b {
 			drift = append(drift, fmt.Sprintf("%s %s and %s", f.name, labelEmpty(f.a), labelEmpty(f.b)))
 		}

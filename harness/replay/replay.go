@@ -98,6 +98,9 @@ type Options struct {
 	// ToolVersion is assay's version (the replay run's environment fingerprint); Command the lock
 	// holder's command line.
 	ToolVersion, Command string
+	// InvocationID names this `assay replay verify` invocation in each replay run's envelope
+	// (harness.NewInvocationID); a replay is its own invocation, never the replayed run's.
+	InvocationID string
 	// Progress receives one line per replay; nil for none.
 	Progress io.Writer
 

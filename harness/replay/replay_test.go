@@ -40,7 +40,7 @@ func TestARunReplaysExactAndTheReplayIsARunOfItsOwn(t *testing.T) {
 	out := copyOut(t, f)
 	for _, name := range []string{"sequential", "parallel"} {
 		orig := runOf(t, f, name)
-		res := one(t, out, Options{Runs: []string{orig.RunID}})
+		res := one(t, out, Options{Runs: []string{orig.RunID}, InvocationID: "inv-replay-" + name})
 		if res.Verdict != Exact || res.FirstDivergence != nil || res.ReplayRunID == "" || res.Requests == 0 || res.ToolCalls == 0 {
 			t.Fatalf("%s: %+v", name, res)
 		}
@@ -83,6 +83,13 @@ func TestARunReplaysExactAndTheReplayIsARunOfItsOwn(t *testing.T) {
 		}
 		if r.Status != evidence.StatusFinalized || r.Verdict.Verdict != evidence.VerdictAccepted || len(r.Checks) != 1 || r.Checks[0].Name != CheckName {
 			t.Errorf("replay run %s: %s %+v %+v", r.RunID, r.Status, r.Verdict, r.Checks)
+		}
+		// A replay is an invocation of its own, of the replayed run's case.
+		replayed := slices.IndexFunc(runs, func(o evidence.RunSummary) bool { return o.RunID == r.CorrectsRunID })
+		if replayed < 0 || r.Envelope.InvocationID != "inv-replay-"+runs[replayed].Envelope.Formation ||
+			r.Envelope.Case == "" || r.Envelope.Case != runs[replayed].Envelope.Case {
+			t.Errorf("replay run %s: invocation %q case %q; the replayed run's invocation %q case %q", r.RunID, r.Envelope.InvocationID,
+				r.Envelope.Case, runs[replayed].Envelope.InvocationID, runs[replayed].Envelope.Case)
 		}
 		if fam := harness.Family(runs, r.CorrectsRunID); slices.ContainsFunc(fam, harness.IsReplayRun) {
 			t.Errorf("the family of %s holds a replay run", r.CorrectsRunID)

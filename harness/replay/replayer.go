@@ -150,6 +150,7 @@ func (r *replayer) record(ctx context.Context, replayed evidence.RunSummary, rc 
 		}
 	}
 	env.Provider, env.BaseURL = harness.ReplayProvider, ""
+	env.InvocationID = r.opts.InvocationID
 	if r.opts.Tolerance != "" {
 		env.ReplayTolerance = r.opts.Tolerance
 	} else {
