@@ -5,13 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/internal/browsertest"
@@ -139,23 +137,11 @@ func TestGraphReport(t *testing.T) {
 	})
 
 	t.Run("html in chromium", func(t *testing.T) {
-		browsertest.Require(t)
-		dir := t.TempDir()
-		page := filepath.Join(dir, "graph.html")
 		var buf bytes.Buffer
 		if err := GraphHTML(&buf, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		p, err := browsertest.Load(ctx, page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
+		p, dir := inChromium(t, buf.Bytes(), "graph")
 		charts, err := browsertest.Eval[[]string](p, `[...document.querySelectorAll("svg.assay-chart")].map(s => s.getAttribute("aria-label"))`)
 		if err != nil {
 			t.Fatal(err)
@@ -187,29 +173,12 @@ func TestGraphReport(t *testing.T) {
 			t.Errorf("footnote %s of %q does not give lonely's stored reason (Ca + Ce = 0)", m[1], notes)
 		}
 		screenPad, _ := browsertest.Eval[string](p, `getComputedStyle(document.body).paddingLeft`)
-		if err := p.Screenshot(filepath.Join(dir, "graph-screen.png")); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Print(true); err != nil {
-			t.Fatal(err)
-		}
-		printPad, _ := browsertest.Eval[string](p, `getComputedStyle(document.body).paddingLeft`)
-		if screenPad == printPad || printPad != "0px" {
-			t.Errorf("@media print not applied: body padding %q on screen, %q in print", screenPad, printPad)
-		}
-		res, err := p.Finish(filepath.Join(dir, "graph-print.png"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.Clean() {
-			t.Errorf("the report is not self-contained or logs problems: console %v, requests %v", res.Console, res.Requests)
-		}
-		if d := os.Getenv("ASSAY_KEEP_SCREENSHOTS"); d != "" {
-			for _, f := range []string{"graph.html", "graph-screen.png", "graph-print.png"} {
-				b, _ := os.ReadFile(filepath.Join(dir, f))
-				os.WriteFile(filepath.Join(d, f), b, 0o644)
+		screenAndPrint(t, p, dir, "graph", func() {
+			printPad, _ := browsertest.Eval[string](p, `getComputedStyle(document.body).paddingLeft`)
+			if screenPad == printPad || printPad != "0px" {
+				t.Errorf("@media print not applied: body padding %q on screen, %q in print", screenPad, printPad)
 			}
-		}
+		})
 	})
 }
 

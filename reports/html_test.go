@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,10 +131,7 @@ func loadReport(t *testing.T, path string) Report {
 // the DOM of headless Chromium.
 func TestHTMLInChromium(t *testing.T) {
 	browsertest.Require(t)
-	store := buildStore(t, testRuns())
-	r := loadReport(t, store)
-	dir := t.TempDir()
-	page := filepath.Join(dir, "report.html")
+	r := loadReport(t, buildStore(t, testRuns()))
 	var buf bytes.Buffer
 	if err := HTML(&buf, r); err != nil {
 		t.Fatal(err)
@@ -143,16 +139,7 @@ func TestHTMLInChromium(t *testing.T) {
 	if strings.Contains(buf.String(), "<script>alert(1)</script>") {
 		t.Fatal("a check's detail reached the page unescaped")
 	}
-	if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p, err := browsertest.Load(ctx, page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, dir := inChromium(t, buf.Bytes(), "report")
 
 	rows, err := browsertest.Eval[[]string](p, `[...document.querySelectorAll("tr.case-row")].map(r => r.dataset.run)`)
 	if err != nil {
@@ -193,29 +180,12 @@ func TestHTMLInChromium(t *testing.T) {
 	if err != nil || len(svgs) != 3 {
 		t.Errorf("charts drawn = %q (%v), want time, tokens and the check matrix", svgs, err)
 	}
-	if err := p.Screenshot(filepath.Join(dir, "report-screen.png")); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Print(true); err != nil {
-		t.Fatal(err)
-	}
-	hidden, _ := browsertest.Eval[string](p, `getComputedStyle(document.querySelector("nav.screen-only")).display`)
-	if hidden != "none" {
-		t.Errorf("print layout keeps the navigation (display %q)", hidden)
-	}
-	res, err := p.Finish(filepath.Join(dir, "report-print.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Clean() {
-		t.Errorf("the report is not self-contained or logs problems: console %v, requests %v", res.Console, res.Requests)
-	}
-	if d := os.Getenv("ASSAY_KEEP_SCREENSHOTS"); d != "" { // to look at them: ASSAY_KEEP_SCREENSHOTS=/some/dir
-		for _, f := range []string{"report.html", "report-screen.png", "report-print.png"} {
-			b, _ := os.ReadFile(filepath.Join(dir, f))
-			os.WriteFile(filepath.Join(d, f), b, 0o644)
+	screenAndPrint(t, p, dir, "report", func() {
+		hidden, _ := browsertest.Eval[string](p, `getComputedStyle(document.querySelector("nav.screen-only")).display`)
+		if hidden != "none" {
+			t.Errorf("print layout keeps the navigation (display %q)", hidden)
 		}
-	}
+	})
 }
 
 // syntheticReport is a report of n cases shaped like a --formations all invocation: seven checks,

@@ -30,24 +30,20 @@ func TimeByPhase(cases []CaseTimes) ([]byte, error) {
 	if len(cases) == 0 {
 		return nil, ErrNoData
 	}
-	var phases []string // first-appearance order, so the colours follow the pipeline
-	colour := map[string]int{}
+	var order seriesOrder // colours follow the pipeline's order
 	for _, c := range cases {
-		seen := map[string]bool{}
-		for _, ph := range c.Phases {
+		names := make([]string, len(c.Phases))
+		for i, ph := range c.Phases {
 			if !finite(ph.Seconds) || ph.Seconds < 0 {
 				return nil, fmt.Errorf("%w: case %q phase %q: %v seconds", ErrInvalid, c.Case, ph.Name, ph.Seconds)
 			}
-			if seen[ph.Name] {
-				return nil, fmt.Errorf("%w: case %q names phase %q twice", ErrInvalid, c.Case, ph.Name)
-			}
-			seen[ph.Name] = true
-			if _, ok := colour[ph.Name]; !ok {
-				colour[ph.Name] = len(phases)
-				phases = append(phases, ph.Name)
-			}
+			names[i] = ph.Name
+		}
+		if err := order.row(fmt.Sprintf("case %q", c.Case), "phase", names); err != nil {
+			return nil, err
 		}
 	}
+	phases, colour := order.names, order.index
 	n := len(cases)
 	title := "Wall time per case by phase (seconds)"
 	p := newPlot(title)
