@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,5 +239,39 @@ func TestGraphCellsNeverOverstate(t *testing.T) {
 	none.add(metrics.Value{Kind: metrics.Unavailable})
 	if c := aggregateCell(none, "0"); c.Text != "unknown" {
 		t.Errorf("sum of only unavailable values shown as %+v, want unknown (never 0)", c)
+	}
+}
+
+// A module whose packages do not all load: values computed from incomplete inputs carry their
+// coverage, sums over unavailable function values are unknown, and the main sequence draws the
+// affected points hollow.
+func TestGraphReportMarksIncompleteInputs(t *testing.T) {
+	db := indexGraph(t, "../indexer/testdata/broken", t.TempDir())
+	r, err := ReadGraph(context.Background(), db, GraphOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newGraphView(r)
+	var bad *graphPackageView
+	for i := range v.Packages {
+		if v.Packages[i].ImportPath == "example.com/broken/bad" {
+			bad = &v.Packages[i]
+		}
+	}
+	if bad == nil {
+		t.Fatalf("no row for example.com/broken/bad in %+v", v.Packages)
+	}
+	if bad.LoadErrors == 0 {
+		t.Errorf("bad's load errors not counted")
+	}
+	if bad.SCC.Text != "unknown" || bad.Dynamic.Text != "unknown" {
+		t.Errorf("bad's SCC and dynamic-call sums = %q, %q; want unknown (its functions' values are unavailable)", bad.SCC.Text, bad.Dynamic.Text)
+	}
+	instability := bad.Cells[2]
+	if instability.Kind != "measured" || !slices.Contains(instability.Notes, "coverage 0.000") {
+		t.Errorf("bad's instability = %+v, want measured with its coverage 0.000 printed beside it", instability)
+	}
+	if v.Approximate == 0 {
+		t.Errorf("no main-sequence point is marked approximate although bad's values have coverage 0")
 	}
 }

@@ -287,7 +287,8 @@ func (t *rowText) GlyphBoxes(p *plot.Plot) []plot.GlyphBox {
 		boxes[i].X, boxes[i].Y = p.X.Norm(t.xs[i]), p.Y.Norm(t.ys[i])
 		boxes[i].Rectangle = vg.Rectangle{
 			Min: vg.Point{X: vg.Points(3), Y: t.off(i) - h/2},
-			Max: vg.Point{X: vg.Points(3) + w, Y: t.off(i) + h/2},
+			// A tenth more than the measured width: a reader's fallback font may be wider.
+			Max: vg.Point{X: vg.Points(3) + w*11/10, Y: t.off(i) + h/2},
 		}
 	}
 	return boxes
