@@ -130,7 +130,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	if err != nil {
 		return err
 	}
-	reportPath, err := writeMatrixReport(ctx, sum)
+	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID)
 	if err != nil {
 		return err
 	}
@@ -250,16 +250,19 @@ func verdictLabel(c harness.CaseResult) string {
 	return c.Verdict.Verdict
 }
 
-// writeMatrixReport writes sum's report, OUT/report.md, from what the evidence store holds, and
-// returns its path.
-func writeMatrixReport(ctx context.Context, sum harness.Summary) (string, error) {
-	path := filepath.Join(sum.OutDir, "report.md")
+// writeMatrixReport writes the reports of invocation's runs (and the interrupted runs it sealed),
+// from what the evidence store holds, under OUT/reports/<invocation>/ with copies in OUT
+// (reports.WriteInvocationReports), and returns the path of the invocation's report.md.
+func writeMatrixReport(ctx context.Context, sum harness.Summary, invocation string) (string, error) {
 	runIDs := append([]string(nil), sum.Sealed...) // interrupted runs this invocation sealed: shown, rejected
 	for _, c := range sum.Cases {
 		runIDs = append(runIDs, c.RunID)
 	}
-	return path, reports.WriteMatrixMarkdown(ctx, path, reports.MatrixReport{Provider: sum.Provider, Model: sum.Model,
-		Reference: sum.Reference, StorePath: sum.StorePath, CasesDir: filepath.Join(sum.OutDir, "cases")}, runIDs)
+	w, err := reports.WriteInvocationReports(ctx, sum.StorePath, invocation, runIDs)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(w.Dir, "report.md"), nil
 }
 
 // setSigner loads --sign-key into h.Signer; --attestations (h.AttestDir) without a key, or naming

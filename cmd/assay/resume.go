@@ -98,7 +98,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	cr := sum.Cases[0]
-	reportPath, err := writeMatrixReport(ctx, sum)
+	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID)
 	if err != nil {
 		return err
 	}

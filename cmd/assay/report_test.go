@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/evidence"
+)
+
+// reportStore writes a store with two invocations: inv-1 (run-a accepted, case sequential) and
+// inv-2 (run-b rejected, case parallel+vote, with a test log on disk).
+func reportStore(t *testing.T) (out string) {
+	t.Helper()
+	ctx := context.Background()
+	out = t.TempDir()
+	s, err := evidence.Open(ctx, filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, r := range []struct{ run, inv, cas, formation, status string }{
+		{"run-a", "inv-1", "sequential", "sequential", evidence.CheckPassed},
+		{"run-b", "inv-2", "parallel+vote", "parallel", evidence.CheckFailed},
+	} {
+		env := evidence.Envelope{Tenant: "t", ManifestDigest: strings.Repeat("a", 64), Mode: "live", EnvironmentFingerprint: strings.Repeat("b", 64),
+			Provider: "reference", Model: "assay-reference-1", Formation: r.formation, TaskProfile: "standard", Language: "go",
+			Case: r.cas, InvocationID: r.inv}
+		if err := s.OpenRun(ctx, r.run, env, ""); err != nil {
+			t.Fatal(err)
+		}
+		log := filepath.Join(out, "cases", r.run, "exec-1.go-test.json")
+		if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(log, []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ev, _ := json.Marshal(map[string]any{"exec-1": map[string]any{"OutputPath": log, "Duration": 1e9}})
+		if err := s.RecordCheck(ctx, r.run, evidence.Check{Name: "tests", Required: true, Status: r.status, Detail: "exec-1 -> " + r.status, Evidence: ev}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finalize(ctx, r.run, evidence.Verdict{Verdict: evidence.VerdictAccepted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestReportRendersEachFormatOfTheSelection(t *testing.T) {
+	out := reportStore(t)
+	r := runCLI(t, "report", "--out", out)
+	if r.code != 0 || !strings.Contains(r.stdout, "### parallel+vote — rejected") || strings.Contains(r.stdout, "run-a") {
+		t.Fatalf("default (--latest) report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "report", "--out", out, "--all", "--format", "json")
+	var doc struct {
+		SchemaVersion int `json:"schema_version"`
+		Invocations   []struct {
+			ID string `json:"id"`
+		} `json:"invocations"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.SchemaVersion != 1 || len(doc.Invocations) != 2 ||
+		strings.Contains(r.stdout, `\u003e`) {
+		t.Fatalf("--all --format json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "report", "--out", out, "--all", "--format", "html")
+	if r.code != 0 || !strings.HasPrefix(strings.ToLower(strings.TrimSpace(r.stdout)), "<!doctype html>") || !strings.Contains(r.stdout, "parallel+vote") {
+		t.Fatalf("--format html: exit %d\n%.400s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "report", "--out", out, "run-a", "--format", "junit")
+	if r.code != 0 || !strings.Contains(r.stdout, `<testcase name="sequential" classname="assay.sequential.go.standard"`) ||
+		strings.Contains(r.stdout, "<failure") {
+		t.Fatalf("junit of run-a: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "report", "--out", out, "--all", "--verdict", "rejected", "--format", "junit")
+	if r.code != 0 || !strings.Contains(r.stdout, `<failure message="rejected: checks not passed: tests" type="rejected">`) {
+		t.Fatalf("junit of the rejected runs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// --output writes atomically, mode 0644, with links relative to the file's own directory.
+func TestReportOutputFileLinksResolveFromItsDirectory(t *testing.T) {
+	out := reportStore(t)
+	dest := filepath.Join(out, "nested", "dir", "report.md")
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "report", "--out", out, "--all", "--output", dest)
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	fi, err := os.Stat(dest)
+	if err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("report file %v %v, want mode 0644", fi, err)
+	}
+	b, _ := os.ReadFile(dest)
+	const link = "(../../cases/run-b/exec-1.go-test.json)"
+	if !strings.Contains(string(b), link) {
+		t.Fatalf("report lacks the link %s:\n%s", link, b)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dest), "../../cases/run-b/exec-1.go-test.json")); err != nil {
+		t.Fatalf("the link does not resolve: %v", err)
+	}
+}
+
+func TestReportBadInputWritesNothing(t *testing.T) {
+	out := reportStore(t)
+	dest := filepath.Join(out, "r.md")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown format", []string{"--format", "pdf"}, `--format "pdf" is not one of md, html, json, junit`},
+		{"two selections", []string{"--all", "--latest"}, "choose one of RUN..., --latest, --all and --since"},
+		{"bad since", []string{"--since", "last week"}, `--since "last week"`},
+		{"bad verdict", []string{"--all", "--verdict", "passed"}, `--verdict "passed" is not one of`},
+		{"unknown run", []string{"run-none"}, "run run-none"},
+		{"graph with a run selection", []string{"--graph", filepath.Join(out, "graph.db"), "--all"}, "--all selects evidence runs"},
+		{"graph database missing", []string{"--graph", filepath.Join(out, "graph.db")}, "graph.db"},
+		{"no store", []string{"--store", filepath.Join(out, "none.duckdb")}, "none.duckdb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"report", "--out", out, "--output", dest}, tc.args...)
+			r := runCLI(t, args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2: %s", r.code, r.stderr)
+			}
+			oneLine(t, r, tc.want)
+			if _, err := os.Stat(dest); err == nil {
+				t.Fatal("a report was written")
+			}
+		})
+	}
+}

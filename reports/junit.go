@@ -1,0 +1,148 @@
+package reports
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// JUnit writes r as JUnit XML in the Apache Ant schema Jenkins reads (reports/testdata/JUnit.xsd):
+// a <testsuites> root with one <testsuite> per invocation and one <testcase> per case (name: the
+// case name; classname: assay.<formation>.<language>.<profile>; time: wall seconds). That schema
+// allows one result element per testcase, so a case that is not accepted gets one <failure> (type
+// rejected or non_certifiable) whose message names every required check that did not pass and whose
+// text gives each one's status and full detail; an interrupted or unfinalized case gets an <error>
+// with the reason. Suite properties record the provider, model, reference flag and, per case, its
+// run id and terminal hash. A case without a wall time (not finalized) has time 0: the schema
+// requires one, and the case is an error.
+func JUnit(w io.Writer, r Report) error {
+	doc := junitSuites{}
+	for i, inv := range r.Invocations {
+		doc.Suites = append(doc.Suites, suiteOf(i, inv))
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("reports: junit: %w", err)
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Package    string          `xml:"package,attr"`
+	ID         int             `xml:"id,attr"`
+	Timestamp  string          `xml:"timestamp,attr"`
+	Hostname   string          `xml:"hostname,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+	SystemOut  string          `xml:"system-out"`
+	SystemErr  string          `xml:"system-err"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitOutcome `xml:"failure,omitempty"`
+	Error     *junitOutcome `xml:"error,omitempty"`
+}
+
+type junitOutcome struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+func suiteOf(i int, inv Invocation) junitSuite {
+	name := inv.ID
+	if name == "" {
+		name = "runs without a recorded invocation"
+	}
+	s := junitSuite{Name: "assay " + name, Package: "assay", ID: i, Timestamp: inv.StartedAt.UTC().Format("2006-01-02T15:04:05"),
+		Hostname: "not-recorded", Tests: len(inv.Cases), Time: "0"}
+	if inv.WallSeconds != nil {
+		s.Time = fmt.Sprintf("%.3f", *inv.WallSeconds)
+	}
+	prop := func(k, v string) { s.Properties = append(s.Properties, junitProperty{Name: k, Value: v}) }
+	prop("invocation_id", orNone(inv.ID))
+	for _, p := range inv.Providers {
+		prop("provider", p.Name)
+		prop("model", p.Model)
+	}
+	prop("reference", fmt.Sprint(inv.Reference))
+	if inv.Reference {
+		prop("note", "reference results: the embedded reference provider is not a language model")
+	}
+	for _, e := range inv.Environments {
+		prop("environment_fingerprint", e.Fingerprint)
+	}
+	var out strings.Builder
+	for _, c := range inv.Cases {
+		prop(c.Name+" run_id", c.RunID)
+		prop(c.Name+" terminal_hash", orNone(c.TerminalHash))
+		jc := junitCase{Name: c.Name, Classname: fmt.Sprintf("assay.%s.%s.%s", orNone(c.Formation), orNone(c.Language), orNone(c.Profile)),
+			Time: "0"}
+		if c.WallSeconds != nil {
+			jc.Time = fmt.Sprintf("%.3f", *c.WallSeconds)
+		}
+		switch {
+		case c.Interrupted || c.Verdict == "":
+			why := "not finalized"
+			if c.Interrupted {
+				why = "interrupted: its writer ended before finalizing it"
+			}
+			jc.Error = &junitOutcome{Type: orNone(c.Status), Message: fmt.Sprintf("run %s %s", c.RunID, why),
+				Text: strings.Join(c.Reasons, "\n")}
+			s.Errors++
+		case c.Verdict != "accepted":
+			jc.Failure = failureOf(c)
+			s.Failures++
+		}
+		fmt.Fprintf(&out, "%s: %s (run %s)\n", c.Name, verdictWord(c), c.RunID)
+		s.Cases = append(s.Cases, jc)
+	}
+	s.SystemOut = out.String()
+	return s
+}
+
+// failureOf names every required check of c that did not pass, with its full detail.
+func failureOf(c Case) *junitOutcome {
+	var names []string
+	var text strings.Builder
+	for _, ch := range c.Checks {
+		if !ch.Required || ch.Status == "passed" {
+			continue
+		}
+		names = append(names, ch.Name)
+		fmt.Fprintf(&text, "check %s: %s: %s\n", ch.Name, ch.Status, ch.Detail)
+	}
+	for _, r := range c.Reasons {
+		fmt.Fprintf(&text, "reason: %s\n", r)
+	}
+	msg := fmt.Sprintf("%s: %s", c.Verdict, strings.Join(c.Reasons, "; "))
+	if len(names) > 0 {
+		msg = fmt.Sprintf("%s: checks not passed: %s", c.Verdict, strings.Join(names, ", "))
+	}
+	return &junitOutcome{Type: c.Verdict, Message: msg, Text: text.String()}
+}

@@ -1,0 +1,236 @@
+package reports
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/assay-audit/assay/evidence"
+)
+
+func caseByRun(r Report, run string) (Case, bool) {
+	for _, inv := range r.Invocations {
+		for _, c := range inv.Cases {
+			if c.RunID == run {
+				return c, true
+			}
+		}
+	}
+	return Case{}, false
+}
+
+func runIDs(r Report) []string {
+	var ids []string
+	for _, inv := range r.Invocations {
+		for _, c := range inv.Cases {
+			ids = append(ids, c.RunID)
+		}
+	}
+	return ids
+}
+
+func TestLoadSelects(t *testing.T) {
+	f := buildFixture(t)
+	for _, tc := range []struct {
+		name string
+		sel  Selection
+		want []string
+	}{
+		{"default is the latest invocation", Selection{}, []string{f.resumed, f.replay}},
+		{"all, grouped by invocation latest first, failures first", Selection{All: true},
+			[]string{f.resumed, f.replay, f.rejected, f.open, f.accepted, f.old}},
+		{"run ids", Selection{RunIDs: []string{f.old, f.rejected}}, []string{f.rejected, f.old}},
+		{"by case", Selection{All: true, Cases: []string{"parallel+vote"}}, []string{f.replay, f.accepted}},
+		{"by formation and verdict", Selection{All: true, Formations: []string{"parallel"}, Verdicts: []string{"rejected"}}, []string{f.rejected}},
+		{"interrupted", Selection{All: true, Verdicts: []string{"interrupted"}}, []string{f.open}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runIDs(loadFixture(t, f, tc.sel)); !slices.Equal(got, tc.want) {
+				t.Fatalf("runs %v, want %v", got, tc.want)
+			}
+		})
+	}
+	ctx := context.Background()
+	s, err := evidence.Open(ctx, f.store, evidence.OpenOptions{ReadOnly: true})
+	must(t, err)
+	defer s.Close()
+	if _, err := Load(ctx, s, Selection{RunIDs: []string{"run-none"}}); !errors.Is(err, evidence.ErrNoRun) {
+		t.Fatalf("unknown run: %v, want evidence.ErrNoRun", err)
+	}
+}
+
+func TestLoadSaysWhatTheEvidenceSays(t *testing.T) {
+	f := buildFixture(t)
+	r := loadFixture(t, f, Selection{All: true})
+	acc, _ := caseByRun(r, f.accepted)
+	if acc.Name != "parallel+vote" || acc.TerminalHash != f.acceptedTerminal || len(acc.TerminalHash) != 64 {
+		t.Fatalf("accepted case %q terminal %q", acc.Name, acc.TerminalHash)
+	}
+	if len(acc.Lineage.ReplayedBy) != 1 || acc.Lineage.ReplayedBy[0] != (ReplayRef{RunID: f.replay, Verdict: "exact"}) {
+		t.Fatalf("replayed by %+v", acc.Lineage.ReplayedBy)
+	}
+	if len(acc.Approvals) != 1 || acc.Approvals[0].Approver != "alice" || acc.Approvals[0].PayloadSHA256 != digestOf("payload") {
+		t.Fatalf("approvals %+v", acc.Approvals)
+	}
+	phases := map[string]Phase{}
+	for _, p := range acc.Phases {
+		phases[p.Name] = p
+	}
+	if p := phases["team"]; p.Seconds == nil || *p.Seconds != 5 {
+		t.Fatalf("team phase %+v, want 5 s from the events", p)
+	}
+	if p := phases["tests"]; p.Seconds == nil || *p.Seconds != 2.5 {
+		t.Fatalf("tests phase %+v, want 2.5 s from the check's evidence", p)
+	}
+	if p := phases["oracle"]; p.Seconds != nil || !strings.Contains(p.Note, "not recorded") {
+		t.Fatalf("oracle phase %+v: the fixture recorded none, so it must say so", p)
+	}
+	inv := r.Invocations[1]
+	if inv.ID != "inv-a" || len(inv.Environments) != 1 || inv.Environments[0].Matches == nil || !*inv.Environments[0].Matches ||
+		inv.Environments[0].Commit != "0123456789abcdef0123456789abcdef01234567" || !inv.Reference {
+		t.Fatalf("invocation inv-a %+v", inv)
+	}
+	rej, _ := caseByRun(r, f.rejected)
+	if rej.Checks[0].Evidence != `votes: {"double.go":3,"other.go":1}` {
+		t.Fatalf("structured evidence rendered %q", rej.Checks[0].Evidence)
+	}
+	tokens := map[string]SourceTokens{}
+	for _, s := range inv.Totals.Tokens {
+		tokens[s.Source] = s
+	}
+	// The rejected case's wire reading is unknown: the total is a lower bound, never complete.
+	if w := tokens["wire"]; w.Known || w.Tokens != 1000 {
+		t.Fatalf("wire tokens %+v, want 1000 known=false", w)
+	}
+	old, _ := caseByRun(r, f.old)
+	if old.Name != CaseNotRecorded || old.NameRecorded || old.InvocationID != "" {
+		t.Fatalf("old run %+v", old)
+	}
+	oldInv := r.Invocations[2]
+	if oldInv.ID != "" || oldInv.Environments[0].Recorded || oldInv.Environments[0].Matches != nil {
+		t.Fatalf("the pre-v6 run's environment must be not recorded (unknown), got %+v", oldInv.Environments)
+	}
+	res, _ := caseByRun(r, f.resumed)
+	open, _ := caseByRun(r, f.open)
+	if res.Kind != "resume" || res.Lineage.ResumesRunID != f.open || open.Lineage.ResumedByRunID != f.resumed || !open.Interrupted {
+		t.Fatalf("resume lineage %+v / %+v", res.Lineage, open.Lineage)
+	}
+}
+
+func TestMarkdownAndJSON(t *testing.T) {
+	f := buildFixture(t)
+	r := loadFixture(t, f, Selection{All: true})
+	var md bytes.Buffer
+	must(t, Markdown(&md, r))
+	out := md.String()
+	for _, want := range []string{
+		"**Reference results.**", "### parallel+vote — accepted", "### parallel+judge — rejected", CaseNotRecorded,
+		"`" + f.acceptedTerminal + "`", "replayed by run `" + f.replay + "`: exact", "resumes run `" + f.open + "`",
+		"matches its recorded preimage", "preimage not recorded", "wire at least 1000 (some unknown)",
+		"| alice | write_file |", "[test log exec-1](" + f.testLog + ")", "judge chose exec-2 -> the raw replies name exec-1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "map[") {
+		t.Error("markdown shows Go map syntax")
+	}
+	if strings.Index(out, "### parallel+judge") > strings.Index(out, "### parallel+vote — accepted (run `"+f.accepted+"`)") {
+		t.Error("the rejected case is not shown before the accepted one")
+	}
+	var js bytes.Buffer
+	must(t, JSON(&js, r))
+	if strings.Contains(js.String(), `\u003e`) || !strings.Contains(js.String(), "exec-2 -> the raw") {
+		t.Error("JSON escapes HTML characters")
+	}
+	var doc map[string]any
+	must(t, json.Unmarshal(js.Bytes(), &doc))
+	if doc["schema_version"] != float64(ReportSchemaVersion) {
+		t.Fatalf("schema_version %v", doc["schema_version"])
+	}
+	if !strings.Contains(js.String(), `"wall_seconds": `) || !strings.Contains(js.String(), f.acceptedTerminal) {
+		t.Fatal("JSON lacks wall_seconds or the full terminal hash")
+	}
+}
+
+// Links resolve from wherever the report file is: the out directory or OUT/reports/<invocation>/.
+func TestRebasedLinksResolve(t *testing.T) {
+	f := buildFixture(t)
+	r := loadFixture(t, f, Selection{All: true})
+	for _, dir := range []string{f.out, filepath.Join(f.out, "reports", "inv-a")} {
+		rb, err := r.Rebase(dir)
+		must(t, err)
+		acc, _ := caseByRun(rb, f.accepted)
+		i := slices.IndexFunc(acc.Links, func(l Link) bool { return l.Label == "test log exec-1" })
+		if i < 0 {
+			t.Fatalf("no test log link from %s: %+v", dir, acc.Links)
+		}
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(acc.Links[i].Path))); err != nil {
+			t.Fatalf("link %s from %s does not resolve: %v", acc.Links[i].Path, dir, err)
+		}
+	}
+}
+
+func TestJUnitValidatesAgainstTheAntSchema(t *testing.T) {
+	xmllint, err := exec.LookPath("xmllint")
+	if err != nil {
+		if os.Getenv("ASSAY_REQUIRE_TOOLS") != "" {
+			t.Fatal("xmllint is required (ASSAY_REQUIRE_TOOLS is set): apt-get install -y libxml2-utils")
+		}
+		t.Skip("xmllint not installed (apt-get install -y libxml2-utils)")
+	}
+	f := buildFixture(t)
+	r := loadFixture(t, f, Selection{All: true})
+	var b bytes.Buffer
+	must(t, JUnit(&b, r))
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	must(t, os.WriteFile(path, b.Bytes(), 0o644))
+	if out, err := exec.Command(xmllint, "--noout", "--schema", filepath.Join("testdata", "JUnit.xsd"), path).CombinedOutput(); err != nil {
+		t.Fatalf("junit.xml does not validate: %v\n%s\n%s", err, out, b.String())
+	}
+	// The schema check can fail: a testcase without its required time attribute is refused.
+	bad := strings.Replace(b.String(), `<testcase name="parallel+judge"`, `<testcase`, 1)
+	must(t, os.WriteFile(path, []byte(bad), 0o644))
+	if exec.Command(xmllint, "--noout", "--schema", filepath.Join("testdata", "JUnit.xsd"), path).Run() == nil {
+		t.Fatal("xmllint accepted a testcase without a name")
+	}
+}
+
+func TestJUnitFailsWhatWasNotAccepted(t *testing.T) {
+	f := buildFixture(t)
+	r := loadFixture(t, f, Selection{All: true})
+	var b bytes.Buffer
+	must(t, JUnit(&b, r))
+	var doc junitSuites
+	must(t, xmlUnmarshal(b.Bytes(), &doc))
+	got := map[string]junitCase{}
+	failures, errs := 0, 0
+	for _, s := range doc.Suites {
+		failures += s.Failures
+		errs += s.Errors
+		for _, c := range s.Cases {
+			got[c.Name+"/"+c.Classname] = c
+		}
+	}
+	rej := got["parallel+judge/assay.parallel.go.standard"]
+	if rej.Failure == nil || rej.Failure.Type != "rejected" || !strings.Contains(rej.Failure.Message, "formation") ||
+		!strings.Contains(rej.Failure.Text, "judge chose exec-2 -> the raw replies name exec-1") {
+		t.Fatalf("rejected case %+v", rej)
+	}
+	open := got["sequential/assay.sequential.go.standard"]
+	if failures != 1 || errs != 1 || (open.Error == nil && open.Failure == nil) {
+		t.Fatalf("failures %d errors %d; the interrupted case: %+v", failures, errs, open)
+	}
+	acc := got["parallel+vote/assay.parallel.go.standard"]
+	if acc.Failure != nil || acc.Error != nil {
+		t.Fatalf("accepted case reported as failing: %+v", acc)
+	}
+}
