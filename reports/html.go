@@ -32,6 +32,7 @@ func HTML(w io.Writer, r Report) error {
 		}
 	}
 	v.Cases = len(all)
+	v.AnyUsage = anyUsage(all)
 	shown := all[:min(len(all), maxChartCases)]
 	v.Charted = len(shown)
 	svg, err := charts.TimeByPhase(timeChartInput(shown))
@@ -51,6 +52,7 @@ type htmlView struct {
 	Report
 	CSS                                template.CSS
 	Reference                          bool
+	AnyUsage                           bool
 	Cases, Charted                     int
 	TimeChart, TokenChart, MatrixChart template.HTML
 }
@@ -182,6 +184,19 @@ func sourceTotal(s SourceTokens) string {
 	return strconv.FormatInt(s.Tokens, 10)
 }
 
+// anyUsage reports whether any member of cases has a usage reading: without one, token totals
+// are "no usage recorded", not a sum of 0.
+func anyUsage(cases []Case) bool {
+	for _, c := range cases {
+		for _, m := range c.Members {
+			if len(m.Usage) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func failedChecks(c Case) int {
 	n := 0
 	for _, ch := range c.Checks {
@@ -222,6 +237,7 @@ var evidencePage = template.Must(template.New("evidence").Funcs(template.FuncMap
 	"badge":     verdictOrStatus,
 	"srcTotal":  sourceTotal,
 	"failed":    failedChecks,
+	"anyUsage":  anyUsage,
 	"anchor":    anchor,
 	"boolText":  boolText,
 	"join":      strings.Join,
