@@ -35,7 +35,7 @@ func HTML(w io.Writer, r Report) error {
 	v.AnyUsage = anyUsage(all)
 	shown := all[:min(len(all), maxChartCases)]
 	v.Charted = len(shown)
-	svg, err := charts.TimeByPhase(timeChartInput(shown))
+	svg, err := charts.TimeByPhase(timeChartInput(shown), chartPhases...)
 	v.TimeChart = chartHTML(svg, err, "No case recorded timings.")
 	svg, err = charts.TokensByMember(tokenChartInput(shown))
 	v.TokenChart = chartHTML(svg, err, "No case recorded members' usage.")
@@ -66,6 +66,10 @@ func chartLabel(c Case) string {
 	}
 	return c.Name + " · " + id
 }
+
+// chartPhases are the phases the time chart draws, in pipeline order ("tests" and "oracle" are
+// inside "checks").
+var chartPhases = []string{"team", "checks", "finalize"}
 
 func timeChartInput(cases []Case) []charts.CaseTimes {
 	out := make([]charts.CaseTimes, 0, len(cases))

@@ -139,6 +139,19 @@ func TestTimeByPhase(t *testing.T) {
 	}
 }
 
+// A phase keeps its colour (and legend place) whichever case comes first when an order is given.
+func TestTimeByPhaseOrder(t *testing.T) {
+	cases := []CaseTimes{{Case: "a", Phases: []PhaseSeconds{{"finalize", 1}}}, {Case: "b", Phases: []PhaseSeconds{{"team", 2}, {"finalize", 1}}}}
+	b, err := TimeByPhase(cases, "team", "checks", "finalize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := parseSVG(t, b)
+	if d.fills[hex(0)] != 1+1 || d.fills[hex(2)] != 2+1 { // team: b's bar + swatch; finalize: both + swatch
+		t.Errorf("team %d, finalize %d filled paths; want 2 and 3 (team first colour, finalize third)", d.fills[hex(0)], d.fills[hex(2)])
+	}
+}
+
 func TestTimeByPhaseRejectsImpossibleDurations(t *testing.T) {
 	for _, s := range []float64{-1, math.NaN(), math.Inf(1)} {
 		_, err := TimeByPhase([]CaseTimes{{Case: "c", Phases: []PhaseSeconds{{"team", s}}}})

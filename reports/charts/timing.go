@@ -26,11 +26,18 @@ type CaseTimes struct {
 //
 // Errors: ErrNoData for no cases; ErrInvalid (wrapped, naming the case and phase) for a negative,
 // NaN or infinite duration or a phase named twice in one case.
-func TimeByPhase(cases []CaseTimes) ([]byte, error) {
+//
+// order optionally names phases in the order the legend lists them (and colours them), so that a
+// phase keeps its colour whichever case happens to come first; phases it does not name follow in
+// first-appearance order.
+func TimeByPhase(cases []CaseTimes, order ...string) ([]byte, error) {
 	if len(cases) == 0 {
 		return nil, ErrNoData
 	}
-	var order seriesOrder // colours follow the pipeline's order
+	var series seriesOrder // colours follow the pipeline's order
+	if err := series.row("the phase order", "phase", order); err != nil {
+		return nil, err
+	}
 	for _, c := range cases {
 		names := make([]string, len(c.Phases))
 		for i, ph := range c.Phases {
@@ -39,11 +46,11 @@ func TimeByPhase(cases []CaseTimes) ([]byte, error) {
 			}
 			names[i] = ph.Name
 		}
-		if err := order.row(fmt.Sprintf("case %q", c.Case), "phase", names); err != nil {
+		if err := series.row(fmt.Sprintf("case %q", c.Case), "phase", names); err != nil {
 			return nil, err
 		}
 	}
-	phases, colour := order.names, order.index
+	phases, colour := series.names, series.index
 	n := len(cases)
 	title := "Wall time per case by phase (seconds)"
 	p := newPlot(title)
