@@ -87,6 +87,17 @@ func (d svgDoc) hasText(s string) bool {
 	return false
 }
 
+// countText counts the texts equal to s.
+func (d svgDoc) countText(s string) int {
+	n := 0
+	for _, t := range d.texts {
+		if t == s {
+			n++
+		}
+	}
+	return n
+}
+
 func (d svgDoc) attr(name string) string {
 	for _, a := range d.root.Attr {
 		if a.Name.Local == name {
@@ -188,12 +199,7 @@ func TestTokensByMemberUnknownIsNotZero(t *testing.T) {
 			t.Errorf("source %d: %d filled paths, want %d", i, got, want)
 		}
 	}
-	n := 0
-	for _, s := range d.texts {
-		if s == "0" {
-			n++
-		}
-	}
+	n := d.countText("0")
 	if n < 3 { // carol's three known zeros are labelled 0 (the axis adds one more "0")
 		t.Errorf("known zero counts labelled %d times, want at least 3", n)
 	}
@@ -245,12 +251,7 @@ func TestCheckMatrix(t *testing.T) {
 			t.Errorf("%s: %d cells, want %d", st, got, want)
 		}
 	}
-	q := 0
-	for _, s := range d.texts {
-		if s == "?" {
-			q++
-		}
-	}
+	q := d.countText("?")
 	if q != 4+1 {
 		t.Errorf("not recorded: %d '?' marks, want 5 (4 cells + legend)", q)
 	}
