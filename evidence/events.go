@@ -449,3 +449,38 @@ func loadEvents(ctx context.Context, q queryer, runID string) ([]StoredEvent, er
 	}
 	return out, nil
 }
+
+// EventsOfRuns returns the traces of runIDs, each ordered by seq, exactly as
+// stored (it does not verify), read in one query: what a report over many
+// runs needs instead of one Events call per run. A run id without events, or
+// not in the store, has no entry. Errors: ErrClosed; the database's.
+func (s *Store) EventsOfRuns(ctx context.Context, runIDs []string) (map[string][]StoredEvent, error) {
+	if err := s.beginRead(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := map[string][]StoredEvent{}
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	rows, err := s.conn.QueryContext(ctx, `SELECT run_id, seq, parent, type, member_id, session_id, time, CAST(payload AS VARCHAR), prev_hash, hash
+		FROM events WHERE list_contains(?, run_id) ORDER BY run_id, seq`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: events of %d runs: %w", len(runIDs), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e StoredEvent
+		var payload string
+		if err := rows.Scan(&e.RunID, &e.Seq, &e.Parent, &e.Type, &e.MemberID, &e.SessionID, &e.Time, &payload, &e.PrevHash, &e.Hash); err != nil {
+			return nil, fmt.Errorf("evidence: events of %d runs: %w", len(runIDs), err)
+		}
+		e.Time = e.Time.UTC()
+		e.Payload = json.RawMessage(payload)
+		out[e.RunID] = append(out[e.RunID], e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("evidence: events of %d runs: %w", len(runIDs), err)
+	}
+	return out, nil
+}

@@ -167,3 +167,31 @@ func TestEnvironmentFingerprintVersions(t *testing.T) {
 		t.Fatalf("version 2 preimage %s does not round-trip or equals version 1's", again)
 	}
 }
+
+// EventsOfRuns reads the same traces Events does, for many runs at once.
+func TestEventsOfRunsMatchesEvents(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t, storePath(t), OpenOptions{})
+	defer mustClose(t, s)
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.OpenRun(ctx, id, testEnvelope(ModeLive), ""); err != nil {
+			t.Fatal(err)
+		}
+		if id == "c" {
+			continue // no events
+		}
+		for i := 0; i < 3; i++ {
+			if _, err := s.AppendEvent(ctx, id, Event{Type: "step", Payload: payload(`{"run":%q,"i":%d}`, id, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := s.EventsOfRuns(ctx, []string{"a", "c", "none"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("EventsOfRuns: %v %v", got, err)
+	}
+	want, _ := s.Events(ctx, "a")
+	if len(got["a"]) != 3 || got["a"][2].Hash != want[2].Hash || string(got["a"][1].Payload) != string(want[1].Payload) || got["a"][0].RunID != "a" {
+		t.Fatalf("EventsOfRuns(a) = %+v, want %+v", got["a"], want)
+	}
+}

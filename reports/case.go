@@ -25,8 +25,8 @@ type loader struct {
 	replayVerdicts map[string]string
 }
 
-// loadCase builds the case of run r and the environment its envelope was bound to.
-func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary) (Case, Environment, error) {
+// loadCase builds the case of run r, whose trace is evs, and the environment its envelope was bound to.
+func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary, evs []evidence.StoredEvent) (Case, Environment, error) {
 	e := r.Envelope
 	c := Case{Name: e.Case, NameRecorded: e.Case != "", Formation: e.Formation, Profile: e.TaskProfile, Language: e.Language,
 		RunID: r.RunID, Kind: "case", Tenant: e.Tenant, Mode: e.Mode, Status: r.Status, Interrupted: r.Interrupted,
@@ -50,10 +50,6 @@ func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary) (Case, Env
 	for _, ch := range r.Checks {
 		c.Checks = append(c.Checks, Check{Name: ch.Name, Required: ch.Required, Status: ch.Status, Detail: ch.Detail,
 			Evidence: readableJSON(ch.Evidence)})
-	}
-	evs, err := l.store.Events(ctx, r.RunID)
-	if err != nil {
-		return Case{}, Environment{}, fmt.Errorf("reports: run %s: %w", r.RunID, err)
 	}
 	c.Members = membersOf(r, evs)
 	c.Phases = phasesOf(r, evs)

@@ -49,13 +49,21 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 	}
 	rep := Report{SchemaVersion: ReportSchemaVersion, GeneratedAt: time.Now().UTC(), StorePath: store.Path(),
 		Selection: what, OutDir: outDir, LinkBase: outDir}
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.RunID
+	}
+	events, err := store.EventsOfRuns(ctx, ids)
+	if err != nil {
+		return Report{}, err
+	}
 	groups := map[string]*Invocation{}
 	var order []string
 	for _, r := range runs {
 		if err := ctx.Err(); err != nil {
 			return Report{}, err
 		}
-		c, env, err := l.loadCase(ctx, r)
+		c, env, err := l.loadCase(ctx, r, events[r.RunID])
 		if err != nil {
 			return Report{}, err
 		}

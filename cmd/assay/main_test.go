@@ -101,6 +101,7 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 	if !strings.Contains(string(report), "Reference results") || !strings.Contains(string(report), "assay-reference-1") {
 		t.Errorf("report.md does not say results came from the reference provider")
 	}
+	checkInvocationReports(t, out)
 
 	// The evidence verifies, and is queryable read-only.
 	if v := runCLI(t, "verify", "--out", out); v.code != 0 {

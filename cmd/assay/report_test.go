@@ -137,3 +137,38 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// checkInvocationReports checks what a matrix run wrote under out: OUT/reports/<invocation>/ holds
+// report.md, report.html and junit.xml, mode 0644; the copies in OUT are the same reports; every
+// evidence link of each Markdown file resolves from its own directory.
+func checkInvocationReports(t *testing.T, out string) {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(out, "reports", "inv-*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("reports/<invocation>/: %v %v", dirs, err)
+	}
+	for _, dir := range []string{dirs[0], out} {
+		for _, name := range []string{"report.md", "report.html", "junit.xml"} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err != nil || fi.Mode().Perm() != 0o644 || fi.Size() == 0 {
+				t.Fatalf("%s/%s: %v %v, want a non-empty file of mode 0644", dir, name, fi, err)
+			}
+		}
+		md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+		links := 0
+		for _, line := range strings.Split(string(md), "\n") {
+			_, rest, ok := strings.Cut(line, "](")
+			if !ok || !strings.HasPrefix(line, "- [") {
+				continue
+			}
+			target := strings.TrimSuffix(rest, ")")
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(target))); err != nil {
+				t.Errorf("%s/report.md: link %s does not resolve: %v", dir, target, err)
+			}
+			links++
+		}
+		if links == 0 || !strings.Contains(string(md), "test log") {
+			t.Errorf("%s/report.md links no evidence files", dir)
+		}
+	}
+}
