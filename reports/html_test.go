@@ -2,11 +2,13 @@ package reports
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/internal/browsertest"
 )
 
@@ -189,4 +191,23 @@ func BenchmarkHTML1000Runs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(buf.Len()), "bytes/report")
+}
+
+// BenchmarkHTMLStore1000Runs is `assay report --all --format html` without the CLI: Load from a
+// store of 1,000 runs (benchStore, built outside the timer) and render the HTML.
+func BenchmarkHTMLStore1000Runs(b *testing.B) {
+	path := benchStore(b, 1000)
+	ctx := context.Background()
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{ReadOnly: true})
+	must(b, err)
+	defer s.Close()
+	var size int
+	for b.Loop() {
+		r, err := Load(ctx, s, Selection{All: true})
+		must(b, err)
+		var buf bytes.Buffer
+		must(b, HTML(&buf, r))
+		size = buf.Len()
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/report")
 }
