@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/internal/browsertest"
@@ -139,23 +138,11 @@ func TestGraphReport(t *testing.T) {
 	})
 
 	t.Run("html in chromium", func(t *testing.T) {
-		browsertest.Require(t)
-		dir := t.TempDir()
-		page := filepath.Join(dir, "graph.html")
 		var buf bytes.Buffer
 		if err := GraphHTML(&buf, r); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		p, err := browsertest.Load(ctx, page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
+		p, dir := inChromium(t, buf.Bytes(), "graph")
 		charts, err := browsertest.Eval[[]string](p, `[...document.querySelectorAll("svg.assay-chart")].map(s => s.getAttribute("aria-label"))`)
 		if err != nil {
 			t.Fatal(err)
@@ -187,29 +174,12 @@ func TestGraphReport(t *testing.T) {
 			t.Errorf("footnote %s of %q does not give lonely's stored reason (Ca + Ce = 0)", m[1], notes)
 		}
 		screenPad, _ := browsertest.Eval[string](p, `getComputedStyle(document.body).paddingLeft`)
-		if err := p.Screenshot(filepath.Join(dir, "graph-screen.png")); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Print(true); err != nil {
-			t.Fatal(err)
-		}
-		printPad, _ := browsertest.Eval[string](p, `getComputedStyle(document.body).paddingLeft`)
-		if screenPad == printPad || printPad != "0px" {
-			t.Errorf("@media print not applied: body padding %q on screen, %q in print", screenPad, printPad)
-		}
-		res, err := p.Finish(filepath.Join(dir, "graph-print.png"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.Clean() {
-			t.Errorf("the report is not self-contained or logs problems: console %v, requests %v", res.Console, res.Requests)
-		}
-		if d := os.Getenv("ASSAY_KEEP_SCREENSHOTS"); d != "" {
-			for _, f := range []string{"graph.html", "graph-screen.png", "graph-print.png"} {
-				b, _ := os.ReadFile(filepath.Join(dir, f))
-				os.WriteFile(filepath.Join(d, f), b, 0o644)
+		screenAndPrint(t, p, dir, "graph", func() {
+			printPad, _ := browsertest.Eval[string](p, `getComputedStyle(document.body).paddingLeft`)
+			if screenPad == printPad || printPad != "0px" {
+				t.Errorf("@media print not applied: body padding %q on screen, %q in print", screenPad, printPad)
 			}
-		}
+		})
 	})
 }
 
@@ -269,5 +239,39 @@ func TestGraphCellsNeverOverstate(t *testing.T) {
 	none.add(metrics.Value{Kind: metrics.Unavailable})
 	if c := aggregateCell(none, "0"); c.Text != "unknown" {
 		t.Errorf("sum of only unavailable values shown as %+v, want unknown (never 0)", c)
+	}
+}
+
+// A module whose packages do not all load: values computed from incomplete inputs carry their
+// coverage, sums over unavailable function values are unknown, and the main sequence draws the
+// affected points hollow.
+func TestGraphReportMarksIncompleteInputs(t *testing.T) {
+	db := indexGraph(t, "../indexer/testdata/broken", t.TempDir())
+	r, err := ReadGraph(context.Background(), db, GraphOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newGraphView(r)
+	var bad *graphPackageView
+	for i := range v.Packages {
+		if v.Packages[i].ImportPath == "example.com/broken/bad" {
+			bad = &v.Packages[i]
+		}
+	}
+	if bad == nil {
+		t.Fatalf("no row for example.com/broken/bad in %+v", v.Packages)
+	}
+	if bad.LoadErrors == 0 {
+		t.Errorf("bad's load errors not counted")
+	}
+	if bad.SCC.Text != "unknown" || bad.Dynamic.Text != "unknown" {
+		t.Errorf("bad's SCC and dynamic-call sums = %q, %q; want unknown (its functions' values are unavailable)", bad.SCC.Text, bad.Dynamic.Text)
+	}
+	instability := bad.Cells[2]
+	if instability.Kind != "measured" || !slices.Contains(instability.Notes, "coverage 0.000") {
+		t.Errorf("bad's instability = %+v, want measured with its coverage 0.000 printed beside it", instability)
+	}
+	if v.Approximate == 0 {
+		t.Errorf("no main-sequence point is marked approximate although bad's values have coverage 0")
 	}
 }

@@ -32,9 +32,10 @@ func HTML(w io.Writer, r Report) error {
 		}
 	}
 	v.Cases = len(all)
+	v.AnyUsage = anyUsage(all)
 	shown := all[:min(len(all), maxChartCases)]
 	v.Charted = len(shown)
-	svg, err := charts.TimeByPhase(timeChartInput(shown))
+	svg, err := charts.TimeByPhase(timeChartInput(shown), chartPhases...)
 	v.TimeChart = chartHTML(svg, err, "No case recorded timings.")
 	svg, err = charts.TokensByMember(tokenChartInput(shown))
 	v.TokenChart = chartHTML(svg, err, "No case recorded members' usage.")
@@ -51,6 +52,7 @@ type htmlView struct {
 	Report
 	CSS                                template.CSS
 	Reference                          bool
+	AnyUsage                           bool
 	Cases, Charted                     int
 	TimeChart, TokenChart, MatrixChart template.HTML
 }
@@ -64,6 +66,10 @@ func chartLabel(c Case) string {
 	}
 	return c.Name + " · " + id
 }
+
+// chartPhases are the phases the time chart draws, in pipeline order ("tests" and "oracle" are
+// inside "checks").
+var chartPhases = []string{"team", "checks", "finalize"}
 
 func timeChartInput(cases []Case) []charts.CaseTimes {
 	out := make([]charts.CaseTimes, 0, len(cases))
@@ -182,6 +188,19 @@ func sourceTotal(s SourceTokens) string {
 	return strconv.FormatInt(s.Tokens, 10)
 }
 
+// anyUsage reports whether any member of cases has a usage reading: without one, token totals
+// are "no usage recorded", not a sum of 0.
+func anyUsage(cases []Case) bool {
+	for _, c := range cases {
+		for _, m := range c.Members {
+			if len(m.Usage) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func failedChecks(c Case) int {
 	n := 0
 	for _, ch := range c.Checks {
@@ -222,6 +241,7 @@ var evidencePage = template.Must(template.New("evidence").Funcs(template.FuncMap
 	"badge":     verdictOrStatus,
 	"srcTotal":  sourceTotal,
 	"failed":    failedChecks,
+	"anyUsage":  anyUsage,
 	"anchor":    anchor,
 	"boolText":  boolText,
 	"join":      strings.Join,

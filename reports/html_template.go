@@ -17,7 +17,7 @@ const evidenceTemplate = `<!doctype html>
 <dt>evidence store</dt><dd><code>{{.StorePath}}</code></dd>
 <dt>generated</dt><dd>{{utcv .GeneratedAt}}</dd>
 <dt>cases</dt><dd>{{.Totals.Cases}}{{range $k, $n := .Totals.ByVerdict}} · <span class="status {{$k}}">{{$k}}</span> {{$n}}{{end}}</dd>
-<dt>tokens</dt><dd>{{range $i, $s := .Totals.Tokens}}{{if $i}} · {{end}}{{$s.Source}}: {{srcTotal $s}}{{else}}no usage recorded{{end}}</dd>
+<dt>tokens</dt><dd>{{if .AnyUsage}}{{range $i, $s := .Totals.Tokens}}{{if $i}} · {{end}}{{$s.Source}}: {{srcTotal $s}}{{end}}{{else}}no usage recorded{{end}}</dd>
 <dt>wall time</dt><dd>{{printf "%.1f" .Totals.WallSeconds}} s summed over cases{{if .Totals.UnknownWall}} ({{.Totals.UnknownWall}} cases without one: not finalized){{end}}</dd>
 </dl>
 {{if .Reference}}<div class="banner" role="note"><strong>Reference results.</strong> Runs marked reference used the embedded
@@ -48,7 +48,7 @@ assay's pipeline and checks work end to end; they say nothing about any model's 
 <dt>policy digest</dt><dd>{{range .PolicyDigests}}<div><code class="hash">{{if .}}{{.}}{{else}}no policy{{end}}</code></div>{{else}}not recorded{{end}}</dd>
 <dt>modes</dt><dd>{{join .Modes ", "}}</dd>
 <dt>cases</dt><dd>{{.Totals.Cases}}{{range $k, $n := .Totals.ByVerdict}} · <span class="status {{$k}}">{{$k}}</span> {{$n}}{{end}}</dd>
-<dt>tokens</dt><dd>{{range $i, $s := .Totals.Tokens}}{{if $i}} · {{end}}{{$s.Source}}: {{srcTotal $s}}{{else}}no usage recorded{{end}}</dd>
+<dt>tokens</dt><dd>{{if anyUsage .Cases}}{{range $i, $s := .Totals.Tokens}}{{if $i}} · {{end}}{{$s.Source}}: {{srcTotal $s}}{{end}}{{else}}no usage recorded{{end}}</dd>
 <dt>wall time of cases</dt><dd>{{printf "%.1f" .Totals.WallSeconds}} s{{if .Totals.UnknownWall}} ({{.Totals.UnknownWall}} cases without one){{end}}</dd>
 </dl>
 <div class="scroll"><table class="cases">

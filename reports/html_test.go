@@ -3,12 +3,7 @@ package reports
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,173 +12,68 @@ import (
 	"github.com/assay-audit/assay/internal/browsertest"
 )
 
-func sha(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-func i64p(v int64) *int64 { return &v }
-
-// storeRun is one run the test store records.
-type storeRun struct {
-	id, caseName, formation string
-	checks                  []evidence.Check
-	verdict                 string
-	gatewayUnknown          bool
-}
-
-// buildStore records runs through the evidence API, as the harness does: envelope, events,
-// checks, usage from three sources, finalization. It returns the store's path.
-func buildStore(t *testing.T, runs []storeRun) string {
-	t.Helper()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "assay-out", "evidence.duckdb")
-	s, err := evidence.Open(ctx, path, evidence.OpenOptions{Command: "reports test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	// Event times a little in the past: the store stamps checks and finalization with the clock.
-	base := time.Now().UTC().Add(-20 * time.Second)
-	for i, r := range runs {
-		env := evidence.Envelope{Tenant: "tenant-a", ManifestDigest: sha("manifest " + r.id), Mode: evidence.ModeLive,
-			PolicyDigest: sha("policy"), EnvironmentFingerprint: sha("env"), EntropySources: []string{"clock"},
-			ReplayTolerance: "exact", Provider: "reference", BaseURL: "http://127.0.0.1:0/v1", Model: "assay-reference-1",
-			Formation: r.formation, TaskProfile: "go-double", Language: "go", Case: r.caseName, InvocationID: "inv-test-1"}
-		if err := s.OpenRun(ctx, r.id, env, ""); err != nil {
-			t.Fatalf("open %s: %v", r.id, err)
-		}
-		at := base.Add(time.Duration(i) * time.Second)
-		evs := []evidence.Event{
-			{Type: "team_started", Time: at, Payload: json.RawMessage(`{}`)},
-			{Type: "team_completed", Time: at.Add(time.Duration(4+3*i) * time.Second), Payload: json.RawMessage(`{}`)},
-		}
-		if _, err := s.AppendEvents(ctx, r.id, evs); err != nil {
-			t.Fatalf("events of %s: %v", r.id, err)
-		}
-		for _, c := range r.checks {
-			if err := s.RecordCheck(ctx, r.id, c); err != nil {
-				t.Fatalf("check %s of %s: %v", c.Name, r.id, err)
-			}
-		}
-		var rows []evidence.UsageRow
-		for _, m := range []string{"exec-1", "reviewer"} {
-			for _, src := range []string{"store", "wire", "gateway"} {
-				row := evidence.UsageRow{MemberID: m, SessionID: r.id + "-" + m, Source: src, State: "reported", Requests: 2,
-					PromptTokens: i64p(300), CompletionTokens: i64p(120), TotalTokens: i64p(420)}
-				if src == "gateway" && r.gatewayUnknown {
-					row.State, row.PromptTokens, row.CompletionTokens, row.TotalTokens = "unknown", nil, nil, nil
-				}
-				rows = append(rows, row)
-			}
-		}
-		if err := s.RecordUsage(ctx, r.id, rows...); err != nil {
-			t.Fatalf("usage of %s: %v", r.id, err)
-		}
-		if err := s.RecordUsageVerdicts(ctx, r.id, evidence.ReconcileUsageCalls(nil, rows)); err != nil {
-			t.Fatalf("usage verdicts of %s: %v", r.id, err)
-		}
-		v := evidence.Verdict{Verdict: r.verdict}
-		for _, c := range r.checks {
-			if c.Status != evidence.CheckPassed && c.Required {
-				v.Reasons = append(v.Reasons, "check "+c.Name+" "+c.Status+": "+c.Detail)
-			}
-		}
-		if _, err := s.Finalize(ctx, r.id, v); err != nil {
-			t.Fatalf("finalize %s: %v", r.id, err)
-		}
-	}
-	return path
-}
-
-func passed(name string) evidence.Check {
-	return evidence.Check{Name: name, Required: true, Status: evidence.CheckPassed, Detail: name + " ok"}
-}
-
-func testRuns() []storeRun {
-	ok := []evidence.Check{passed("files"), passed("tests"), passed("oracle"), passed("sessions"), passed("usage")}
-	bad := []evidence.Check{passed("files"),
-		{Name: "tests", Required: true, Status: evidence.CheckFailed, Detail: "go test: FAIL double_test.go:12 <script>alert(1)</script>"},
-		passed("oracle"), passed("sessions"),
-		{Name: "usage", Required: true, Status: evidence.CheckUnknown, Detail: "gateway reported no usage for reviewer"}}
-	return []storeRun{
-		{id: "run-0001", caseName: "sequential", formation: "sequential", checks: ok, verdict: "accepted"},
-		{id: "run-0002", caseName: "parallel+vote", formation: "parallel", checks: bad, verdict: "rejected", gatewayUnknown: true},
-		{id: "run-0003", caseName: "parallel+judge", formation: "parallel", checks: ok, verdict: "accepted"},
-	}
-}
-
-func loadReport(t *testing.T, path string) Report {
-	t.Helper()
-	ctx := context.Background()
-	s, err := evidence.Open(ctx, path, evidence.OpenOptions{ReadOnly: true, Command: "reports test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r, err := Load(ctx, s, Selection{All: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // TestHTMLInChromium renders a report built from a real evidence store and reads it back from
 // the DOM of headless Chromium.
 func TestHTMLInChromium(t *testing.T) {
 	browsertest.Require(t)
-	store := buildStore(t, testRuns())
-	r := loadReport(t, store)
-	dir := t.TempDir()
-	page := filepath.Join(dir, "report.html")
+	f := buildFixture(t)
+	r := loadFixture(t, f, Selection{All: true})
 	var buf bytes.Buffer
 	if err := HTML(&buf, r); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(buf.String(), "<script>alert(1)</script>") {
-		t.Fatal("a check's detail reached the page unescaped")
-	}
-	if err := os.WriteFile(page, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p, err := browsertest.Load(ctx, page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, dir := inChromium(t, buf.Bytes(), "report")
 
 	rows, err := browsertest.Eval[[]string](p, `[...document.querySelectorAll("tr.case-row")].map(r => r.dataset.run)`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Failures first: the rejected run leads.
-	if strings.Join(rows, " ") != "run-0002 run-0001 run-0003" {
-		t.Errorf("case rows = %v, want run-0002 (rejected) first, then run-0001, run-0003", rows)
+	// Every case, invocation by invocation (latest first), failures first within each.
+	if want := runIDs(r); strings.Join(rows, " ") != strings.Join(want, " ") || len(rows) != 6 {
+		t.Errorf("case rows = %v, want %v", rows, want)
 	}
-	for _, run := range testRuns() {
-		checks, err := browsertest.Eval[map[string]string](p, fmt.Sprintf(
-			`Object.fromEntries([...document.querySelectorAll('section.case[data-run=%q] tr.check')].map(r => [r.dataset.check, r.querySelector(".status").textContent]))`, run.id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(checks) != len(run.checks) {
-			t.Errorf("%s: %d checks on the page, want %d: %v", run.id, len(checks), len(run.checks), checks)
-		}
-		for _, c := range run.checks {
-			if checks[c.Name] != c.Status {
-				t.Errorf("%s check %s: page says %q, store %q", run.id, c.Name, checks[c.Name], c.Status)
+	for _, inv := range r.Invocations {
+		for _, c := range inv.Cases {
+			checks, err := browsertest.Eval[map[string]string](p, fmt.Sprintf(
+				`Object.fromEntries([...document.querySelectorAll('section.case[data-run=%q] tr.check')].map(r => [r.dataset.check, r.querySelector(".status").textContent]))`, c.RunID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(checks) != len(c.Checks) {
+				t.Errorf("%s: %d checks on the page, want %d: %v", c.RunID, len(checks), len(c.Checks), checks)
+			}
+			for _, ch := range c.Checks {
+				if checks[ch.Name] != ch.Status {
+					t.Errorf("%s check %s: page says %q, the store %q", c.RunID, ch.Name, checks[ch.Name], ch.Status)
+				}
 			}
 		}
 	}
-	detail, err := browsertest.Eval[string](p, `document.querySelector('section.case[data-run="run-0002"] tr.check[data-check="tests"]').innerText`)
-	if err != nil || !strings.Contains(detail, "<script>alert(1)</script>") {
-		t.Errorf("the failed check's detail is not shown as text: %q (%v)", detail, err)
+	text := func(run, sel string) string {
+		t.Helper()
+		s, err := browsertest.Eval[string](p, fmt.Sprintf(`[...document.querySelectorAll('section.case[data-run=%q] %s')].map(e => e.innerText).join("\n")`, run, sel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
-	unknown, err := browsertest.Eval[string](p, `document.querySelector('section.case[data-run="run-0002"] table.members').innerText`)
-	if err != nil || !strings.Contains(unknown, "unknown") || !strings.Contains(unknown, "run-0002-reviewer") {
-		t.Errorf("members of run-0002 do not show the unknown gateway reading and session ids: %q (%v)", unknown, err)
+	for _, tc := range []struct{ run, sel, want string }{
+		{f.rejected, "table.members", "unknown"},                  // the wire reading the store says is unknown
+		{f.rejected, "tr.check", "judge chose exec-2 -> the raw"}, // the failed check's detail, as text
+		{f.accepted, "dl.facts", f.acceptedTerminal},              // the full terminal hash
+		{f.accepted, "ul.links", f.testLog},                       // a relative link to the test log
+		{f.accepted, "table", "alice"},                            // the approval's approver
+		{f.resumed, "ul", f.open},                                 // lineage: resumes the open run
+		{f.replay, "p", "exact"},                                  // the replay verdict
+	} {
+		if got := text(tc.run, tc.sel); !strings.Contains(got, tc.want) {
+			t.Errorf("%s %s lacks %q: %q", tc.run, tc.sel, tc.want, got)
+		}
+	}
+	// inv-b's runs recorded no usage: its totals say so instead of summing to 0.
+	tokens, err := browsertest.Eval[string](p, `[...document.querySelector("#inv-inv-b dl.facts").children].find(e => e.previousElementSibling && e.previousElementSibling.textContent === "tokens").textContent`)
+	if err != nil || tokens != "no usage recorded" {
+		t.Errorf("inv-b tokens = %q (%v), want no usage recorded", tokens, err)
 	}
 	banner, err := browsertest.Eval[bool](p, `!!document.querySelector(".banner") && document.querySelector(".banner").innerText.includes("Reference results")`)
 	if err != nil || !banner {
@@ -193,29 +83,12 @@ func TestHTMLInChromium(t *testing.T) {
 	if err != nil || len(svgs) != 3 {
 		t.Errorf("charts drawn = %q (%v), want time, tokens and the check matrix", svgs, err)
 	}
-	if err := p.Screenshot(filepath.Join(dir, "report-screen.png")); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Print(true); err != nil {
-		t.Fatal(err)
-	}
-	hidden, _ := browsertest.Eval[string](p, `getComputedStyle(document.querySelector("nav.screen-only")).display`)
-	if hidden != "none" {
-		t.Errorf("print layout keeps the navigation (display %q)", hidden)
-	}
-	res, err := p.Finish(filepath.Join(dir, "report-print.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Clean() {
-		t.Errorf("the report is not self-contained or logs problems: console %v, requests %v", res.Console, res.Requests)
-	}
-	if d := os.Getenv("ASSAY_KEEP_SCREENSHOTS"); d != "" { // to look at them: ASSAY_KEEP_SCREENSHOTS=/some/dir
-		for _, f := range []string{"report.html", "report-screen.png", "report-print.png"} {
-			b, _ := os.ReadFile(filepath.Join(dir, f))
-			os.WriteFile(filepath.Join(d, f), b, 0o644)
+	screenAndPrint(t, p, dir, "report", func() {
+		hidden, _ := browsertest.Eval[string](p, `getComputedStyle(document.querySelector("nav.screen-only")).display`)
+		if hidden != "none" {
+			t.Errorf("print layout keeps the navigation (display %q)", hidden)
 		}
-	}
+	})
 }
 
 // syntheticReport is a report of n cases shaped like a --formations all invocation: seven checks,
@@ -225,8 +98,8 @@ func syntheticReport(n int) Report {
 	created := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
 	inv := Invocation{ID: "inv-bench", StartedAt: created, Reference: true,
 		Providers:     []Provider{{Name: "reference", BaseURL: "http://127.0.0.1:41234/v1", Model: "assay-reference-1", Reference: true}},
-		Environments:  []Environment{{Fingerprint: sha("env"), Recorded: true, AssayVersion: "v0.9.0", Commit: sha("commit")[:40], GoVersion: "go1.26.8", GOOS: "linux", GOARCH: "amd64", Runs: n}},
-		PolicyDigests: []string{sha("policy")}, Modes: []string{"live"}}
+		Environments:  []Environment{{Fingerprint: digestOf("env"), Recorded: true, AssayVersion: "v0.9.0", Commit: digestOf("commit")[:40], GoVersion: "go1.26.8", GOOS: "linux", GOARCH: "amd64", Runs: n}},
+		PolicyDigests: []string{digestOf("policy")}, Modes: []string{"live"}}
 	formations := []string{"sequential", "pipeline", "parallel", "hierarchical", "consensus", "reflection", "dynamic_router", "debate"}
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("run-%016x", i*7919)
@@ -235,8 +108,8 @@ func syntheticReport(n int) Report {
 		c := Case{Name: formations[i%len(formations)] + "+go", NameRecorded: true, Formation: formations[i%len(formations)],
 			Profile: "go-double", Language: "go", RunID: id, Kind: "case", Tenant: "default", Mode: "live", Status: "finalized",
 			Verdict: "accepted", Provider: "reference", Model: "assay-reference-1", Reference: true, CreatedAt: created,
-			FinalizedAt: &fin, WallSeconds: &wall, TerminalHash: sha(id + "t"), TerminalVersion: 2, ManifestDigest: sha(id + "m"),
-			EnvelopeDigest: sha(id + "e"), PolicyDigest: sha("policy"), EnvironmentFingerprint: sha("env"), EventCount: 140, InvocationID: inv.ID}
+			FinalizedAt: &fin, WallSeconds: &wall, TerminalHash: digestOf(id + "t"), TerminalVersion: 2, ManifestDigest: digestOf(id + "m"),
+			EnvelopeDigest: digestOf(id + "e"), PolicyDigest: digestOf("policy"), EnvironmentFingerprint: digestOf("env"), EventCount: 140, InvocationID: inv.ID}
 		for _, name := range []string{"files", "tests", "oracle", "members", "sessions", "routing", "usage"} {
 			c.Checks = append(c.Checks, Check{Name: name, Required: true, Status: "passed", Detail: name + ": every member's deliverable verified against its recorded artifact hash",
 				Evidence: "exec-1: ok\nexec-2: ok"})
@@ -274,6 +147,25 @@ func syntheticReport(n int) Report {
 		Selection: "all runs", Invocations: []Invocation{inv}, Totals: totalsOf(inv.Cases)}
 }
 
+// A recorded text is shown as text: a check's detail that looks like markup never becomes markup.
+func TestHTMLEscapesRecordedText(t *testing.T) {
+	r := syntheticReport(1)
+	c := &r.Invocations[0].Cases[0]
+	c.Checks[1].Detail = `FAIL <script>alert(1)</script> "quoted" & more`
+	c.Links = append(c.Links, Link{Label: "odd", Path: "javascript:alert(1)"})
+	var buf bytes.Buffer
+	if err := HTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Contains(out, "<script>") || strings.Contains(out, `href="javascript:`) {
+		t.Errorf("recorded text reached the page as markup or a script link")
+	}
+	if !strings.Contains(out, "FAIL &lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("the detail is not shown escaped")
+	}
+}
+
 func TestHTML100RunsUnder2MB(t *testing.T) {
 	var buf bytes.Buffer
 	if err := HTML(&buf, syntheticReport(100)); err != nil {
@@ -299,4 +191,23 @@ func BenchmarkHTML1000Runs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(buf.Len()), "bytes/report")
+}
+
+// BenchmarkHTMLStore1000Runs is `assay report --all --format html` without the CLI: Load from a
+// store of 1,000 runs (benchStore, built outside the timer) and render the HTML.
+func BenchmarkHTMLStore1000Runs(b *testing.B) {
+	path := benchStore(b, 1000)
+	ctx := context.Background()
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{ReadOnly: true})
+	must(b, err)
+	defer s.Close()
+	var size int
+	for b.Loop() {
+		r, err := Load(ctx, s, Selection{All: true})
+		must(b, err)
+		var buf bytes.Buffer
+		must(b, HTML(&buf, r))
+		size = buf.Len()
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/report")
 }

@@ -1,52 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 )
 
-// newCmdGraphReport stands in for `assay report --graph DB` (branch report-core owns `assay
-// report`): the same flags, parsed through assay's root, so the test runs runGraphReport end to end.
-// Once `assay report` calls runGraphReport, these tests can run `report --graph` instead.
-func newCmdGraphReport(io IOStreams) *cobra.Command {
-	var db string
-	var opts graphReportOptions
-	cmd := &cobra.Command{
-		Use:    "report-graph --graph DB",
-		Short:  "Render the code-graph report (temporary: becomes assay report --graph)",
-		Hidden: true,
-		Args:   noArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			if db == "" {
-				return usageErrorf("--graph is required: the graph database 'assay index' wrote (default assay-out/graph.db)")
-			}
-			c.SetOut(io.Out)
-			return runGraphReport(c, db, opts)
-		},
-	}
-	addGraphReportFlags(cmd.Flags(), &db, &opts)
-	cmd.Flags().StringVar(&opts.Format, "format", "", "output format: md, html or json (default md, or --output's extension)")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "write the report to this file (default stdout)")
-	return cmd
-}
-
-// runGraphReportCLI runs `assay report-graph ARGS...` through assay's root command and exit codes.
+// runGraphReportCLI runs `assay report ARGS...` (with --graph among ARGS) through assay's root.
 func runGraphReportCLI(t *testing.T, args ...string) result {
 	t.Helper()
-	var out, errOut strings.Builder
-	io := IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
-	root := newRoot(io)
-	root.AddCommand(newCmdGraphReport(io))
-	finishTree(root)
-	root.SetArgs(append([]string{"report-graph"}, args...))
-	code := report(io.ErrOut, root.ExecuteContext(context.Background()))
-	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+	return runCLI(t, append([]string{"report"}, args...)...)
 }
 
 func TestGraphReportFormats(t *testing.T) {
@@ -98,6 +63,7 @@ func TestGraphReportRefusals(t *testing.T) {
 		{"unknown format", []string{"--graph", "x.db", "--format", "pdf"}, "--format"},
 		{"top zero", []string{"--graph", "x.db", "--top", "0"}, "--top"},
 		{"no database", []string{"--graph", filepath.Join(t.TempDir(), "none.db")}, "no graph database"},
+		{"with a run selection", []string{"--graph", "x.db", "--all"}, "--all"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runGraphReportCLI(t, tc.args...)

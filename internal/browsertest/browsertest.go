@@ -34,19 +34,28 @@ var ErrUnavailable = errors.New("chromium is not installed")
 // into a failed one (.ci/run sets it, so CI never passes by skipping).
 const RequireEnv = "ASSAY_REQUIRE_TOOLS"
 
+// PathEnv names the environment variable that, when set, is the only Chromium executable tried
+// (a path or a name on PATH), for machines whose browser is installed elsewhere.
+const PathEnv = "ASSAY_CHROMIUM"
+
 // candidates are the executable names tried in order: Debian's package installs /usr/bin/chromium.
 var candidates = []string{"chromium", "chromium-browser", "/usr/bin/chromium"}
 
-// Available returns the path of the Chromium executable, or an error wrapping ErrUnavailable that
-// names the fix (apt-get install chromium).
+// Available returns the path of the Chromium executable (ASSAY_CHROMIUM when set, else the first
+// of chromium, chromium-browser, /usr/bin/chromium found), or an error wrapping ErrUnavailable
+// that names the fix.
 func Available() (string, error) {
-	for _, name := range candidates {
+	names := candidates
+	if p, ok := os.LookupEnv(PathEnv); ok {
+		names = []string{p}
+	}
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w (looked for %s on PATH); install it with: apt-get install -y chromium",
-		ErrUnavailable, strings.Join(candidates, ", "))
+	return "", fmt.Errorf("%w (looked for %s); install it with: apt-get install -y chromium, or name it in %s",
+		ErrUnavailable, strings.Join(names, ", "), PathEnv)
 }
 
 // Require returns Chromium's path for a test. Without Chromium it skips the test, or fails it when

@@ -3,6 +3,7 @@ package browsertest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image/png"
 	"net/http"
 	"net/http/httptest"
@@ -135,5 +136,39 @@ func checkPNG(t *testing.T, path string) {
 	}
 	if r := img.Bounds(); r.Dx() < 100 || r.Dy() < 100 {
 		t.Errorf("screenshot is %dx%d, too small", r.Dx(), r.Dy())
+	}
+}
+
+// fakeTB records what Require asked of the test instead of stopping it.
+type fakeTB struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (f *fakeTB) Helper()               {}
+func (f *fakeTB) Skipf(string, ...any)  { f.skipped = true }
+func (f *fakeTB) Fatalf(string, ...any) { f.failed = true }
+func (f *fakeTB) Logf(string, ...any)   {}
+func (f *fakeTB) Errorf(string, ...any) { f.failed = true }
+
+// Without Chromium a test skips, unless ASSAY_REQUIRE_TOOLS is set: then it fails, so CI cannot
+// pass by skipping the browser tests.
+func TestRequireWithoutChromium(t *testing.T) {
+	t.Setenv(browsertest.PathEnv, filepath.Join(t.TempDir(), "no-chromium-here"))
+	if _, err := browsertest.Available(); !errors.Is(err, browsertest.ErrUnavailable) {
+		t.Fatalf("Available with a missing executable: %v, want ErrUnavailable", err)
+	}
+	t.Setenv(browsertest.RequireEnv, "") // restores the caller's value when the test ends
+	os.Unsetenv(browsertest.RequireEnv)
+	f := &fakeTB{TB: t}
+	browsertest.Require(f)
+	if !f.skipped || f.failed {
+		t.Errorf("without %s: skipped %v, failed %v; want a skip", browsertest.RequireEnv, f.skipped, f.failed)
+	}
+	t.Setenv(browsertest.RequireEnv, "1")
+	f = &fakeTB{TB: t}
+	browsertest.Require(f)
+	if !f.failed {
+		t.Errorf("with %s set: the test was not failed", browsertest.RequireEnv)
 	}
 }

@@ -136,13 +136,16 @@ type box struct {
 	text  string          // drawn in the middle when not ""
 }
 
-func (b box) Thumbnail(c *draw.Canvas) {
-	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}}
+func (b box) Thumbnail(c *draw.Canvas) { b.draw(c, c.Rectangle, outline) }
+
+// draw fills r, outlines it with line, and marks its middle with the glyph and the text.
+func (b box) draw(c *draw.Canvas, r vg.Rectangle, line draw.LineStyle) {
+	pts := []vg.Point{{X: r.Min.X, Y: r.Min.Y}, {X: r.Min.X, Y: r.Max.Y}, {X: r.Max.X, Y: r.Max.Y}, {X: r.Max.X, Y: r.Min.Y}}
 	if b.fill != nil {
 		c.FillPolygon(b.fill, pts)
 	}
-	c.StrokeLines(outline, append(pts, pts[0]))
-	mid := vg.Point{X: (c.Min.X + c.Max.X) / 2, Y: (c.Min.Y + c.Max.Y) / 2}
+	c.StrokeLines(line, append(pts, pts[0]))
+	mid := vg.Point{X: (r.Min.X + r.Max.X) / 2, Y: (r.Min.Y + r.Max.Y) / 2}
 	if b.glyph.Shape != nil {
 		c.DrawGlyph(b.glyph, mid)
 	}
@@ -151,6 +154,32 @@ func (b box) Thumbnail(c *draw.Canvas) {
 		sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
 		c.FillText(sty, mid, b.text)
 	}
+}
+
+// seriesOrder collects a chart's series names (phases, usage sources) in first-appearance order,
+// so that colours follow the data, and refuses a name given twice in one row.
+type seriesOrder struct {
+	names []string
+	index map[string]int
+}
+
+// row adds the names of one row (who, e.g. `case "x"`); a name given twice in it is ErrInvalid.
+func (o *seriesOrder) row(who, what string, names []string) error {
+	if o.index == nil {
+		o.index = map[string]int{}
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			return fmt.Errorf("%w: %s names %s %q twice", ErrInvalid, who, what, n)
+		}
+		seen[n] = true
+		if _, ok := o.index[n]; !ok {
+			o.index[n] = len(o.names)
+			o.names = append(o.names, n)
+		}
+	}
+	return nil
 }
 
 var outline = draw.LineStyle{Color: rgb(0x333333), Width: vg.Points(0.5)}
@@ -258,7 +287,8 @@ func (t *rowText) GlyphBoxes(p *plot.Plot) []plot.GlyphBox {
 		boxes[i].X, boxes[i].Y = p.X.Norm(t.xs[i]), p.Y.Norm(t.ys[i])
 		boxes[i].Rectangle = vg.Rectangle{
 			Min: vg.Point{X: vg.Points(3), Y: t.off(i) - h/2},
-			Max: vg.Point{X: vg.Points(3) + w, Y: t.off(i) + h/2},
+			// A tenth more than the measured width: a reader's fallback font may be wider.
+			Max: vg.Point{X: vg.Points(3) + w*11/10, Y: t.off(i) + h/2},
 		}
 	}
 	return boxes

@@ -87,6 +87,17 @@ func (d svgDoc) hasText(s string) bool {
 	return false
 }
 
+// countText counts the texts equal to s.
+func (d svgDoc) countText(s string) int {
+	n := 0
+	for _, t := range d.texts {
+		if t == s {
+			n++
+		}
+	}
+	return n
+}
+
 func (d svgDoc) attr(name string) string {
 	for _, a := range d.root.Attr {
 		if a.Name.Local == name {
@@ -139,6 +150,19 @@ func TestTimeByPhase(t *testing.T) {
 	}
 }
 
+// A phase keeps its colour (and legend place) whichever case comes first when an order is given.
+func TestTimeByPhaseOrder(t *testing.T) {
+	cases := []CaseTimes{{Case: "a", Phases: []PhaseSeconds{{"finalize", 1}}}, {Case: "b", Phases: []PhaseSeconds{{"team", 2}, {"finalize", 1}}}}
+	b, err := TimeByPhase(cases, "team", "checks", "finalize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := parseSVG(t, b)
+	if d.fills[hex(0)] != 1+1 || d.fills[hex(2)] != 2+1 { // team: b's bar + swatch; finalize: both + swatch
+		t.Errorf("team %d, finalize %d filled paths; want 2 and 3 (team first colour, finalize third)", d.fills[hex(0)], d.fills[hex(2)])
+	}
+}
+
 func TestTimeByPhaseRejectsImpossibleDurations(t *testing.T) {
 	for _, s := range []float64{-1, math.NaN(), math.Inf(1)} {
 		_, err := TimeByPhase([]CaseTimes{{Case: "c", Phases: []PhaseSeconds{{"team", s}}}})
@@ -175,12 +199,7 @@ func TestTokensByMemberUnknownIsNotZero(t *testing.T) {
 			t.Errorf("source %d: %d filled paths, want %d", i, got, want)
 		}
 	}
-	n := 0
-	for _, s := range d.texts {
-		if s == "0" {
-			n++
-		}
-	}
+	n := d.countText("0")
 	if n < 3 { // carol's three known zeros are labelled 0 (the axis adds one more "0")
 		t.Errorf("known zero counts labelled %d times, want at least 3", n)
 	}
@@ -232,12 +251,7 @@ func TestCheckMatrix(t *testing.T) {
 			t.Errorf("%s: %d cells, want %d", st, got, want)
 		}
 	}
-	q := 0
-	for _, s := range d.texts {
-		if s == "?" {
-			q++
-		}
-	}
+	q := d.countText("?")
 	if q != 4+1 {
 		t.Errorf("not recorded: %d '?' marks, want 5 (4 cells + legend)", q)
 	}

@@ -117,19 +117,8 @@ func (m *matrixCells) Plot(c draw.Canvas, p *plot.Plot) {
 		row := float64(m.rows - 1 - i)
 		x0, x1 := trX(float64(j)-0.5), trX(float64(j)+0.5)
 		y0, y1 := trY(row-0.5), trY(row+0.5)
-		pts := []vg.Point{{X: x0, Y: y0}, {X: x0, Y: y1}, {X: x1, Y: y1}, {X: x1, Y: y0}}
 		lk := looks[st]
-		c.FillPolygon(lk.fill, pts)
-		c.StrokeLines(cellLine, append(pts, pts[0]))
-		mid := vg.Point{X: (x0 + x1) / 2, Y: (y0 + y1) / 2}
-		if lk.glyph.Shape != nil {
-			c.DrawGlyph(lk.glyph, mid)
-		}
-		if lk.text != "" {
-			sty := textStyle(8)
-			sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
-			c.FillText(sty, mid, lk.text)
-		}
+		box{fill: lk.fill, glyph: lk.glyph, text: lk.text}.draw(&c, vg.Rectangle{Min: vg.Point{X: x0, Y: y0}, Max: vg.Point{X: x1, Y: y1}}, cellLine)
 	}
 }
 

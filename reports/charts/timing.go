@@ -26,28 +26,31 @@ type CaseTimes struct {
 //
 // Errors: ErrNoData for no cases; ErrInvalid (wrapped, naming the case and phase) for a negative,
 // NaN or infinite duration or a phase named twice in one case.
-func TimeByPhase(cases []CaseTimes) ([]byte, error) {
+//
+// order optionally names phases in the order the legend lists them (and colours them), so that a
+// phase keeps its colour whichever case happens to come first; phases it does not name follow in
+// first-appearance order.
+func TimeByPhase(cases []CaseTimes, order ...string) ([]byte, error) {
 	if len(cases) == 0 {
 		return nil, ErrNoData
 	}
-	var phases []string // first-appearance order, so the colours follow the pipeline
-	colour := map[string]int{}
+	var series seriesOrder // colours follow the pipeline's order
+	if err := series.row("the phase order", "phase", order); err != nil {
+		return nil, err
+	}
 	for _, c := range cases {
-		seen := map[string]bool{}
-		for _, ph := range c.Phases {
+		names := make([]string, len(c.Phases))
+		for i, ph := range c.Phases {
 			if !finite(ph.Seconds) || ph.Seconds < 0 {
 				return nil, fmt.Errorf("%w: case %q phase %q: %v seconds", ErrInvalid, c.Case, ph.Name, ph.Seconds)
 			}
-			if seen[ph.Name] {
-				return nil, fmt.Errorf("%w: case %q names phase %q twice", ErrInvalid, c.Case, ph.Name)
-			}
-			seen[ph.Name] = true
-			if _, ok := colour[ph.Name]; !ok {
-				colour[ph.Name] = len(phases)
-				phases = append(phases, ph.Name)
-			}
+			names[i] = ph.Name
+		}
+		if err := series.row(fmt.Sprintf("case %q", c.Case), "phase", names); err != nil {
+			return nil, err
 		}
 	}
+	phases, colour := series.names, series.index
 	n := len(cases)
 	title := "Wall time per case by phase (seconds)"
 	p := newPlot(title)

@@ -34,24 +34,20 @@ func TokensByMember(members []MemberTokens) ([]byte, error) {
 	if len(members) == 0 {
 		return nil, ErrNoData
 	}
-	var sources []string
-	index := map[string]int{}
+	var order seriesOrder
 	for _, m := range members {
-		seen := map[string]bool{}
-		for _, s := range m.Sources {
+		names := make([]string, len(m.Sources))
+		for i, s := range m.Sources {
 			if s.Known && s.Tokens < 0 {
 				return nil, fmt.Errorf("%w: member %q source %q: %d tokens", ErrInvalid, m.Member, s.Source, s.Tokens)
 			}
-			if seen[s.Source] {
-				return nil, fmt.Errorf("%w: member %q names source %q twice", ErrInvalid, m.Member, s.Source)
-			}
-			seen[s.Source] = true
-			if _, ok := index[s.Source]; !ok {
-				index[s.Source] = len(sources)
-				sources = append(sources, s.Source)
-			}
+			names[i] = s.Source
+		}
+		if err := order.row(fmt.Sprintf("member %q", m.Member), "source", names); err != nil {
+			return nil, err
 		}
 	}
+	sources := order.names
 	k := len(sources)
 	barW := vg.Points(9)
 	n := len(members)
