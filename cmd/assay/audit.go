@@ -40,16 +40,11 @@ func NewCmdAudit(io IOStreams, runF func(context.Context, *AuditOptions) error) 
 		Long: longHelp("0 no critical finding and no threshold exceeded; 1 a critical finding, a threshold exceeded, or a "+
 			"store that could not be read; 2 on bad input: no store, an unknown run, rule, metric or format, a threshold "+
 			"that does not parse, a store a writer holds (nothing is written then).",
-			"Evaluate every rule of the risk register (RISKS.md R01–R14) over the evidence store, read-only: each rule "+
-				"re-derives its answer from the recorded bytes by a path of its own and compares it with what the runtime "+
-				"concluded. Every rule is listed with its status: passed (evaluated over rows that exist, nothing found), "+
-				"finding (with severity, the evidence rows and the query that found it), or not_assessable (with the reason; "+
-				"R13 and R14 are never decided by evidence). RUN... narrows the runs audited; store-wide invariants are "+
-				"checked either way.",
-			"--graph DB --fail-on METRIC>N (also >=, <, <=; repeatable) checks metric values of a code graph written by "+
-				"'assay index' and reports each function, type or package over a threshold with its file and lines; --graph "+
-				"without --out, --store or RUN checks the thresholds alone. --format sarif writes SARIF 2.1.0 for code "+
-				"scanning. Reference: docs/audit.md, docs/cli.md."),
+			"Evaluate the risk register (RISKS.md R01–R14) over the evidence store, read-only: each rule re-derives its "+
+				"answer from the recorded bytes and lists its status: passed (evaluated over rows that exist), finding "+
+				"(severity, evidence rows, the query that found it) or not_assessable (with the reason; never passed). RUN... "+
+				"narrows the runs. --graph DB --fail-on METRIC>N (>=, <, <=; repeatable) reports code over a metric "+
+				"threshold with file and lines. Reference: docs/audit.md, docs/cli.md."),
 		Example: `  assay audit
   assay audit --rule R10,R11 --format json
   assay audit --format sarif --output audit.sarif
