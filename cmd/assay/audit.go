@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/internal/atomicfile"
 	"github.com/assay-audit/assay/reports/audit"
 )
@@ -98,7 +100,8 @@ func runAudit(ctx context.Context, opts *AuditOptions) error {
 		if err != nil {
 			return err
 		}
-		res, err = audit.Evaluate(ctx, store, audit.Options{Runs: opts.Runs, Rules: opts.Rules})
+		res, err = audit.Evaluate(ctx, store, audit.Options{Runs: opts.Runs, Rules: opts.Rules,
+			Bindings: harness.BindingCheckers(filepath.Dir(opts.Store.path()))})
 		store.Close()
 		if err != nil {
 			return err

@@ -168,6 +168,10 @@ type Options struct {
 	Runs []string
 	// Rules are the rule ids to evaluate; none means all of them.
 	Rules []string
+	// Bindings recompute the records outside the store runs are bound to (run_bindings: the
+	// gateway's usage database, the effect service's receipts), passed to the store's
+	// verification; nil verifies only their hashes (R11 then cannot see an edited record file).
+	Bindings []evidence.BindingChecker
 }
 
 // Registry returns every rule, R01 to R14 in order. Each call returns new descriptors.
@@ -214,7 +218,7 @@ func Evaluate(ctx context.Context, store Store, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	in, err := newInput(ctx, store, opts.Runs)
+	in, err := newInput(ctx, store, opts.Runs, opts.Bindings)
 	if err != nil {
 		return Result{}, err
 	}

@@ -21,14 +21,15 @@ type Input struct {
 	verif  []evidence.RunVerification
 	vdone  bool
 	named  bool // runs were named: verification is of them (and the store-wide chains)
+	checks []evidence.BindingChecker
 }
 
-func newInput(ctx context.Context, store Store, names []string) (*Input, error) {
+func newInput(ctx context.Context, store Store, names []string, checks []evidence.BindingChecker) (*Input, error) {
 	runs, err := store.Runs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	in := &Input{store: store, runs: runs, byID: map[string]*evidence.RunSummary{}, events: map[string][]evidence.StoredEvent{}, named: len(names) > 0}
+	in := &Input{store: store, runs: runs, byID: map[string]*evidence.RunSummary{}, events: map[string][]evidence.StoredEvent{}, named: len(names) > 0, checks: checks}
 	for i := range runs {
 		in.byID[runs[i].RunID] = &runs[i]
 	}
@@ -92,7 +93,7 @@ func (in *Input) Verification(ctx context.Context) ([]evidence.RunVerification, 
 	if in.vdone {
 		return in.verif, nil
 	}
-	req := evidence.VerifyRequest{}
+	req := evidence.VerifyRequest{Bindings: in.checks}
 	if in.named {
 		req.Runs = in.selected()
 	}
