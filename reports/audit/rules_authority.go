@@ -78,22 +78,7 @@ func (c continuation) authority(field string) string {
 	if c.replay {
 		return str(c.payload, field)
 	}
-	e := c.run.Envelope
-	switch field {
-	case "tenant":
-		return e.Tenant
-	case "manifest_digest":
-		return e.ManifestDigest
-	case "mode":
-		return e.Mode
-	case "policy_digest":
-		return e.PolicyDigest
-	case "dataset_digest":
-		return e.DatasetDigest
-	case "tolerance":
-		return e.ReplayTolerance
-	}
-	return ""
+	return envelopeField(c.run.Envelope, field)
 }
 
 // envelopeField returns an envelope's value of an authority field.

@@ -44,6 +44,25 @@ func lineage(ctx context.Context, in *Input, runID string) ([]string, error) {
 	return chain, nil
 }
 
+// overAccepted evaluates check on every accepted run of the selection; add records a finding on
+// the run.
+func overAccepted(in *Input, check func(r *evidence.RunSummary, add func(msg string, ev ...Row)) error) (Outcome, error) {
+	out := Outcome{Subject: "accepted runs"}
+	for _, r := range in.Runs() {
+		if !accepted(r) {
+			continue
+		}
+		out.Evaluated++
+		add := func(msg string, ev ...Row) {
+			out.Findings = append(out.Findings, Finding{RunID: r.RunID, Message: msg, Evidence: ev})
+		}
+		if err := check(r, add); err != nil {
+			return Outcome{}, err
+		}
+	}
+	return out, nil
+}
+
 // accepted reports whether the run's recorded verdict claims acceptance: the claim the rules check.
 func accepted(r *evidence.RunSummary) bool {
 	return r.Verdict != nil && r.Verdict.Verdict == evidence.VerdictAccepted
@@ -60,21 +79,16 @@ func ruleR02() *Rule {
 			"finding.",
 		Procedure: "verdicts.verdict = 'accepted' ⋈ count(events type provider_exchange over the lineage), checks tests/oracle",
 		Check: func(ctx context.Context, in *Input) (Outcome, error) {
-			out := Outcome{Subject: "accepted runs"}
-			for _, r := range in.Runs() {
-				if !accepted(r) {
-					continue
-				}
-				out.Evaluated++
+			return overAccepted(in, func(r *evidence.RunSummary, add func(string, ...Row)) error {
 				chain, err := lineage(ctx, in, r.RunID)
 				if err != nil {
-					return Outcome{}, err
+					return err
 				}
 				exchanges, events := 0, 0
 				for _, id := range chain {
 					evs, err := in.Events(ctx, id)
 					if err != nil {
-						return Outcome{}, err
+						return err
 					}
 					events += len(evs)
 					for _, ev := range evs {
@@ -85,23 +99,21 @@ func ruleR02() *Rule {
 				}
 				row := Row{RunID: r.RunID, Table: "verdicts", Key: "verdict", Value: r.Verdict.Verdict}
 				if exchanges == 0 {
-					out.Findings = append(out.Findings, Finding{RunID: r.RunID,
-						Message:  fmt.Sprintf("run %s is accepted, but its trace (%d events over %s) holds no provider_exchange: nothing shows it executed", r.RunID, events, strings.Join(chain, " → ")),
-						Evidence: []Row{row, {RunID: r.RunID, Table: "events", Key: "provider_exchange", Value: "0"}}})
+					add(fmt.Sprintf("run %s is accepted, but its trace (%d events over %s) holds no provider_exchange: nothing shows it executed", r.RunID, events, strings.Join(chain, " → ")),
+						row, Row{RunID: r.RunID, Table: "events", Key: "provider_exchange", Value: "0"})
 				}
 				replay, err := in.IsReplay(ctx, r.RunID)
 				if err != nil {
-					return Outcome{}, err
+					return err
 				}
 				if !replay && !slices.ContainsFunc(r.Checks, func(c evidence.Check) bool {
 					return (c.Name == "tests" || c.Name == "oracle") && c.Status == evidence.CheckPassed
 				}) {
-					out.Findings = append(out.Findings, Finding{RunID: r.RunID,
-						Message:  fmt.Sprintf("run %s is accepted, but no tests or oracle check passed: nothing executed what its members produced", r.RunID),
-						Evidence: []Row{row, {RunID: r.RunID, Table: "checks", Key: "tests,oracle"}}})
+					add(fmt.Sprintf("run %s is accepted, but no tests or oracle check passed: nothing executed what its members produced", r.RunID),
+						row, Row{RunID: r.RunID, Table: "checks", Key: "tests,oracle"})
 				}
-			}
-			return out, nil
+				return nil
+			})
 		},
 	}
 }
@@ -250,15 +262,10 @@ func ruleR08() *Rule {
 			"contradicted check is a finding.",
 		Procedure: "verdicts.verdict = 'accepted' ⋈ checks ⋈ events check_recorded (sha256(detail)) ⋈ events check_completed",
 		Check: func(ctx context.Context, in *Input) (Outcome, error) {
-			out := Outcome{Subject: "accepted runs"}
-			for _, r := range in.Runs() {
-				if !accepted(r) {
-					continue
-				}
-				out.Evaluated++
+			return overAccepted(in, func(r *evidence.RunSummary, add func(string, ...Row)) error {
 				evs, err := in.Events(ctx, r.RunID)
 				if err != nil {
-					return Outcome{}, err
+					return err
 				}
 				want := caseChecks
 				if len(evs) > 0 && evs[0].Type == "replay_started" {
@@ -267,9 +274,6 @@ func ruleR08() *Rule {
 				rows := map[string]evidence.Check{}
 				for _, c := range r.Checks {
 					rows[c.Name] = c
-				}
-				add := func(msg string, ev ...Row) {
-					out.Findings = append(out.Findings, Finding{RunID: r.RunID, Message: msg, Evidence: ev})
 				}
 				for _, name := range want {
 					c, ok := rows[name]
@@ -324,8 +328,8 @@ func ruleR08() *Rule {
 							Row{RunID: r.RunID, Table: "checks", Key: name, Value: c.Status})
 					}
 				}
-			}
-			return out, nil
+				return nil
+			})
 		},
 	}
 }
