@@ -73,7 +73,8 @@ func ruleR02() *Rule {
 		ID: "R02", Title: "Accepted without execution evidence", Severity: Critical,
 		Hazard: "a plan's output is treated as an executed run",
 		Doc: "For every run in the selection whose verdict is accepted, looks for the evidence of an execution in its " +
-			"trace (and, for a resumed run, the traces of the runs it continues): at least one provider_exchange event, " +
+			"trace (and, for a resumed run, the traces of the runs it continues): at least one provider_exchange event " +
+			"whose response artifact the run holds, " +
 			"and, for a matrix case run (not a replay), a passed tests or oracle check row — the independent execution of " +
 			"what the members produced. An accepted run with an empty trace, no provider exchange, or neither check is a " +
 			"finding.",
@@ -84,23 +85,36 @@ func ruleR02() *Rule {
 				if err != nil {
 					return err
 				}
-				exchanges, events := 0, 0
+				// An exchange is execution evidence only with its bytes: a response artifact the run
+				// holds (R11 checks that those bytes still hash to their digest).
+				exchanges, withBytes, events := 0, 0, 0
 				for _, id := range chain {
 					evs, err := in.Events(ctx, id)
 					if err != nil {
 						return err
 					}
+					linked := map[string]bool{}
+					for _, a := range in.Run(id).Artifacts {
+						linked[a.Digest] = true
+					}
 					events += len(evs)
 					for _, ev := range evs {
 						if ev.Type == "provider_exchange" {
 							exchanges++
+							if d := str(payload(ev), "response_artifact"); d != "" && linked[d] {
+								withBytes++
+							}
 						}
 					}
 				}
 				row := Row{RunID: r.RunID, Table: "verdicts", Key: "verdict", Value: r.Verdict.Verdict}
-				if exchanges == 0 {
+				switch {
+				case exchanges == 0:
 					add(fmt.Sprintf("run %s is accepted, but its trace (%d events over %s) holds no provider_exchange: nothing shows it executed", r.RunID, events, strings.Join(chain, " → ")),
 						row, Row{RunID: r.RunID, Table: "events", Key: "provider_exchange", Value: "0"})
+				case withBytes == 0:
+					add(fmt.Sprintf("run %s is accepted, but none of its %d provider exchanges has a response artifact the run holds: no recorded bytes show it executed", r.RunID, exchanges),
+						row, Row{RunID: r.RunID, Table: "events", Key: "provider_exchange.response_artifact", Value: "0"})
 				}
 				replay, err := in.IsReplay(ctx, r.RunID)
 				if err != nil {

@@ -25,6 +25,21 @@ func Fixtures() []Fixture {
 			b.Finalize("r1", evidence.VerdictAccepted)
 			return b.Close()
 		}},
+		{Rule: "R02", Name: "accepted run whose provider exchanges hold no response bytes", Build: func(t testing.TB, dir string, hazard bool) string {
+			b := NewBuilder(t, dir)
+			env := Envelope(evidence.ModeLive)
+			b.Open("r1", env, "")
+			b.Event("r1", "boundary_configured", "", map[string]any{"mode": "live"})
+			if hazard {
+				b.Event("r1", "provider_exchange", "exec-1", map[string]any{"seq": 0, "status": 200, "request_sha256": Sum("req"),
+					"response_sha256": Sum("resp"), "usage": nil})
+			} else {
+				b.Exchange("r1", "exec-1", 0)
+			}
+			b.Checks("r1", CaseChecks...)
+			b.Finalize("r1", evidence.VerdictAccepted)
+			return b.Close()
+		}},
 		{Rule: "R03", Name: "live run whose effects were simulated, effects check passed", Build: func(t testing.TB, dir string, hazard bool) string {
 			b := NewBuilder(t, dir)
 			b.CaseRun("r1", Envelope(evidence.ModeLive), "", func() {
