@@ -22,6 +22,7 @@ type Input struct {
 	vdone  bool
 	named  bool // runs were named: verification is of them (and the store-wide chains)
 	checks []evidence.BindingChecker
+	legacy map[string]bool // runs admitted before schema 3 (admissions.backfilled): no store events
 }
 
 func newInput(ctx context.Context, store Store, names []string, checks []evidence.BindingChecker) (*Input, error) {
@@ -103,6 +104,23 @@ func (in *Input) Verification(ctx context.Context) ([]evidence.RunVerification, 
 	}
 	in.verif, in.vdone = v, true
 	return v, nil
+}
+
+// Legacy reports whether run was admitted before schema 3 (its admission is backfilled): its checks
+// and verdict were never chained into its events, and its terminal hash (version 1 or 2) covers
+// them instead.
+func (in *Input) Legacy(ctx context.Context, runID string) (bool, error) {
+	if in.legacy == nil {
+		rows, err := in.Query(ctx, `SELECT run_id FROM admissions WHERE backfilled`)
+		if err != nil {
+			return false, err
+		}
+		in.legacy = map[string]bool{}
+		for _, r := range rows {
+			in.legacy[asString(r[0])] = true
+		}
+	}
+	return in.legacy[runID], nil
 }
 
 // Query runs one read-only statement and returns its rows.
