@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,9 +30,21 @@ func fixture(t *testing.T, rule string) audittest.Fixture {
 // every rule with its status in each format.
 func TestAuditExitStatusFollowsCriticalFindings(t *testing.T) {
 	clean := fixture(t, "R10").Build(t, t.TempDir(), false)
+	before, err := os.ReadFile(clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beside, _ := os.ReadDir(filepath.Dir(clean))
 	r := runCLI(t, "audit", "--store", clean)
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("clean store: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A reader: the store is byte-identical and no file appeared beside it.
+	if after, _ := os.ReadFile(clean); !bytes.Equal(before, after) {
+		t.Fatal("assay audit changed the store")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(clean)); len(entries) != len(beside) {
+		t.Fatalf("files beside the store after assay audit: %v, before: %v", entries, beside)
 	}
 	for i := 1; i <= 14; i++ {
 		id := fmt.Sprintf("R%02d", i)
