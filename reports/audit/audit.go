@@ -14,6 +14,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -261,7 +262,7 @@ func (r *Rule) result(out Outcome) RuleResult {
 }
 
 // ErrUnknownRule is returned for a rule id not in the registry.
-var ErrUnknownRule = fmt.Errorf("unknown rule")
+var ErrUnknownRule = errors.New("unknown rule")
 
 func selectRules(ids []string) ([]*Rule, error) {
 	all := Registry()
