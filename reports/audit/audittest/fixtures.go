@@ -11,6 +11,13 @@ import (
 func Fixtures() []Fixture {
 	return []Fixture{
 		{Rule: "R01", Name: "resume under another policy digest", Build: resume(func(e *evidence.Envelope) { e.PolicyDigest = Sum("weaker policy") })},
+		{Rule: "R01", Name: "replay under another tenant, not refused", Build: func(t testing.TB, dir string, hazard bool) string {
+			var drift func(map[string]any)
+			if hazard {
+				drift = func(started map[string]any) { started["tenant"] = "tenant-b" }
+			}
+			return replay(t, dir, "exact@1", "exact", drift)
+		}},
 		{Rule: "R02", Name: "accepted run without provider exchanges", Build: func(t testing.TB, dir string, hazard bool) string {
 			b := NewBuilder(t, dir)
 			env := Envelope(evidence.ModeLive)
@@ -56,7 +63,7 @@ func Fixtures() []Fixture {
 			if hazard {
 				verdict = "mismatch"
 			}
-			return replay(t, dir, "exact@1", verdict)
+			return replay(t, dir, "exact@1", verdict, nil)
 		}},
 		{Rule: "R04", Name: "dry_run run whose verdict was edited to accepted", Also: []string{"R12"}, Build: func(t testing.TB, dir string, hazard bool) string {
 			b := NewBuilder(t, dir)
@@ -82,7 +89,7 @@ func Fixtures() []Fixture {
 			if hazard {
 				tol = "volatile@1"
 			}
-			return replay(t, dir, tol, "within_tolerance")
+			return replay(t, dir, tol, "within_tolerance", nil)
 		}},
 		{Rule: "R08", Name: "accepted run without its usage check", Build: func(t testing.TB, dir string, hazard bool) string {
 			b := NewBuilder(t, dir)
@@ -179,17 +186,22 @@ func resume(drift func(*evidence.Envelope)) func(t testing.TB, dir string, hazar
 }
 
 // replay builds a case run r1 and a replay run p1 of it under tolerance, whose replay_verdict says
-// verdict and whose replay check passed (accepted).
-func replay(t testing.TB, dir, tolerance, verdict string) string {
+// verdict and whose replay check passed (accepted); drift (may be nil) edits the authority its
+// replay_started event records.
+func replay(t testing.TB, dir, tolerance, verdict string, drift func(started map[string]any)) string {
 	b := NewBuilder(t, dir)
 	env := Envelope(evidence.ModeLive)
 	b.CaseRun("r1", env, "", nil)
 	renv := env
 	renv.Provider, renv.BaseURL = "cassette", ""
 	b.Open("p1", renv, "r1")
-	b.Event("p1", "replay_started", "", map[string]any{"replays_run_id": "r1", "lineage": []string{"r1"}, "format": "assay-replay/1",
+	started := map[string]any{"replays_run_id": "r1", "lineage": []string{"r1"}, "format": "assay-replay/1",
 		"tolerance": tolerance, "tenant": env.Tenant, "mode": env.Mode, "policy_digest": env.PolicyDigest, "dataset_digest": env.DatasetDigest,
-		"manifest_digest": env.ManifestDigest})
+		"manifest_digest": env.ManifestDigest}
+	if drift != nil {
+		drift(started)
+	}
+	b.Event("p1", "replay_started", "", started)
 	b.Exchange("p1", "exec-1", 0)
 	b.ToolCall("p1", "exec-1", "c1", "succeeded", nil)
 	b.Event("p1", "replay_verdict", "", map[string]any{"verdict": verdict, "first_divergence": nil})
