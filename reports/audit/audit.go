@@ -121,7 +121,7 @@ type RuleResult struct {
 	Title     string    `json:"title"`
 	Severity  Severity  `json:"severity"`
 	Status    Status    `json:"status"`
-	Reason    string    `json:"reason,omitempty"` // why not_assessable, or what passed was evaluated over
+	Reason    string    `json:"reason,omitempty"` // why not_assessable, or what the rule was evaluated over
 	Evaluated int       `json:"evaluated"`
 	Subject   string    `json:"subject,omitempty"`
 	Findings  []Finding `json:"findings"`
@@ -250,7 +250,7 @@ func (r *Rule) result(out Outcome) RuleResult {
 	}
 	switch {
 	case len(rr.Findings) > 0:
-		rr.Status = StatusFinding
+		rr.Status, rr.Reason = StatusFinding, fmt.Sprintf("%d findings over %d %s", len(rr.Findings), out.Evaluated, out.Subject)
 	case out.NotAssessable != "":
 		rr.Status, rr.Reason = StatusNotAssessable, out.NotAssessable
 	case out.Evaluated == 0:
