@@ -1,7 +1,9 @@
 package audittest
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/assay-audit/assay/evidence"
@@ -142,6 +144,23 @@ func Fixtures() []Fixture {
 			path := b.Close()
 			if hazard {
 				Exec(t, path, `UPDATE artifacts SET data = 'forged'::BLOB WHERE digest = (SELECT min(digest) FROM run_artifacts WHERE run_id = 'r1')`)
+			}
+			return path
+		}},
+		{Rule: "R11", Name: "a payload file above the inline limit deleted", Build: func(t testing.TB, dir string, hazard bool) string {
+			b := NewBuilder(t, dir)
+			var digest string
+			b.CaseRun("r1", Envelope(evidence.ModeLive), "", func() {
+				big := bytes.Repeat([]byte("deliverable "), 30000) // 360 KB: stored as a file
+				d, err := b.Store.PutArtifact(b.ctx, "r1", "deliverable/exec-1/big.txt", "text/plain", big)
+				b.Must(err)
+				digest = d
+			})
+			path := b.Close()
+			if hazard {
+				if err := os.Remove(b.Store.ArtifactPath(digest)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			return path
 		}},
