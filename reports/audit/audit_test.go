@@ -76,6 +76,7 @@ func TestRegistryIsTheRiskRegister(t *testing.T) {
 func TestEachRuleFindsItsFixtureHazard(t *testing.T) {
 	for _, f := range audittest.Fixtures() {
 		t.Run(f.Rule+"/"+f.Name, func(t *testing.T) {
+			t.Parallel() // each fixture is its own store; building one mostly waits on fsync
 			clean := evaluate(t, f.Build(t, t.TempDir(), false))
 			if ids := withFindings(clean); len(ids) > 0 {
 				for _, x := range clean.Findings() {
