@@ -14,22 +14,10 @@ import (
 	"github.com/assay-audit/assay/reports/audit/audittest"
 )
 
-// fixture returns the first fixture of rule.
-func fixture(t *testing.T, rule string) audittest.Fixture {
-	t.Helper()
-	for _, f := range audittest.Fixtures() {
-		if f.Rule == rule {
-			return f
-		}
-	}
-	t.Fatalf("no fixture for %s", rule)
-	return audittest.Fixture{}
-}
-
 // assay audit exits 1 on a critical finding, 0 on a clean store and on a high one (R06), and lists
 // every rule with its status in each format.
 func TestAuditExitStatusFollowsCriticalFindings(t *testing.T) {
-	clean := fixture(t, "R10").Build(t, t.TempDir(), false)
+	clean := audittest.First(t, "R10").Build(t, t.TempDir(), false)
 	before, err := os.ReadFile(clean)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +41,7 @@ func TestAuditExitStatusFollowsCriticalFindings(t *testing.T) {
 		}
 	}
 
-	hazard := fixture(t, "R10").Build(t, t.TempDir(), true)
+	hazard := audittest.First(t, "R10").Build(t, t.TempDir(), true)
 	r = runCLI(t, "audit", "--store", hazard, "--format", "json")
 	if r.code != 1 {
 		t.Fatalf("critical finding: exit %d, want 1\n%s", r.code, r.stderr)
@@ -70,7 +58,7 @@ func TestAuditExitStatusFollowsCriticalFindings(t *testing.T) {
 		t.Fatalf("JSON keys or escaping:\n%s", r.stdout)
 	}
 
-	high := fixture(t, "R06").Build(t, t.TempDir(), true)
+	high := audittest.First(t, "R06").Build(t, t.TempDir(), true)
 	r = runCLI(t, "audit", "--store", high)
 	if r.code != 0 || !regexp.MustCompile(`(?m)^R06\s+high\s+finding\s+[1-9]`).MatchString(r.stdout) {
 		t.Fatalf("high finding: exit %d\n%s", r.code, r.stdout)
@@ -90,7 +78,7 @@ func TestAuditExitStatusFollowsCriticalFindings(t *testing.T) {
 
 // Bad input is one line on stderr, exit 2, and nothing written.
 func TestAuditBadInput(t *testing.T) {
-	store := fixture(t, "R10").Build(t, t.TempDir(), false)
+	store := audittest.First(t, "R10").Build(t, t.TempDir(), false)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.sarif")
 	for _, c := range []struct {

@@ -142,7 +142,7 @@ func TestNothingToEvaluateIsNotAPass(t *testing.T) {
 // Naming runs narrows the audit to them; naming a run the store lacks is ErrNoRun; an unknown rule
 // is ErrUnknownRule.
 func TestSelection(t *testing.T) {
-	path := firstFixture(t, "R02").Build(t, t.TempDir(), true) // R02's hazard in r1
+	path := audittest.First(t, "R02").Build(t, t.TempDir(), true) // R02's hazard in r1
 	s, err := evidence.Open(context.Background(), path, evidence.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -164,15 +164,3 @@ func TestSelection(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
-
-// firstFixture returns the first fixture of rule.
-func firstFixture(t *testing.T, rule string) audittest.Fixture {
-	t.Helper()
-	for _, f := range audittest.Fixtures() {
-		if f.Rule == rule {
-			return f
-		}
-	}
-	t.Fatalf("no fixture for %s", rule)
-	return audittest.Fixture{}
-}

@@ -176,6 +176,18 @@ func Fixtures() []Fixture {
 	}
 }
 
+// First returns the first fixture of rule; it fails the test when there is none.
+func First(t testing.TB, rule string) Fixture {
+	t.Helper()
+	for _, f := range Fixtures() {
+		if f.Rule == rule {
+			return f
+		}
+	}
+	t.Fatalf("no fixture for %s", rule)
+	return Fixture{}
+}
+
 // resume builds a run r1 interrupted after a checkpoint and a run r2 resuming it; with hazard, r2's
 // envelope is changed by drift.
 func resume(drift func(*evidence.Envelope)) func(t testing.TB, dir string, hazard bool) string {
