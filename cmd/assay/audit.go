@@ -50,7 +50,7 @@ func NewCmdAudit(io IOStreams, runF func(context.Context, *AuditOptions) error) 
 		Example: `  assay audit
   assay audit --rule R10,R11 --format json
   assay audit --format sarif --output audit.sarif
-  assay audit --graph assay-out/graph.db --fail-on cognitive>30 --fail-on cyclomatic>=15 --format sarif`,
+  assay audit --graph assay-out/graph.db --fail-on 'cognitive>30' --fail-on 'cyclomatic>=15' --format sarif`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Runs = args
 			opts.Metrics = opts.Graph != "" && len(args) == 0 && !c.Flags().Changed("out") && !c.Flags().Changed("store")
