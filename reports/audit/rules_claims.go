@@ -162,7 +162,8 @@ func ruleR03() *Rule {
 					if mode == "" && ev.Type != "boundary_configured" {
 						mode = evidence.ModeLive
 					}
-					if mode != r.Envelope.Mode {
+					// A boundary configuration that records no mode (older runs) says nothing either way.
+					if mode != r.Envelope.Mode && mode != "" {
 						mismatch = append(mismatch, Row{RunID: r.RunID, Table: "events", Seq: ev.Seq, Key: ev.Type, Value: mode})
 					}
 					if b, _ := p["simulated"].(bool); b && ev.Type == "tool_result" {
