@@ -15,6 +15,7 @@ import (
 	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/metrics"
 	"github.com/assay-audit/assay/oracle"
+	"github.com/assay-audit/assay/reports/audit"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
@@ -66,6 +67,7 @@ var badInput = []error{
 	indexer.ErrInvalidOptions, indexer.ErrNoPackages, indexer.ErrSymbolNotFound, indexer.ErrNoSuchPackage,
 	indexer.ErrSchemaVersion, indexer.ErrNotGraphDatabase, indexer.ErrHotJournal,
 	metrics.ErrNoMetrics, metrics.ErrSnapshotMismatch,
+	audit.ErrUnknownRule, audit.ErrBadThreshold,
 }
 
 // exitCode is the exit status err means: 0 for none, 2 for bad input (badInput, and an ambiguous

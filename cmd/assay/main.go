@@ -51,7 +51,7 @@ func NewCmdRoot(io IOStreams) *cobra.Command {
 	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
 		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
 		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil),
-		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil), NewCmdReport(io, nil))
+		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil), NewCmdReport(io, nil), NewCmdAudit(io, nil))
 	finishTree(root)
 	return root
 }

@@ -39,6 +39,10 @@ func TestMatrixRunAllAcceptsEveryCaseInBothOtherCombinations(t *testing.T) {
 			if v := runCLI(t, "verify", "--out", out); v.code != 0 {
 				t.Fatalf("verify: %d %s", v.code, v.stderr)
 			}
+			// The risk register finds nothing in a clean --formations all store (reports/audit).
+			if a := runCLI(t, "audit", "--out", out, "--format", "json"); a.code != 0 || strings.Contains(a.stdout, `"status": "finding"`) {
+				t.Fatalf("audit: exit %d\n%s%s", a.code, a.stdout, a.stderr)
+			}
 		})
 	}
 }
