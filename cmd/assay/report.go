@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/reports"
+	"github.com/assay-audit/assay/reports/audit"
 )
 
 // ReportOptions are the parsed flags of `assay report`.
@@ -38,7 +41,7 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 	opts := &ReportOptions{IO: io}
 	cmd := &cobra.Command{
 		Use:   "report [RUN...]",
-		Short: "Render an audit report of the evidence store: Markdown, JSON or JUnit XML, for any selection of runs",
+		Short: "Render an audit report of the evidence store: Markdown, HTML, JSON, JUnit XML or SARIF, for any selection of runs",
 		Long: longHelp("0 when the report was written; 1 when the store could not be read or the file written; 2 on bad "+
 			"input: an unknown run, format or verdict, a malformed --since, selections that exclude each other, no store, a "+
 			"store a writer holds. The exit status never depends on the runs' verdicts.",
@@ -103,7 +106,42 @@ func reportFormatNames() []string {
 	for _, f := range reports.Formats() {
 		names = append(names, f.Name)
 	}
-	return names
+	return append(names, sarifFormat)
+}
+
+// sarifFormat is `assay report --format sarif`: the findings of `assay audit` over the selected
+// runs (every rule of the risk register), as SARIF 2.1.0.
+const sarifFormat = "sarif"
+
+// writeReportSARIF evaluates the risk register over the runs of r (none selected: a result with no
+// runs, never the whole store) and writes it as SARIF 2.1.0 to --output or stdout.
+func writeReportSARIF(ctx context.Context, opts *ReportOptions, store *evidence.Store, r reports.Report) error {
+	var ids []string
+	for _, inv := range r.Invocations {
+		for _, c := range inv.Cases {
+			ids = append(ids, c.RunID)
+		}
+	}
+	if len(ids) == 0 {
+		return usageErrorf("the selection holds no run: nothing to audit")
+	}
+	res, err := audit.Evaluate(ctx, store, audit.Options{Runs: ids,
+		Bindings: harness.BindingCheckers(filepath.Dir(opts.Store.path()))})
+	if err != nil {
+		return err
+	}
+	out, err := audit.SARIF(res, audit.SARIFOptions{ToolVersion: version})
+	if err != nil {
+		return err
+	}
+	if opts.Output != "" {
+		if err := reports.WriteFileAtomic(opts.Output, out); err != nil {
+			return fmt.Errorf("write %s: %w", opts.Output, err)
+		}
+		return nil
+	}
+	_, err = opts.IO.Out.Write(out)
+	return err
 }
 
 // reportVerdicts are the values --verdict takes: verdicts, and the statuses of runs without one.
@@ -153,7 +191,7 @@ func parseSince(s string) (time.Time, error) {
 
 func runReport(ctx context.Context, opts *ReportOptions) error {
 	format, ok := reports.LookupFormat(opts.Format)
-	if !ok {
+	if !ok && opts.Format != sarifFormat {
 		return usageErrorf("--format %q is not one of %s", opts.Format, strings.Join(reportFormatNames(), ", "))
 	}
 	sel, err := reportSelection(opts)
@@ -165,6 +203,11 @@ func runReport(ctx context.Context, opts *ReportOptions) error {
 		return err
 	}
 	r, err := reports.Load(ctx, store, sel)
+	if err == nil && opts.Format == sarifFormat {
+		err = writeReportSARIF(ctx, opts, store, r)
+		store.Close()
+		return err
+	}
 	store.Close()
 	if err != nil {
 		return err

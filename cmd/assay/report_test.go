@@ -80,6 +80,31 @@ func TestReportRendersEachFormatOfTheSelection(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, `<failure message="rejected: checks not passed: tests" type="rejected">`) {
 		t.Fatalf("junit of the rejected runs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// SARIF: assay audit's findings over the selection only. run-a is accepted with no provider
+	// exchange recorded: R02 (accepted without execution evidence) must name it, and nothing run-b.
+	r = runCLI(t, "report", "--out", out, "run-a", "--format", "sarif")
+	var sarif struct {
+		Version string `json:"version"`
+		Runs    []struct {
+			Results []struct {
+				RuleID  string `json:"ruleId"`
+				Message struct {
+					Text string `json:"text"`
+				} `json:"message"`
+			} `json:"results"`
+		} `json:"runs"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &sarif) != nil || sarif.Version != "2.1.0" || len(sarif.Runs) != 1 ||
+		strings.Contains(r.stdout, "run-b") {
+		t.Fatalf("--format sarif of run-a: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	found := false
+	for _, res := range sarif.Runs[0].Results {
+		found = found || res.RuleID == "R02" && strings.Contains(res.Message.Text, "run-a")
+	}
+	if !found {
+		t.Fatalf("--format sarif of run-a: no R02 result naming run-a\n%s", r.stdout)
+	}
 }
 
 // --output writes atomically, mode 0644, with links relative to the file's own directory.
