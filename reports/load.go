@@ -265,6 +265,7 @@ func rank(c Case) int {
 func totalsOf(cases []Case) Totals {
 	t := Totals{ByVerdict: map[string]int{}}
 	tokens := map[string]*SourceTokens{}
+	readings := map[string]int{}
 	var sources []string
 	for _, s := range usageSources {
 		tokens[s] = &SourceTokens{Source: s, Known: true}
@@ -293,10 +294,14 @@ func totalsOf(cases []Case) Totals {
 					continue
 				}
 				tokens[s].Tokens += *m.Usage[i].TotalTokens
+				readings[s]++
 			}
 		}
 	}
 	for _, s := range sources {
+		if readings[s] == 0 {
+			tokens[s].Known = false // no reading at all is unknown, never a total of 0
+		}
 		t.Tokens = append(t.Tokens, *tokens[s])
 	}
 	return t

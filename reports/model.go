@@ -124,7 +124,8 @@ type Totals struct {
 type SourceTokens struct {
 	Source string `json:"source"`
 	Tokens int64  `json:"tokens"`
-	// Known is false when some member's reading from this source was unknown or absent.
+	// Known is false when some member's reading from this source was unknown or absent, and when
+	// no member has a reading from it at all (no usage recorded is unknown, never 0 tokens).
 	Known bool `json:"known"`
 }
 

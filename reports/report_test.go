@@ -265,3 +265,25 @@ func TestWriteInvocationReports(t *testing.T) {
 		t.Fatal("an invocation id naming another directory was accepted")
 	}
 }
+
+// Token totals never turn missing usage into zero: a source no member has a reading from is
+// unknown, a source with one unknown reading is a lower bound, and only complete readings are known.
+func TestTotalsNeverReportMissingUsageAsZero(t *testing.T) {
+	n := int64(7)
+	none := totalsOf([]Case{{Verdict: evidence.VerdictAccepted}})
+	for _, s := range none.Tokens {
+		if s.Known || tokenTotal(s) != "unknown" {
+			t.Errorf("no usage recorded: source %s = %+v (%q), want unknown", s.Source, s, tokenTotal(s))
+		}
+	}
+	some := totalsOf([]Case{{Verdict: evidence.VerdictAccepted, Members: []Member{
+		{ID: "a", Usage: []Usage{{Source: "store", TotalTokens: &n}, {Source: "wire", TotalTokens: &n}}},
+		{ID: "b", Usage: []Usage{{Source: "store", TotalTokens: &n}, {Source: "wire"}}},
+	}}})
+	want := map[string]string{"store": "14", "wire": "at least 7 (some unknown)", "gateway": "unknown"}
+	for _, s := range some.Tokens {
+		if got := tokenTotal(s); got != want[s.Source] {
+			t.Errorf("source %s = %q, want %q", s.Source, got, want[s.Source])
+		}
+	}
+}
