@@ -54,7 +54,7 @@ func runFormations(ctx context.Context, opts *FormationsOptions) error {
 		rows = append(rows, formationRow{Name: f.Name, Durable: f.Durable, Doc: f.Doc})
 	}
 	if format == "json" {
-		return writeJSON(opts.IO.Out, rows)
+		return writeJSON(opts.IO.Out, map[string]any{"formations": rows})
 	}
 	t := table{header: []string{"FORMATION", "DURABLE", "CONTRACT"}}
 	for _, r := range rows {

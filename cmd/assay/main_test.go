@@ -25,7 +25,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
-	"github.com/assay-audit/assay/harness"
 )
 
 // TestMain lets the test binary act as a second process: one holding the evidence store's writer
@@ -51,7 +50,15 @@ func TestMain(m *testing.M) {
 		s.Close()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	root, err := os.MkdirTemp("", "assay-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	fixtureRoot = root
+	code := m.Run()
+	os.RemoveAll(root)
+	os.Exit(code)
 }
 
 type result struct {
@@ -61,6 +68,11 @@ type result struct {
 
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
+	return runCLIQuiet(args...)
+}
+
+// runCLIQuiet is runCLI for a shared fixture, which no one test owns.
+func runCLIQuiet(args ...string) result {
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), args, IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
@@ -111,7 +123,7 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 		t.Fatalf("sql exit %d: %s", q.code, q.stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(q.stdout), &rows); err != nil || len(rows) != 2 {
+	if err := json.Unmarshal(listOf(t, q.stdout, "rows"), &rows); err != nil || len(rows) != 2 {
 		t.Fatalf("sql json: %v %q", err, q.stdout)
 	}
 	for _, row := range rows {
@@ -149,7 +161,7 @@ func TestMatrixRunWithoutUsageIsNotAccepted(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1 (case not accepted)\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	var sum harness.Summary
+	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatalf("json summary: %v\n%s", err, r.stdout)
 	}
@@ -311,7 +323,7 @@ func TestVerifyReportsATamperedEvent(t *testing.T) {
 	}
 	oneLine(t, r, "run-bad tampered at seq 3")
 	var got []evidence.RunVerification
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+	if err := json.Unmarshal(listOf(t, r.stdout, "runs"), &got); err != nil {
 		t.Fatal(err)
 	}
 	status := map[string]evidence.RunVerification{}

@@ -134,7 +134,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		return err
 	}
 	if format == "json" {
-		if err := writeJSON(opts.IO.Out, sum); err != nil {
+		if err := writeSummaryJSON(opts.IO.Out, sum); err != nil {
 			return err
 		}
 	} else {

@@ -106,7 +106,7 @@ func runOracleSpecs(ctx context.Context, opts *OracleSpecsOptions) error {
 		rows = append(rows, row)
 	}
 	if format == "json" {
-		return writeJSON(opts.IO.Out, rows)
+		return writeJSON(opts.IO.Out, map[string]any{"specs": rows})
 	}
 	t := table{header: []string{"SPEC", "TARGETS", "CHECKS", "SIGNED ZERO", "COMPUTES"}}
 	for _, r := range rows {
