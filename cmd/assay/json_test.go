@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -82,14 +82,14 @@ var jsonInvocations = map[string]func(t *testing.T, w jsonWorld) ([]string, *res
 		return []string{"--out", w.out, "--latest"}, nil
 	},
 	"assay provider serve": func(t *testing.T, w jsonWorld) ([]string, *result) {
-		r := serveUntilFirstLine(t, "provider", "serve", "--addr", "127.0.0.1:0", "--format", "json")
+		r := serveUntilFirstValue(t, "provider", "serve", "--addr", "127.0.0.1:0", "--format", "json")
 		return nil, &r
 	},
 }
 
-// serveUntilFirstLine runs a command that serves until interrupted, and interrupts it once it
-// printed its first line; the result's stdout is that line.
-func serveUntilFirstLine(t *testing.T, args ...string) result {
+// serveUntilFirstValue runs a command that serves until interrupted, and interrupts it once it
+// printed its first JSON value; the result's stdout is that value.
+func serveUntilFirstValue(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -101,14 +101,16 @@ func serveUntilFirstLine(t *testing.T, args ...string) result {
 		outW.Close()
 		code <- c
 	}()
-	line, err := bufio.NewReader(outR).ReadString('\n')
+	var first json.RawMessage
+	dec := json.NewDecoder(outR)
+	err := dec.Decode(&first)
 	cancel()
-	go io.Copy(io.Discard, outR)
+	go io.Copy(io.Discard, io.MultiReader(dec.Buffered(), outR))
 	c := <-code
 	if err != nil {
-		t.Fatalf("%v printed no line: %v (exit %d: %s)", args, err, c, errOut.String())
+		t.Fatalf("%v printed no JSON value: %v (exit %d: %s)", args, err, c, errOut.String())
 	}
-	return result{code: c, stdout: line, stderr: errOut.String()}
+	return result{code: c, stdout: string(first), stderr: errOut.String()}
 }
 
 // TestEveryJSONOutputFollowsTheConvention runs every command of the tree that has --format with
@@ -181,6 +183,12 @@ func jsonConventionProblems(out string) []string {
 				if !snakeKey.MatchString(k) {
 					problems = append(problems, "key "+at+"/"+k+" is not snake_case")
 				}
+				if k == "duration" || k == "elapsed" || k == "latency" || strings.HasSuffix(k, "_ms") || strings.HasSuffix(k, "_ns") || strings.HasSuffix(k, "_us") {
+					problems = append(problems, "key "+at+"/"+k+": durations are seconds with the unit in the key (_seconds)")
+				}
+				if h, ok := x.(string); ok && strings.HasSuffix(k, "sha256") && h != "" && !fullSHA256.MatchString(h) {
+					problems = append(problems, "key "+at+"/"+k+": "+h+" is not a full SHA-256 (64 hex digits)")
+				}
 				walk(x, at+"/"+k)
 			}
 		case []any:
@@ -193,6 +201,9 @@ func jsonConventionProblems(out string) []string {
 	return problems
 }
 
+// fullSHA256 is a whole SHA-256 digest in hex: the convention never prints a shortened one.
+var fullSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 // The convention check itself fails on each thing it is there to catch.
 func TestJSONConventionProblemsCatchEachBreach(t *testing.T) {
 	for _, tc := range []struct{ name, out, want string }{
@@ -202,6 +213,8 @@ func TestJSONConventionProblemsCatchEachBreach(t *testing.T) {
 		{"data key", `{"schema_version": 1, "x": {"exec-1": 0}}`, "/x/exec-1 is not snake_case"},
 		{"escape", `{"schema_version": 1, "x": "a \u003e b"}`, `\u003e`},
 		{"two values", `{"schema_version": 1} {}`, "more than one"},
+		{"milliseconds", `{"schema_version": 1, "duration_ms": 3}`, "durations are seconds"},
+		{"short hash", `{"schema_version": 1, "payload_sha256": "3f68340"}`, "not a full SHA-256"},
 	} {
 		got := strings.Join(jsonConventionProblems(tc.out), "; ")
 		if !strings.Contains(got, tc.want) {
