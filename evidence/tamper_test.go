@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,10 +23,60 @@ type fixture struct {
 	events      []StoredEvent
 }
 
+// finalizedRuns are the stores buildFinalizedRun writes, one per verdict, written once per test
+// binary: each test that tampers with one works on its own copy (finalizedRunCopy).
+var finalizedRuns sync.Map // verdict -> *finalizedRunTemplate
+
+type finalizedRunTemplate struct {
+	once sync.Once
+	f    fixture
+	dir  string // the store's directory (assay-out), copied whole: the store, its artifacts
+	err  string
+}
+
+// finalizedRunCopy is buildFinalizedRun's store for verdict, copied into a directory of t's own.
+func finalizedRunCopy(t *testing.T, verdict string) fixture {
+	t.Helper()
+	v, _ := finalizedRuns.LoadOrStore(verdict, &finalizedRunTemplate{})
+	tpl := v.(*finalizedRunTemplate)
+	tpl.once.Do(func() {
+		tpl.err = "building the finalized run failed in " + t.Name()
+		dir, err := os.MkdirTemp(fixtureRoot, "tamper-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl.f = buildFinalizedRunAt(t, filepath.Join(dir, "assay-out", "evidence.duckdb"), verdict)
+		tpl.dir, tpl.err = filepath.Join(dir, "assay-out"), ""
+	})
+	if tpl.err != "" {
+		t.Fatal(tpl.err)
+	}
+	dst := filepath.Join(t.TempDir(), "assay-out")
+	if err := os.CopyFS(dst, os.DirFS(tpl.dir)); err != nil {
+		t.Fatal(err)
+	}
+	f := tpl.f
+	f.events = slices.Clone(tpl.f.events)
+	rel := func(p string) string {
+		r, err := filepath.Rel(tpl.dir, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dst, r)
+	}
+	f.path, f.largePath = rel(f.path), rel(f.largePath)
+	return f
+}
+
 func buildFinalizedRun(t *testing.T, verdict string) fixture {
 	t.Helper()
+	return buildFinalizedRunAt(t, storePath(t), verdict)
+}
+
+func buildFinalizedRunAt(t *testing.T, path, verdict string) fixture {
+	t.Helper()
 	ctx := context.Background()
-	f := fixture{path: storePath(t), runID: "run-tamper"}
+	f := fixture{path: path, runID: "run-tamper"}
 	s := mustOpen(t, f.path, OpenOptions{Command: "assay matrix run"})
 	if err := s.OpenRun(ctx, f.runID, testEnvelope(ModeLive), ""); err != nil {
 		t.Fatal(err)
@@ -161,7 +214,8 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := buildFinalizedRun(t, tc.verdict)
+			t.Parallel()
+			f := finalizedRunCopy(t, tc.verdict)
 			tc.tamper(t, f)
 			ro := mustOpen(t, f.path, OpenOptions{ReadOnly: true})
 			vs, err := ro.Verify(ctx, f.runID)
