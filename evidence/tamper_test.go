@@ -23,49 +23,31 @@ type fixture struct {
 	events      []StoredEvent
 }
 
-// finalizedRuns are the stores buildFinalizedRun writes, one per verdict, written once per test
-// binary: each test that tampers with one works on its own copy (finalizedRunCopy).
-var finalizedRuns sync.Map // verdict -> *finalizedRunTemplate
-
-type finalizedRunTemplate struct {
-	once sync.Once
-	f    fixture
-	dir  string // the store's directory (assay-out), copied whole: the store, its artifacts
-	err  string
-}
-
-// finalizedRunCopy is buildFinalizedRun's store for verdict, copied into a directory of t's own.
+// finalizedRunCopy is buildFinalizedRun's store for verdict, written once per test binary and
+// copied into a directory of t's own.
 func finalizedRunCopy(t *testing.T, verdict string) fixture {
 	t.Helper()
-	v, _ := finalizedRuns.LoadOrStore(verdict, &finalizedRunTemplate{})
-	tpl := v.(*finalizedRunTemplate)
-	tpl.once.Do(func() {
-		tpl.err = "building the finalized run failed in " + t.Name()
-		dir, err := os.MkdirTemp(fixtureRoot, "tamper-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tpl.f = buildFinalizedRunAt(t, filepath.Join(dir, "assay-out", "evidence.duckdb"), verdict)
-		tpl.dir, tpl.err = filepath.Join(dir, "assay-out"), ""
+	var f fixture
+	path := storeCopy(t, "buildFinalizedRun "+verdict, func(t *testing.T, path string) {
+		finalizedRunFixtures.Store(verdict, buildFinalizedRunAt(t, path, verdict))
 	})
-	if tpl.err != "" {
-		t.Fatal(tpl.err)
-	}
-	dst := filepath.Join(t.TempDir(), "assay-out")
-	if err := os.CopyFS(dst, os.DirFS(tpl.dir)); err != nil {
-		t.Fatal(err)
-	}
-	f := tpl.f
-	f.events = slices.Clone(tpl.f.events)
-	rel := func(p string) string {
-		r, err := filepath.Rel(tpl.dir, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return filepath.Join(dst, r)
-	}
-	f.path, f.largePath = rel(f.path), rel(f.largePath)
+	v, _ := finalizedRunFixtures.Load(verdict)
+	f = v.(fixture)
+	f.events = slices.Clone(f.events)
+	// The template's paths, moved to the copy.
+	f.largePath = filepath.Join(filepath.Dir(path), must(filepath.Rel(filepath.Dir(f.path), f.largePath)))
+	f.path = path
 	return f
+}
+
+// finalizedRunFixtures are the fixtures buildFinalizedRunAt returned for the templates, by verdict.
+var finalizedRunFixtures sync.Map
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func buildFinalizedRun(t *testing.T, verdict string) fixture {
