@@ -34,9 +34,8 @@ func jsonCommands(root *cobra.Command) []string {
 // of the default matrix run's output directory (so that commands that write, such as store migrate
 // or attest, change no shared fixture), with the metrics fixture module indexed into it.
 type jsonWorld struct {
-	out    string // evidence.duckdb, gateway-usage.db, graph.db
-	matrix result // assay matrix run --format json, the run out was copied from
-	index  result // assay index --format json into out
+	out   string // evidence.duckdb, gateway-usage.db, graph.db
+	index result // assay index --format json into out
 }
 
 // jsonInvocations are the arguments (after the command path, before --format json) a command needs
@@ -44,7 +43,11 @@ type jsonWorld struct {
 // command whose output needs a run of its own returns it whole. A new command that needs more
 // than --out fails the test until it has an entry here.
 var jsonInvocations = map[string]func(t *testing.T, w jsonWorld) ([]string, *result){
-	"assay matrix run": func(t *testing.T, w jsonWorld) ([]string, *result) { return nil, &w.matrix },
+	// A matrix run's JSON: the shared paused run's (exit 1), which also has a paused case's keys.
+	"assay matrix run": func(t *testing.T, w jsonWorld) ([]string, *result) {
+		r := approvedResumeRun(t).paused
+		return nil, &r
+	},
 	"assay resume": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		r := approvedResumeRun(t).r
 		return nil, &r
@@ -118,7 +121,7 @@ func serveUntilFirstValue(t *testing.T, args ...string) result {
 // object, a top-level schema_version, snake_case keys everywhere, no \u003c \u003e \u0026 escapes.
 func TestEveryJSONOutputFollowsTheConvention(t *testing.T) {
 	m := defaultMatrixRun(t)
-	w := jsonWorld{out: filepath.Join(t.TempDir(), "out"), matrix: m.r}
+	w := jsonWorld{out: filepath.Join(t.TempDir(), "out")}
 	copyTree(t, m.out, w.out)
 	w.index = runCLI(t, "index", "--out", w.out, "--format", "json", "../../metrics/testdata/fixture")
 

@@ -91,8 +91,10 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
 	}
-	out := t.TempDir()
-	r := runCLI(t, "matrix", "run", "--out", out)
+	// The shared default run: its store is read here, never written (the refused write below
+	// checks exactly that).
+	m := defaultMatrixRun(t)
+	out, r := m.out, m.r
 	if r.code != 0 {
 		t.Fatalf("matrix run exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -33,18 +33,19 @@ rules:
 // and the paused run's id.
 func pausedRun(t *testing.T, name string) (out, policyPath, runID string) {
 	t.Helper()
-	return pausedRunIn(t, t.TempDir(), name)
+	out, policyPath, runID, _ = pausedRunIn(t, t.TempDir(), name)
+	return out, policyPath, runID
 }
 
-// pausedRunIn is pausedRun into dir.
-func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string) {
+// pausedRunIn is pausedRun into dir; it also returns the matrix run's result.
+func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string, r result) {
 	t.Helper()
 	out = filepath.Join(dir, "out")
 	policyPath = filepath.Join(dir, "ask.yaml")
 	if err := os.WriteFile(policyPath, []byte(askTests), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, "matrix", "run", "--formations", name, "--policy", policyPath, "--out", out, "--format", "json")
+	r = runCLI(t, "matrix", "run", "--formations", name, "--policy", policyPath, "--out", out, "--format", "json")
 	if r.code != 1 {
 		t.Fatalf("paused run: exit %d, want 1\n%s", r.code, r.stderr)
 	}
@@ -56,7 +57,7 @@ func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string)
 	if !c.Paused || c.Verdict.Verdict != "rejected" || !strings.Contains(strings.Join(c.Verdict.Reasons, " "), "assay resume "+c.RunID) {
 		t.Fatalf("case %+v: want paused and rejected naming assay resume", c)
 	}
-	return out, policyPath, c.RunID
+	return out, policyPath, c.RunID, r
 }
 
 // approvedResume is a parallel case paused by the ask policy, approved with 'assay approve' and
@@ -64,6 +65,7 @@ func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string)
 // binds its content, and so does the approval): shared, the evidence read-only.
 type approvedResume struct {
 	out, run, call string // the output directory, the paused run, the approved call
+	paused         result // of the paused assay matrix run --format json
 	r              result // of assay resume --format json
 }
 
@@ -76,7 +78,7 @@ func approvedResumeRun(t *testing.T) approvedResume {
 	}
 	return sharedApprovedResume.get(t, func(t *testing.T) approvedResume {
 		dir := fixtureDir("resume")
-		out, policyPath, run := pausedRunIn(t, dir, "parallel")
+		out, policyPath, run, paused := pausedRunIn(t, dir, "parallel")
 		call, hash := awaiting(t, out, run)
 		approvals := filepath.Join(out, "approvals.json")
 		if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
@@ -87,7 +89,7 @@ func approvedResumeRun(t *testing.T) approvedResume {
 			t.Fatal("copy the policy", err)
 		}
 		r := runCLI(t, "resume", run, "--out", out, "--policy", renamed, "--approvals", approvals, "--format", "json")
-		return approvedResume{out: out, run: run, call: call, r: r}
+		return approvedResume{out: out, run: run, call: call, paused: paused, r: r}
 	})
 }
 
