@@ -212,7 +212,7 @@ func (o *Options) Normalize() error {
 		return optionErr("Language", "%q is unknown (known: %s)", o.Language, strings.Join(Languages(), ", "))
 	}
 	if o.Concurrency < 0 {
-		return optionErr("Concurrency", "%d is negative (0 means 1)", o.Concurrency)
+		return optionErr("Concurrency", "%d is negative", o.Concurrency)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1

@@ -217,6 +217,7 @@ func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
 		{"credential session header", []string{"matrix", "run", "--session-header", "Authorization", "--out", filepath.Join(dir, "o7")}, "carries credentials", filepath.Join(dir, "o7")},
 		{"fault on an unknown member", []string{"matrix", "run", "--reference-fault", "exec-9:0:drop_usage", "--out", filepath.Join(dir, "o8")}, `"exec-9"`, filepath.Join(dir, "o8")},
 		{"unreachable provider", []string{"matrix", "run", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--out", filepath.Join(dir, "o9")}, "unreachable", filepath.Join(dir, "o9")},
+		{"concurrency 0", []string{"matrix", "run", "--concurrency", "0", "--out", filepath.Join(dir, "o10")}, "--concurrency 0: at least one case", filepath.Join(dir, "o10")},
 		{"index without packages", []string{"index", "--out", filepath.Join(dir, "o5"), empty}, "", filepath.Join(dir, "o5", "graph.db")},
 		{"sql without store", []string{"sql", "--out", filepath.Join(dir, "none"), "SELECT 1"}, "", filepath.Join(dir, "none")},
 		{"verify without store", []string{"verify", "--out", filepath.Join(dir, "none2")}, "", filepath.Join(dir, "none2")},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -67,6 +68,9 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 	format, err := outputFormat(opts.Format, "table", "csv", "json")
 	if err != nil {
 		return err
+	}
+	if strings.TrimSpace(opts.Query) == "" {
+		return usageErrorf("the query is empty: give one SQL statement, e.g. assay sql \"SELECT run_id, verdict FROM verdicts\"")
 	}
 	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay sql"})
 	if err != nil {
