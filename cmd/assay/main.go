@@ -51,7 +51,7 @@ func NewCmdRoot(io IOStreams) *cobra.Command {
 	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
 		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
 		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil),
-		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil))
+		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil), NewCmdVersion(io, nil))
 	finishTree(root)
 	return root
 }
@@ -74,10 +74,10 @@ func newRoot(io IOStreams) *cobra.Command {
 			"Start with:\n  assay matrix run      (on the embedded reference provider)"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
 		// A flag given with an empty value is bad usage, not "not given".
 		PersistentPreRunE: func(c *cobra.Command, args []string) error { return refuseEmptyFlags(c) },
 	}
+	setVersionFlag(root)
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)

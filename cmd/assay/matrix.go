@@ -85,7 +85,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringVar(&formations, "formations", "sequential,parallel", "comma-separated catalog cases, or \"all\" (catalog: "+strings.Join(harness.CatalogNames(), ", ")+")")
 	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile: "+strings.Join(harness.ProfileNames(), " or "))
 	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages(), " or "))
-	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once")
+	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once (at least 1)")
 	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")
 	f.StringVar(&opts.Harness.APIKeyEnv, "api-key-env", "", "name of the environment variable holding the provider API key (the key itself is never recorded)")
