@@ -88,11 +88,12 @@ func newRoot(io IOStreams) *cobra.Command {
 }
 
 // finishTree completes the tree under root once every command is added: cobra's completion group
-// (added now, so that it is a group like the others), the help command, groups that refuse to run
+// (added now, so that it is a group like the others), completion of flag and argument values, the help command, groups that refuse to run
 // without a subcommand, and argument checks that report bad usage.
 func finishTree(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	root.SetHelpCommand(newHelpCommand())
+	completeValues(root)
 	refuseUnknownSubcommands(root)
 	argsAreUsage(root)
 }
