@@ -16,7 +16,8 @@ import (
 var fixtureRoot string
 
 // memo is one shared fixture, made by the first test that asks for it, with that test's t: a
-// failure while making it fails that test, and every other test that asks says so.
+// failure while making it fails that test, and every other test that asks says so. The shared
+// fixtures are end-to-end matrix runs: with -short, get skips the test.
 type memo[T any] struct {
 	once sync.Once
 	val  T
@@ -25,6 +26,9 @@ type memo[T any] struct {
 
 func (m *memo[T]) get(t *testing.T, make func(t *testing.T) T) T {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs build and run Go code; skipped with -short")
+	}
 	m.once.Do(func() {
 		// t.Fatal in make ends the goroutine before the assignment below: err stays.
 		m.err = "the shared fixture failed in the test that made it: " + t.Name()
@@ -59,9 +63,6 @@ var sharedDefaultMatrix memo[defaultMatrix]
 // the tests: a test that writes (a store migration, an attestation) copies it first.
 func defaultMatrixRun(t *testing.T) defaultMatrix {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
-	}
 	return sharedDefaultMatrix.get(t, func(t *testing.T) defaultMatrix {
 		out := filepath.Join(fixtureDir("matrix"), "out")
 		return defaultMatrix{out: out, r: runCLI(t, "matrix", "run", "--out", out)}

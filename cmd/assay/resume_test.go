@@ -73,9 +73,6 @@ var sharedApprovedResume memo[approvedResume]
 
 func approvedResumeRun(t *testing.T) approvedResume {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end matrix runs; skipped with -short")
-	}
 	return sharedApprovedResume.get(t, func(t *testing.T) approvedResume {
 		dir := fixtureDir("resume")
 		out, policyPath, run, paused := pausedRunIn(t, dir, "parallel")
