@@ -303,7 +303,7 @@ func (o *Options) Normalize() error {
 	if o.PolicyFile != "" {
 		f, digest, err := policy.LoadFile(o.PolicyFile)
 		if err != nil {
-			return optionErr("PolicyFile", "%s: %s", o.PolicyFile, oneLine(err.Error()))
+			return optionErr("PolicyFile", "%s", oneLine(err.Error())) // the error names the file first
 		}
 		if err := checkPolicyTools(f); err != nil {
 			return optionErr("PolicyFile", "%s: %v", o.PolicyFile, err)
@@ -313,7 +313,7 @@ func (o *Options) Normalize() error {
 	if o.ApprovalsFile != "" {
 		f, err := policy.LoadApprovalFile(o.ApprovalsFile)
 		if err != nil {
-			return optionErr("ApprovalsFile", "%s: %s", o.ApprovalsFile, oneLine(err.Error()))
+			return optionErr("ApprovalsFile", "%s", oneLine(err.Error())) // the error names the file first
 		}
 		o.approvals = f
 	}
