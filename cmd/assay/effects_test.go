@@ -124,7 +124,7 @@ func TestEffectsSaysWhenNothingMatches(t *testing.T) {
 		want string
 	}{
 		{EffectsOptions{State: "unknown"}, "no effects in state unknown\n"},
-		{EffectsOptions{State: "unknown", Format: "json"}, "[]\n"},
+		{EffectsOptions{State: "unknown", Format: "json"}, "{\n  \"schema_version\": 1,\n  \"effects\": []\n}\n"},
 		{EffectsOptions{State: "cancelled"}, "no effects in state cancelled\n"},
 	} {
 		r := effects(t, path, c.opts)

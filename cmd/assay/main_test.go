@@ -470,9 +470,13 @@ func TestSQLJSONKeepsTypesAndColumnOrder(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	want := `[
-  {"z": 2, "d": 1.5, "n": "NaN", "nul": null, "s": "NULL", "l": [1,2], "st": {"k":"v"}}
-]
+	want := `{
+  "schema_version": 1,
+  "columns": ["z","d","n","nul","s","l","st"],
+  "rows": [
+    {"z": 2, "d": 1.5, "n": "NaN", "nul": null, "s": "NULL", "l": [1,2], "st": {"k":"v"}}
+  ]
+}
 `
 	if r.stdout != want {
 		t.Fatalf("json:\n%s\nwant:\n%s", r.stdout, want)
