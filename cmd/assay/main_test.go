@@ -457,41 +457,6 @@ func TestCommandGroupsRequireASubcommand(t *testing.T) {
 	}
 }
 
-func TestSQLJSONKeepsTypesAndColumnOrder(t *testing.T) {
-	ctx := context.Background()
-	out := t.TempDir()
-	s, err := evidence.Open(ctx, filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{Command: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	r := runCLI(t, "sql", "--out", out, "--format", "json",
-		`SELECT 2 AS z, 1.50::DECIMAL(10,2) AS d, 'nan'::DOUBLE AS n, NULL AS nul, 'NULL' AS s, [1, 2] AS l, {'k': 'v'} AS st`)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	want := `{
-  "schema_version": 1,
-  "columns": ["z","d","n","nul","s","l","st"],
-  "rows": [
-    {"z": 2, "d": 1.5, "n": "NaN", "nul": null, "s": "NULL", "l": [1,2], "st": {"k":"v"}}
-  ]
-}
-`
-	if r.stdout != want {
-		t.Fatalf("json:\n%s\nwant:\n%s", r.stdout, want)
-	}
-	tbl := runCLI(t, "sql", "--out", out, "SELECT [1, 2] AS l, NULL AS nul")
-	if tbl.code != 0 || !strings.Contains(tbl.stdout, "[1,2]") || !strings.Contains(tbl.stdout, "NULL") {
-		t.Fatalf("table: %d %q %q", tbl.code, tbl.stdout, tbl.stderr)
-	}
-	missing := runCLI(t, "sql", "--out", filepath.Join(out, "nowhere"), "SELECT 1")
-	if missing.code != 2 {
-		t.Fatalf("missing store: exit %d", missing.code)
-	}
-	oneLine(t, missing, "no evidence store at "+filepath.Join(out, "nowhere", "evidence.duckdb")+"; run 'assay matrix run' first")
-}
-
 // secretProvider is an OpenAI-compatible endpoint that leaks secrets the way real ones do: its
 // first reply to each member is a write_file call whose arguments carry envSecret, its second is
 // an HTTP 500 whose error body echoes the API key it was sent. It also checks that the key arrives.
