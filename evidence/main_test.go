@@ -1,11 +1,12 @@
 package evidence
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/assay-audit/assay/internal/testroot"
 )
 
 // fixtureRoot holds the fixtures shared by the tests of this binary (finalizedRunCopy's templates);
@@ -13,15 +14,7 @@ import (
 var fixtureRoot string
 
 func TestMain(m *testing.M) {
-	root, err := os.MkdirTemp("", "evidence-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
-	}
-	fixtureRoot = root
-	code := m.Run()
-	os.RemoveAll(root)
-	os.Exit(code)
+	os.Exit(testroot.Main(m, "evidence-test-", &fixtureRoot))
 }
 
 // storeTemplates are the stores storeCopy wrote, by key.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/assay-audit/assay/internal/storetest"
+	"github.com/assay-audit/assay/internal/testroot"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -50,15 +51,7 @@ func TestMain(m *testing.M) {
 		s.Close()
 		os.Exit(0)
 	}
-	root, err := os.MkdirTemp("", "assay-cmd-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
-	}
-	fixtureRoot = root
-	code := m.Run()
-	os.RemoveAll(root)
-	os.Exit(code)
+	os.Exit(testroot.Main(m, "assay-cmd-test-", &fixtureRoot))
 }
 
 type result struct {
