@@ -34,6 +34,8 @@ var (
 	ErrNotReadOnly = errors.New("open the store read-only to query it")
 	// ErrMultipleStatements: Query was given more than one SQL statement.
 	ErrMultipleStatements = errors.New("query must be exactly one SQL statement")
+	// ErrNoStatement: Query was given no SQL statement, only comments (a QueryError).
+	ErrNoStatement = errors.New("the query is only a comment: there is no SQL statement to run")
 	// ErrClosed: the Store was used after Close.
 	ErrClosed = errors.New("evidence store is closed")
 	// ErrNoRun: the named run does not exist.

@@ -22,8 +22,19 @@ type runSpec struct {
 // requested, which the store turns into "rejected" unless usage passed.
 func buildRuns(t *testing.T, specs ...runSpec) string {
 	t.Helper()
+	return buildRunsAt(t, storePath(t), specs...)
+}
+
+// buildRunsCopy is buildRuns's store for specs, written once per test binary and copied into a
+// directory of t's own: for a test that changes the store and needs nothing else of buildRuns.
+func buildRunsCopy(t *testing.T, specs ...runSpec) string {
+	t.Helper()
+	return storeCopy(t, fmt.Sprintf("buildRuns %v", specs), func(t *testing.T, path string) { buildRunsAt(t, path, specs...) })
+}
+
+func buildRunsAt(t *testing.T, path string, specs ...runSpec) string {
+	t.Helper()
 	ctx := context.Background()
-	path := storePath(t)
 	s := mustOpen(t, path, OpenOptions{Command: "assay matrix run"})
 	for _, r := range specs {
 		if err := s.OpenRun(ctx, r.id, testEnvelope(ModeLive), r.corrects); err != nil {
@@ -257,7 +268,8 @@ func TestVerifyFindsErasedRuns(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			path := buildRuns(t, tc.specs...)
+			t.Parallel()
+			path := buildRunsCopy(t, tc.specs...)
 			tc.erase(t, path)
 			checkVerify(t, verifyAll(t, path), tc.want)
 		})
@@ -314,7 +326,8 @@ func TestVerifyDetectsForgedChecksAndVerdict(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			path := buildRuns(t, runSpec{"run-a", "", CheckPassed}, runSpec{run, "", CheckUnknown})
+			t.Parallel()
+			path := buildRunsCopy(t, runSpec{"run-a", "", CheckPassed}, runSpec{run, "", CheckUnknown})
 			tc.forge(t, path)
 			checkVerify(t, verifyAll(t, path), map[string]wantVerify{"run-a": {status: VerifyOK}, run: {VerifyTampered, tc.detail}})
 		})

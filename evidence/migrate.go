@@ -207,17 +207,17 @@ func backfillV5(ctx context.Context, tx *sql.Tx) error {
 
 // MigrateResult is what Migrate did.
 type MigrateResult struct {
-	Path string
-	From int // schema version found
-	To   int // schema version now (SchemaVersion)
+	Path string `json:"path"`
+	From int    `json:"from_schema_version"` // schema version found
+	To   int    `json:"to_schema_version"`   // schema version now (SchemaVersion)
 	// Steps documents each migration applied; empty when the store was current.
-	Steps []string
+	Steps []string `json:"steps"`
 	// Verification is Verify over every run after migrating: migration never
 	// changes what a run's hashes cover, so a run that verified before still does.
-	Verification []RunVerification
+	Verification []RunVerification `json:"verification"`
 	// Interrupted lists runs left open by earlier writers and recorded as
 	// interrupted when the migrated store was opened for writing.
-	Interrupted []string
+	Interrupted []string `json:"interrupted"`
 }
 
 // Unverified returns the entries of Verification that do not verify: neither passed

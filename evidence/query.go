@@ -29,7 +29,7 @@ type QueryResult struct {
 //
 // Errors: ErrNotReadOnly when the store is open for writing; a *QueryError
 // (ErrBadQuery) for a statement refused or failing as a statement: more than
-// one statement (also ErrMultipleStatements), DuckDB's error (*duckdb.Error)
+// one statement (also ErrMultipleStatements), only comments (also ErrNoStatement), DuckDB's error (*duckdb.Error)
 // for a malformed statement, a write, a failed conversion; DuckDB's error
 // alone when the store failed to read (I/O, out of memory, an internal or
 // fatal error); ctx's error when cancelled (DuckDB interrupts the query);
@@ -59,7 +59,13 @@ func (s *Store) Query(ctx context.Context, query string) (*QueryResult, error) {
 			if errors.As(err, &de) {
 				return err
 			}
-			return &QueryError{Err: fmt.Errorf("%w: %v", ErrMultipleStatements, err)}
+			// The driver's refusals name its own API ("try using PrepareContext"), which is no
+			// help to the one who wrote the query: say what is wrong with the query instead. Its
+			// "empty query" (unexported) is a query of comments only.
+			if strings.Contains(err.Error(), "empty query") {
+				return &QueryError{Err: ErrNoStatement}
+			}
+			return &QueryError{Err: ErrMultipleStatements}
 		}
 		return st.Close()
 	})

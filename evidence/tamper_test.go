@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,10 +23,42 @@ type fixture struct {
 	events      []StoredEvent
 }
 
+// finalizedRunCopy is buildFinalizedRun's store for verdict, written once per test binary and
+// copied into a directory of t's own.
+func finalizedRunCopy(t *testing.T, verdict string) fixture {
+	t.Helper()
+	var f fixture
+	path := storeCopy(t, "buildFinalizedRun "+verdict, func(t *testing.T, path string) {
+		finalizedRunFixtures.Store(verdict, buildFinalizedRunAt(t, path, verdict))
+	})
+	v, _ := finalizedRunFixtures.Load(verdict)
+	f = v.(fixture)
+	f.events = slices.Clone(f.events)
+	// The template's paths, moved to the copy.
+	f.largePath = filepath.Join(filepath.Dir(path), must(filepath.Rel(filepath.Dir(f.path), f.largePath)))
+	f.path = path
+	return f
+}
+
+// finalizedRunFixtures are the fixtures buildFinalizedRunAt returned for the templates, by verdict.
+var finalizedRunFixtures sync.Map
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 func buildFinalizedRun(t *testing.T, verdict string) fixture {
 	t.Helper()
+	return buildFinalizedRunAt(t, storePath(t), verdict)
+}
+
+func buildFinalizedRunAt(t *testing.T, path, verdict string) fixture {
+	t.Helper()
 	ctx := context.Background()
-	f := fixture{path: storePath(t), runID: "run-tamper"}
+	f := fixture{path: path, runID: "run-tamper"}
 	s := mustOpen(t, f.path, OpenOptions{Command: "assay matrix run"})
 	if err := s.OpenRun(ctx, f.runID, testEnvelope(ModeLive), ""); err != nil {
 		t.Fatal(err)
@@ -161,7 +196,8 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := buildFinalizedRun(t, tc.verdict)
+			t.Parallel()
+			f := finalizedRunCopy(t, tc.verdict)
 			tc.tamper(t, f)
 			ro := mustOpen(t, f.path, OpenOptions{ReadOnly: true})
 			vs, err := ro.Verify(ctx, f.runID)

@@ -416,7 +416,8 @@ func TestVerifyDetectsDeeperForgeries(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			path := buildRuns(t, runSpec{"run-a", "", CheckPassed}, runSpec{run, "", CheckUnknown})
+			t.Parallel()
+			path := buildRunsCopy(t, runSpec{"run-a", "", CheckPassed}, runSpec{run, "", CheckUnknown})
 			tc.forge(t, path)
 			want := map[string]wantVerify{"run-a": {status: VerifyOK}, run: {tc.status, tc.detail}}
 			if strings.HasPrefix(tc.name, "admission") && tc.name != "admission edited" {

@@ -222,7 +222,7 @@ func (o *Options) Normalize() error {
 		return optionErr("Language", "%q is unknown (known: %s)", o.Language, strings.Join(Languages(), ", "))
 	}
 	if o.Concurrency < 0 {
-		return optionErr("Concurrency", "%d is negative (0 means 1)", o.Concurrency)
+		return optionErr("Concurrency", "%d is negative", o.Concurrency)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
@@ -316,7 +316,7 @@ func (o *Options) Normalize() error {
 	if o.PolicyFile != "" {
 		f, digest, err := policy.LoadFile(o.PolicyFile)
 		if err != nil {
-			return optionErr("PolicyFile", "%s: %s", o.PolicyFile, oneLine(err.Error()))
+			return optionErr("PolicyFile", "%s", oneLine(err.Error())) // the error names the file first
 		}
 		if err := checkPolicyTools(f); err != nil {
 			return optionErr("PolicyFile", "%s: %v", o.PolicyFile, err)
@@ -326,7 +326,7 @@ func (o *Options) Normalize() error {
 	if o.ApprovalsFile != "" {
 		f, err := policy.LoadApprovalFile(o.ApprovalsFile)
 		if err != nil {
-			return optionErr("ApprovalsFile", "%s: %s", o.ApprovalsFile, oneLine(err.Error()))
+			return optionErr("ApprovalsFile", "%s", oneLine(err.Error())) // the error names the file first
 		}
 		o.approvals = f
 	}

@@ -87,7 +87,7 @@ func runAttest(ctx context.Context, opts *AttestOptions) error {
 		return err
 	}
 	if format == "json" {
-		if err := writeJSON(opts.IO.Out, signed); err != nil {
+		if err := writeJSON(opts.IO.Out, map[string]any{"attestations": nonNilSlice(signed)}); err != nil {
 			return err
 		}
 	} else {

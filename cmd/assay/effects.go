@@ -67,7 +67,7 @@ func runEffects(ctx context.Context, opts *EffectsOptions) error {
 		if effs == nil {
 			effs = []tool.Effect{}
 		}
-		return writeJSON(opts.IO.Out, effs)
+		return writeJSON(opts.IO.Out, map[string]any{"effects": effs})
 	}
 	if len(effs) == 0 {
 		// A bare header would read like a truncated listing; say that nothing matched.

@@ -56,7 +56,7 @@ func effectsOf(t *testing.T, path, runID string) map[string][]tool.Effect {
 		t.Fatalf("effects: exit %d %s", r.code, r.stderr)
 	}
 	var effs []tool.Effect
-	if err := json.Unmarshal([]byte(r.stdout), &effs); err != nil {
+	if err := json.Unmarshal(listOf(t, r.stdout, "effects"), &effs); err != nil {
 		t.Fatal(err)
 	}
 	byTool := map[string][]tool.Effect{}
@@ -73,7 +73,7 @@ func TestEffectsListsWhatTheEvidenceEstablishes(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	var effs []tool.Effect
-	if err := json.Unmarshal([]byte(r.stdout), &effs); err != nil {
+	if err := json.Unmarshal(listOf(t, r.stdout, "effects"), &effs); err != nil {
 		t.Fatal(err)
 	}
 	states := map[string]string{}
@@ -124,7 +124,7 @@ func TestEffectsSaysWhenNothingMatches(t *testing.T) {
 		want string
 	}{
 		{EffectsOptions{State: "unknown"}, "no effects in state unknown\n"},
-		{EffectsOptions{State: "unknown", Format: "json"}, "[]\n"},
+		{EffectsOptions{State: "unknown", Format: "json"}, "{\n  \"schema_version\": 1,\n  \"effects\": []\n}\n"},
 		{EffectsOptions{State: "cancelled"}, "no effects in state cancelled\n"},
 	} {
 		r := effects(t, path, c.opts)

@@ -81,7 +81,7 @@ func TestMessageNamesFlagsForFields(t *testing.T) {
 		want string
 	}{
 		{"a refused field", (&harness.Options{OutDir: t.TempDir(), Concurrency: -1}).Normalize(),
-			"invalid options: --concurrency -1 is negative (0 means 1)"},
+			"invalid options: --concurrency -1 is negative"},
 		{"a field and the one its reason names", (&harness.Options{OutDir: t.TempDir(), BaseURL: "http://127.0.0.1:1/v1"}).Normalize(),
 			"invalid options: --model is required with --base-url"},
 		{"a budget", (&harness.Options{OutDir: t.TempDir(), TeamToolCalls: -1}).Normalize(),
@@ -125,7 +125,7 @@ func TestExitStatusClasses(t *testing.T) {
 		r := call(t, "", func(ctx context.Context, io IOStreams) error {
 			return runMatrixRun(ctx, &MatrixRunOptions{IO: io, Harness: harness.Options{OutDir: out, Concurrency: -2}})
 		})
-		if r.code != 2 || r.stderr != "assay: invalid options: --concurrency -2 is negative (0 means 1)\n" {
+		if r.code != 2 || r.stderr != "assay: invalid options: --concurrency -2 is negative\n" {
 			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 		}
 		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {

@@ -61,7 +61,13 @@ func runExport(ctx context.Context, opts *ExportOptions) error {
 		return err
 	}
 	if format == "json" {
-		return writeJSON(opts.IO.Out, res)
+		// The store's schema version is named as such: schema_version is the output's (docs/json.md).
+		return writeJSON(opts.IO.Out, struct {
+			Dir                string                   `json:"dir"`
+			StoreSchemaVersion int                      `json:"store_schema_version"`
+			Runs               []string                 `json:"runs"`
+			Tables             []evidence.ExportedTable `json:"tables"`
+		}{res.Dir, res.SchemaVersion, nonNilSlice(res.Runs), nonNilSlice(res.Tables)})
 	}
 	t := table{header: []string{"TABLE", "ROWS", "FILE", "SHA256"}}
 	for _, x := range res.Tables {

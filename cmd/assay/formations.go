@@ -70,7 +70,7 @@ func runFormations(ctx context.Context, opts *FormationsOptions) error {
 		rows = append(rows, row)
 	}
 	if format == "json" {
-		return writeJSON(opts.IO.Out, rows)
+		return writeJSON(opts.IO.Out, map[string]any{"formations": rows})
 	}
 	t := table{header: []string{"FORMATION", "DURABLE", "CONTRACT"}}
 	for _, r := range rows {

@@ -20,7 +20,7 @@ func TestFormationsListsEveryFormationWithDurabilityAndContract(t *testing.T) {
 		t.Fatal(r.stderr)
 	}
 	var rows []formationRow
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+	if err := json.Unmarshal(listOf(t, r.stdout, "formations"), &rows); err != nil {
 		t.Fatal(err)
 	}
 	durable := map[string]bool{}

@@ -306,7 +306,7 @@ func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	}
 	switch opts.Format {
 	case "json":
-		return writeJSON(opts.IO.Out, syms)
+		return writeJSON(opts.IO.Out, map[string]any{"symbols": nonNilSlice(syms)})
 	case "dot":
 		var edges [][3]string
 		for _, s := range syms {

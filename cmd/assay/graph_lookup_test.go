@@ -92,7 +92,7 @@ func TestGraphSymbolsVariant(t *testing.T) {
 
 	var all []struct{ ID, Variant string }
 	r := runCLI(t, "graph", "symbols", "--out", out, "--variant", "all", "--format", "json", "cobra/command.go")
-	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 0 {
+	if err := json.Unmarshal(listOf(t, r.stdout, "symbols"), &all); err != nil || r.code != 0 {
 		t.Fatalf("symbols --variant all json: exit %d %v %q", r.code, err, r.stdout)
 	}
 	got := map[string]string{}

@@ -51,7 +51,8 @@ func NewCmdRoot(io IOStreams) *cobra.Command {
 	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
 		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
 		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil),
-		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil), NewCmdReport(io, nil), NewCmdAudit(io, nil))
+		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil), NewCmdReport(io, nil), NewCmdAudit(io, nil),
+		NewCmdVersion(io, nil))
 	finishTree(root)
 	return root
 }
@@ -74,10 +75,10 @@ func newRoot(io IOStreams) *cobra.Command {
 			"Start with:\n  assay matrix run      (on the embedded reference provider)"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
 		// A flag given with an empty value is bad usage, not "not given".
 		PersistentPreRunE: func(c *cobra.Command, args []string) error { return refuseEmptyFlags(c) },
 	}
+	setVersionFlag(root)
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
@@ -88,11 +89,12 @@ func newRoot(io IOStreams) *cobra.Command {
 }
 
 // finishTree completes the tree under root once every command is added: cobra's completion group
-// (added now, so that it is a group like the others), the help command, groups that refuse to run
+// (added now, so that it is a group like the others), completion of flag and argument values, the help command, groups that refuse to run
 // without a subcommand, and argument checks that report bad usage.
 func finishTree(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	root.SetHelpCommand(newHelpCommand())
+	completeValues(root)
 	refuseUnknownSubcommands(root)
 	argsAreUsage(root)
 }

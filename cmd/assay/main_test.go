@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/assay-audit/assay/internal/storetest"
+	"github.com/assay-audit/assay/internal/testroot"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +26,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/assay-audit/assay/evidence"
-	"github.com/assay-audit/assay/harness"
 )
 
 // TestMain lets the test binary act as a second process: one holding the evidence store's writer
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 		s.Close()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testroot.Main(m, "assay-cmd-test-", &fixtureRoot))
 }
 
 type result struct {
@@ -61,6 +61,11 @@ type result struct {
 
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
+	return runCLIQuiet(args...)
+}
+
+// runCLIQuiet is runCLI for a shared fixture, which no one test owns.
+func runCLIQuiet(args ...string) result {
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), args, IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
@@ -79,8 +84,10 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
 	}
-	out := t.TempDir()
-	r := runCLI(t, "matrix", "run", "--out", out)
+	// The shared default run: its store is read here, never written (the refused write below
+	// checks exactly that).
+	m := defaultMatrixRun(t)
+	out, r := m.out, m.r
 	if r.code != 0 {
 		t.Fatalf("matrix run exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -112,7 +119,7 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 		t.Fatalf("sql exit %d: %s", q.code, q.stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(q.stdout), &rows); err != nil || len(rows) != 2 {
+	if err := json.Unmarshal(listOf(t, q.stdout, "rows"), &rows); err != nil || len(rows) != 2 {
 		t.Fatalf("sql json: %v %q", err, q.stdout)
 	}
 	for _, row := range rows {
@@ -150,7 +157,7 @@ func TestMatrixRunWithoutUsageIsNotAccepted(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1 (case not accepted)\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	var sum harness.Summary
+	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatalf("json summary: %v\n%s", err, r.stdout)
 	}
@@ -206,6 +213,7 @@ func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
 		{"unreachable provider", []string{"matrix", "run", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--out", filepath.Join(dir, "o9")}, "unreachable", filepath.Join(dir, "o9")},
 		{"formation option out of range", []string{"matrix", "run", "--formations", "consensus", "--formation-option", "consensus_threshold=0.5", "--out", filepath.Join(dir, "o10")}, "--formation-option invalid formation configuration: option consensus_threshold=\"0.5\"", filepath.Join(dir, "o10")},
 		{"formation option not re-derived", []string{"matrix", "run", "--formations", "parallel", "--formation-option", "max_workers=1", "--out", filepath.Join(dir, "o11")}, "--formation-option max_workers cannot be set on a matrix case", filepath.Join(dir, "o11")},
+		{"concurrency 0", []string{"matrix", "run", "--concurrency", "0", "--out", filepath.Join(dir, "o12")}, "--concurrency 0: at least one case", filepath.Join(dir, "o12")},
 		{"index without packages", []string{"index", "--out", filepath.Join(dir, "o5"), empty}, "", filepath.Join(dir, "o5", "graph.db")},
 		{"sql without store", []string{"sql", "--out", filepath.Join(dir, "none"), "SELECT 1"}, "", filepath.Join(dir, "none")},
 		{"verify without store", []string{"verify", "--out", filepath.Join(dir, "none2")}, "", filepath.Join(dir, "none2")},
@@ -314,7 +322,7 @@ func TestVerifyReportsATamperedEvent(t *testing.T) {
 	}
 	oneLine(t, r, "run-bad tampered at seq 3")
 	var got []evidence.RunVerification
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+	if err := json.Unmarshal(listOf(t, r.stdout, "runs"), &got); err != nil {
 		t.Fatal(err)
 	}
 	status := map[string]evidence.RunVerification{}
@@ -443,37 +451,6 @@ func TestCommandGroupsRequireASubcommand(t *testing.T) {
 	if r := runCLI(t, "graph"); !strings.HasPrefix(r.stderr, "assay: graph: a subcommand is required (callees, callers, errors, path, symbols)") {
 		t.Errorf("assay graph: %q", r.stderr)
 	}
-}
-
-func TestSQLJSONKeepsTypesAndColumnOrder(t *testing.T) {
-	ctx := context.Background()
-	out := t.TempDir()
-	s, err := evidence.Open(ctx, filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{Command: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	r := runCLI(t, "sql", "--out", out, "--format", "json",
-		`SELECT 2 AS z, 1.50::DECIMAL(10,2) AS d, 'nan'::DOUBLE AS n, NULL AS nul, 'NULL' AS s, [1, 2] AS l, {'k': 'v'} AS st`)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	want := `[
-  {"z": 2, "d": 1.5, "n": "NaN", "nul": null, "s": "NULL", "l": [1,2], "st": {"k":"v"}}
-]
-`
-	if r.stdout != want {
-		t.Fatalf("json:\n%s\nwant:\n%s", r.stdout, want)
-	}
-	tbl := runCLI(t, "sql", "--out", out, "SELECT [1, 2] AS l, NULL AS nul")
-	if tbl.code != 0 || !strings.Contains(tbl.stdout, "[1,2]") || !strings.Contains(tbl.stdout, "NULL") {
-		t.Fatalf("table: %d %q %q", tbl.code, tbl.stdout, tbl.stderr)
-	}
-	missing := runCLI(t, "sql", "--out", filepath.Join(out, "nowhere"), "SELECT 1")
-	if missing.code != 2 {
-		t.Fatalf("missing store: exit %d", missing.code)
-	}
-	oneLine(t, missing, "no evidence store at "+filepath.Join(out, "nowhere", "evidence.duckdb")+"; run 'assay matrix run' first")
 }
 
 // secretProvider is an OpenAI-compatible endpoint that leaks secrets the way real ones do: its

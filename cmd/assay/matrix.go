@@ -71,6 +71,9 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 			if opts.Harness.ModelAliases, err = parseAliases("--model-alias", aliases); err != nil {
 				return err
 			}
+			if c.Flags().Changed("concurrency") && opts.Harness.Concurrency == 0 {
+				return usageErrorf("--concurrency 0: at least one case must run at a time (the default is 1)")
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -82,7 +85,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringVar(&formations, "formations", "sequential,parallel", "comma-separated catalog cases, or \"all\" (catalog: "+strings.Join(harness.CatalogNames(), ", ")+")")
 	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile: "+strings.Join(harness.ProfileNames(), " or "))
 	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages(), " or "))
-	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once")
+	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once (at least 1)")
 	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")
 	f.StringVar(&opts.Harness.APIKeyEnv, "api-key-env", "", "name of the environment variable holding the provider API key (the key itself is never recorded)")
@@ -137,7 +140,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		return err
 	}
 	if format == "json" {
-		if err := writeJSON(opts.IO.Out, sum); err != nil {
+		if err := writeSummaryJSON(opts.IO.Out, sum); err != nil {
 			return err
 		}
 	} else {

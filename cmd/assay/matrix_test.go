@@ -25,7 +25,7 @@ func TestMatrixRunAllAcceptsEveryCaseInBothOtherCombinations(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
 			}
-			var sum harness.Summary
+			var sum summaryJSON
 			if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +57,7 @@ func TestMatrixRunRejectedCaseNamesEveryFailedCheck(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
 	}
-	var sum harness.Summary
+	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatal(err)
 	}

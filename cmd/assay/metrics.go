@@ -196,7 +196,7 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 		if rows == nil {
 			rows = []*metricsRow{}
 		}
-		return writeJSON(opts.IO.Out, rows)
+		return writeJSON(opts.IO.Out, map[string]any{"rows": rows})
 	case "csv":
 		t := table{header: []string{"metric", "subject", "scope", "value", "kind", "method", "reason", "detail", "coverage", "snapshot_id", "build_context", "origin", "variant"}}
 		for _, r := range rows {

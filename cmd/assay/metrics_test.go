@@ -52,7 +52,7 @@ func TestMetricsTableJSONAndCSV(t *testing.T) {
 			Coverage float64
 		}
 	}
-	if err := json.Unmarshal([]byte(j.stdout), &rows); err != nil {
+	if err := json.Unmarshal(listOf(t, j.stdout, "rows"), &rows); err != nil {
 		t.Fatalf("%v: %s", err, j.stdout)
 	}
 	if len(rows) != 1 || rows[0].Subject != "type:example.com/mx/lcom.Split" {
@@ -263,7 +263,7 @@ func TestMetricsSortLCOM4RanksNoStateLast(t *testing.T) {
 
 	j := runCLI(t, "metrics", "--out", out, "--scope", "type", "--sort", "lcom4", "--format", "json")
 	var rows []struct{ Subject string }
-	if err := json.Unmarshal([]byte(j.stdout), &rows); err != nil || j.code != 0 {
+	if err := json.Unmarshal(listOf(t, j.stdout, "rows"), &rows); err != nil || j.code != 0 {
 		t.Fatalf("json: exit %d, %v", j.code, err)
 	}
 	var got []string
@@ -386,7 +386,7 @@ func TestMetricsTableMarksExactlyThePartialValues(t *testing.T) {
 			Subject string
 			Values  map[string]metrics.Value
 		}
-		if err := json.Unmarshal([]byte(j.stdout), &rows); err != nil || tr.code != 0 {
+		if err := json.Unmarshal(listOf(t, j.stdout, "rows"), &rows); err != nil || tr.code != 0 {
 			t.Fatalf("%s: exit %d, %v", scope, tr.code, err)
 		}
 		cells := tableCells(t, tr.stdout)

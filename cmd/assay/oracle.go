@@ -106,7 +106,7 @@ func runOracleSpecs(ctx context.Context, opts *OracleSpecsOptions) error {
 		rows = append(rows, row)
 	}
 	if format == "json" {
-		return writeJSON(opts.IO.Out, rows)
+		return writeJSON(opts.IO.Out, map[string]any{"specs": rows})
 	}
 	t := table{header: []string{"SPEC", "TARGETS", "CHECKS", "SIGNED ZERO", "COMPUTES"}}
 	for _, r := range rows {
@@ -184,7 +184,7 @@ type checkOutput struct {
 	ArtifactSHA256      string           `json:"artifact_sha256"`
 	ArtifactSHA256After string           `json:"artifact_sha256_after"`
 	Interpreter         string           `json:"interpreter"`
-	DurationMS          float64          `json:"duration_ms"`
+	DurationSeconds     float64          `json:"duration_seconds"`
 	WorkDir             string           `json:"work_dir,omitempty"`
 }
 
@@ -213,7 +213,7 @@ func runOracleCheck(ctx context.Context, opts *OracleCheckOptions) error {
 	out := checkOutput{Verdict: res.Verdict, Spec: res.Spec, Language: res.Language, File: path, Checks: res.Checks,
 		Expected: res.Expected, FirstFailures: res.FirstFailures, Detail: res.Detail, ArtifactSHA256: res.ArtifactSHA256,
 		ArtifactSHA256After: res.ArtifactSHA256After, Interpreter: res.Interpreter,
-		DurationMS: float64(res.Duration.Microseconds()) / 1000, WorkDir: res.WorkDir}
+		DurationSeconds: res.Duration.Seconds(), WorkDir: res.WorkDir}
 	if res.Report {
 		n := res.Failures
 		out.Failures = &n
@@ -247,7 +247,7 @@ func writeCheckText(io IOStreams, spec oracle.Spec, out checkOutput) error {
 		{"failures", failures},
 		{"interpreter", out.Interpreter},
 		{"sha256", out.ArtifactSHA256},
-		{"duration", fmt.Sprintf("%.3fs", out.DurationMS/1000)},
+		{"duration", fmt.Sprintf("%.3fs", out.DurationSeconds)},
 		{"detail", out.Detail},
 	}}
 	if out.ArtifactSHA256After != out.ArtifactSHA256 {

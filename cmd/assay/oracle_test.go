@@ -39,7 +39,7 @@ func TestOracleSpecsListsBuiltins(t *testing.T) {
 	}
 	r = runCLI(t, "oracle", "specs", "--format", "json")
 	var specs []specRow
-	if err := json.Unmarshal([]byte(r.stdout), &specs); err != nil || r.code != 0 {
+	if err := json.Unmarshal(listOf(t, r.stdout, "specs"), &specs); err != nil || r.code != 0 {
 		t.Fatalf("exit %d, json: %v\n%s", r.code, err, r.stdout)
 	}
 	if len(specs) != 3 || specs[0].Name != "double" || specs[0].Checks != 10242 || len(specs[0].Domains) != 2 ||

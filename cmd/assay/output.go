@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -52,10 +53,47 @@ func outputFormat(format string, allowed ...string) (string, error) {
 	return format, nil
 }
 
+// jsonSchemaVersion is the version of the shape of every command's JSON output (docs/json.md): it
+// changes when a key is renamed or removed or a value changes meaning, not when a key is added.
+const jsonSchemaVersion = 1
+
+// writeJSON prints v, which must marshal to a JSON object, as a command's JSON output: the one
+// convention of docs/json.md. The object gets a first key "schema_version" (jsonSchemaVersion), is
+// indented by two spaces and ends in a newline; "<", ">" and "&" are printed as themselves, not as
+// \u003c escapes. A value that is not an object (a list) is a programming error: wrap it in an object
+// that names it.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := marshalJSON(v)
+	if err != nil {
+		return err
+	}
+	body := bytes.TrimSpace(b)
+	if len(body) < 2 || body[0] != '{' {
+		return fmt.Errorf("JSON output of %T is not an object", v)
+	}
+	doc := fmt.Appendf(nil, `{"schema_version":%d`, jsonSchemaVersion)
+	if rest := bytes.TrimSpace(body[1:]); len(rest) > 0 && rest[0] != '}' {
+		doc = append(doc, ',')
+	}
+	doc = append(doc, body[1:]...)
+	var out bytes.Buffer
+	if err := json.Indent(&out, doc, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}
+
+// marshalJSON is json.Marshal without HTML escapes: "<", ">" and "&" stay themselves.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // storeFlags are the flags every command that reads the evidence store shares.

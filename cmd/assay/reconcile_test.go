@@ -29,7 +29,7 @@ func TestReconcileLookupResolvesTheHTTP500AfterCommitFault(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("matrix run: exit %d, want 1 (rejected)\n%s", r.code, r.stderr)
 	}
-	var sum harness.Summary
+	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatal(err)
 	}

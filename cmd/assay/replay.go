@@ -110,7 +110,7 @@ func runReplayVerify(ctx context.Context, opts *ReplayVerifyOptions) error {
 
 func printReplays(w io.Writer, format string, results []replay.Result) error {
 	if format == "json" {
-		return writeJSON(w, results)
+		return writeJSON(w, map[string]any{"results": nonNilSlice(results)})
 	}
 	t := table{header: []string{"RUN", "FORMATION", "VERDICT", "FIRST DIVERGENCE", "REPLAY RUN"}}
 	for _, r := range results {

@@ -53,7 +53,7 @@ func TestReplayVerifyExitCodes(t *testing.T) {
 	}
 	r := runCLI(t, "replay", "verify", "--latest", "--out", out, "--format", "json")
 	var res []map[string]json.RawMessage
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || len(res) != 1 {
+	if r.code != 0 || json.Unmarshal(listOf(t, r.stdout, "results"), &res) != nil || len(res) != 1 {
 		t.Fatalf("replay verify --latest: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, k := range []string{"run_id", "replay_run_id", "verdict", "first_divergence"} {

@@ -103,7 +103,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	if format == "json" {
-		if err := writeJSON(opts.IO.Out, cr); err != nil {
+		if err := writeCaseJSON(opts.IO.Out, cr); err != nil {
 			return err
 		}
 	} else {

@@ -14,7 +14,6 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/assay-audit/assay/evidence"
-	"github.com/assay-audit/assay/harness"
 )
 
 // askExec2 sends every write of exec-2 to an approver: exec-1 completes, exec-2 pauses at its
@@ -31,7 +30,7 @@ func pausedSequential(t *testing.T, extra ...string) (out, pol, run string) {
 		t.Fatal(err)
 	}
 	r := runCLI(t, append([]string{"matrix", "run", "--formations", "sequential", "--policy", pol, "--out", out, "--format", "json"}, extra...)...)
-	var sum harness.Summary
+	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || len(sum.Cases) != 1 || !sum.Cases[0].Paused {
 		t.Fatalf("want one paused case: exit %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 	}
@@ -40,7 +39,7 @@ func pausedSequential(t *testing.T, extra ...string) (out, pol, run string) {
 
 // approveAndResume approves whatever awaits and resumes until the team run stops pausing, and
 // returns the last run's result.
-func approveAndResume(t *testing.T, out, pol, run string) harness.CaseResult {
+func approveAndResume(t *testing.T, out, pol, run string) caseJSON {
 	t.Helper()
 	for i := 0; i < 6; i++ {
 		call, hash := awaiting(t, out, run)
@@ -48,7 +47,7 @@ func approveAndResume(t *testing.T, out, pol, run string) harness.CaseResult {
 			t.Fatalf("approve: exit %d: %s", r.code, r.stderr)
 		}
 		r := runCLI(t, "resume", run, "--out", out, "--policy", pol, "--approvals", filepath.Join(out, "approvals.json"), "--format", "json")
-		var cr harness.CaseResult
+		var cr caseJSON
 		if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
 			t.Fatalf("resume: exit %d %v\n%s", r.code, err, r.stderr)
 		}
@@ -58,10 +57,10 @@ func approveAndResume(t *testing.T, out, pol, run string) harness.CaseResult {
 		run = cr.RunID
 	}
 	t.Fatal("still paused after 6 resumes")
-	return harness.CaseResult{}
+	return caseJSON{}
 }
 
-func checkDetail(cr harness.CaseResult, name string) (string, string) {
+func checkDetail(cr caseJSON, name string) (string, string) {
 	for _, c := range cr.Checks {
 		if c.Name == name {
 			return c.Status, c.Detail
@@ -243,7 +242,7 @@ func TestCrashThenResumeKeepsTheToolCallLimit(t *testing.T) {
 	run := killMatrixAfter(t, out, []string{"--formations", "sequential", "--team-tool-calls", "3", "--reference-fault", "exec-1:1:slow"},
 		"double.go", "double_test.go")
 	r := runCLI(t, "resume", run, "--out", out, "--format", "json")
-	var cr harness.CaseResult
+	var cr caseJSON
 	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
 		t.Fatalf("resume: exit %d %v\n%s", r.code, err, r.stderr)
 	}
@@ -336,7 +335,7 @@ func TestResumeKilledBeforeItsFirstCheckpointCanBeResumed(t *testing.T) {
 		t.Fatal("the killed resume left no run")
 	}
 	r := runCLI(t, "resume", second, "--out", out, "--policy", policyPath, "--format", "json")
-	var cr harness.CaseResult
+	var cr caseJSON
 	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
 		t.Fatalf("resume of the killed resume refused (the team run is stranded): exit %d %v\n%s", r.code, err, r.stderr)
 	}

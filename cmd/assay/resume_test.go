@@ -15,7 +15,6 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/assay-audit/assay/evidence"
-	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
@@ -34,17 +33,23 @@ rules:
 // and the paused run's id.
 func pausedRun(t *testing.T, name string) (out, policyPath, runID string) {
 	t.Helper()
-	dir := t.TempDir()
+	out, policyPath, runID, _ = pausedRunIn(t, t.TempDir(), name)
+	return out, policyPath, runID
+}
+
+// pausedRunIn is pausedRun into dir; it also returns the matrix run's result.
+func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string, r result) {
+	t.Helper()
 	out = filepath.Join(dir, "out")
 	policyPath = filepath.Join(dir, "ask.yaml")
 	if err := os.WriteFile(policyPath, []byte(askTests), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, "matrix", "run", "--formations", name, "--policy", policyPath, "--out", out, "--format", "json")
+	r = runCLI(t, "matrix", "run", "--formations", name, "--policy", policyPath, "--out", out, "--format", "json")
 	if r.code != 1 {
 		t.Fatalf("paused run: exit %d, want 1\n%s", r.code, r.stderr)
 	}
-	var sum harness.Summary
+	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +57,37 @@ func pausedRun(t *testing.T, name string) (out, policyPath, runID string) {
 	if !c.Paused || c.Verdict.Verdict != "rejected" || !strings.Contains(strings.Join(c.Verdict.Reasons, " "), "assay resume "+c.RunID) {
 		t.Fatalf("case %+v: want paused and rejected naming assay resume", c)
 	}
-	return out, policyPath, c.RunID
+	return out, policyPath, c.RunID, r
+}
+
+// approvedResume is a parallel case paused by the ask policy, approved with 'assay approve' and
+// resumed with 'assay resume --format json' under the same policy by another name (the envelope
+// binds its content, and so does the approval): shared, the evidence read-only.
+type approvedResume struct {
+	out, run, call string // the output directory, the paused run, the approved call
+	paused         result // of the paused assay matrix run --format json
+	r              result // of assay resume --format json
+}
+
+var sharedApprovedResume memo[approvedResume]
+
+func approvedResumeRun(t *testing.T) approvedResume {
+	t.Helper()
+	return sharedApprovedResume.get(t, func(t *testing.T) approvedResume {
+		dir := fixtureDir("resume")
+		out, policyPath, run, paused := pausedRunIn(t, dir, "parallel")
+		call, hash := awaiting(t, out, run)
+		approvals := filepath.Join(out, "approvals.json")
+		if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
+			t.Fatalf("approve: exit %d: %s", r.code, r.stderr)
+		}
+		renamed := filepath.Join(dir, "renamed-policy.yaml")
+		if b, err := os.ReadFile(policyPath); err != nil || os.WriteFile(renamed, b, 0o644) != nil {
+			t.Fatal("copy the policy", err)
+		}
+		r := runCLI(t, "resume", run, "--out", out, "--policy", renamed, "--approvals", approvals, "--format", "json")
+		return approvedResume{out: out, run: run, call: call, paused: paused, r: r}
+	})
 }
 
 // awaiting returns the call id and payload hash of run's one call awaiting approval.
@@ -60,7 +95,7 @@ func awaiting(t *testing.T, out, run string) (call, hash string) {
 	t.Helper()
 	r := runCLI(t, "effects", "--out", out, "--format", "json", run)
 	var effs []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &effs); err != nil {
+	if err := json.Unmarshal(listOf(t, r.stdout, "effects"), &effs); err != nil {
 		t.Fatalf("effects: %v\n%s%s", err, r.stdout, r.stderr)
 	}
 	for _, e := range effs {
@@ -117,22 +152,12 @@ func TestResumeAfterApprovalIsAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
-	out, policyPath, run := pausedRun(t, "parallel")
-	call, hash := awaiting(t, out, run)
-	approvals := filepath.Join(out, "approvals.json")
-	if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
-		t.Fatalf("approve: exit %d: %s", r.code, r.stderr)
-	}
-	// The same policy under another name: the envelope binds its content, and so does the approval.
-	renamed := filepath.Join(t.TempDir(), "renamed-policy.yaml")
-	if b, err := os.ReadFile(policyPath); err != nil || os.WriteFile(renamed, b, 0o644) != nil {
-		t.Fatal("copy the policy", err)
-	}
-	r := runCLI(t, "resume", run, "--out", out, "--policy", renamed, "--approvals", approvals, "--format", "json")
+	fx := approvedResumeRun(t)
+	out, run, call, r := fx.out, fx.run, fx.call, fx.r
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	var cr harness.CaseResult
+	var cr caseJSON
 	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +207,7 @@ func TestResumeAfterApprovalIsAccepted(t *testing.T) {
 	// the approved call, all succeeded, nothing left awaiting.
 	r = runCLI(t, "effects", "--out", out, "--format", "json", cr.RunID)
 	var effs []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &effs); err != nil {
+	if err := json.Unmarshal(listOf(t, r.stdout, "effects"), &effs); err != nil {
 		t.Fatal(err)
 	}
 	members := map[string]int{}
@@ -263,7 +288,7 @@ func TestResumeRefusals(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("resume with a stale approval: exit %d, want 1 (paused again)\n%s", r.code, r.stderr)
 	}
-	var cr harness.CaseResult
+	var cr caseJSON
 	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +311,7 @@ func TestResumeRefusals(t *testing.T) {
 
 	// A completed run, and a case whose formation does not resume.
 	done := runCLI(t, "matrix", "run", "--formations", "debate", "--out", out, "--format", "json")
-	var sum harness.Summary
+	var sum summaryJSON
 	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil {
 		t.Fatalf("%v: %s", err, done.stderr)
 	}
@@ -369,7 +394,7 @@ func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("resume after kill -9: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	var cr harness.CaseResult
+	var cr caseJSON
 	if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil {
 		t.Fatal(err)
 	}

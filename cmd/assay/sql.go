@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -68,6 +69,9 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 	if err != nil {
 		return err
 	}
+	if strings.TrimSpace(opts.Query) == "" {
+		return usageErrorf("the query is empty: give one SQL statement, e.g. assay sql \"SELECT run_id, verdict FROM verdicts\"")
+	}
 	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay sql"})
 	if err != nil {
 		return err
@@ -113,7 +117,7 @@ func textValue(v any) string {
 	case duckdb.Decimal:
 		return x.String()
 	case []any, map[string]any, duckdb.Map:
-		b, err := json.Marshal(jsonValue(x))
+		b, err := marshalJSON(jsonValue(x))
 		if err != nil {
 			return fmt.Sprint(x)
 		}
@@ -169,21 +173,27 @@ func jsonValue(v any) any {
 	}
 }
 
-// writeRowsJSON writes rows as a JSON array of objects whose keys keep the SELECT's column order.
+// writeRowsJSON writes rows as the JSON object of docs/json.md: schema_version, the SELECT's
+// columns in order, and rows as objects whose keys are those columns, in the same order (the keys are
+// the query's own column names: name them in snake_case with AS to keep the output convention).
 func writeRowsJSON(w io.Writer, columns []string, rows [][]any) error {
 	var b bytes.Buffer
-	b.WriteString("[")
+	cols, err := marshalJSON(columns)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "{\n  \"schema_version\": %d,\n  \"columns\": %s,\n  \"rows\": [", jsonSchemaVersion, cols)
 	for i, row := range rows {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		b.WriteString("\n  {")
+		b.WriteString("\n    {")
 		for j, c := range columns {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			k, _ := json.Marshal(c)
-			v, err := json.Marshal(jsonValue(row[j]))
+			k, _ := marshalJSON(c)
+			v, err := marshalJSON(jsonValue(row[j]))
 			if err != nil {
 				return fmt.Errorf("column %s: %w", c, err)
 			}
@@ -194,9 +204,9 @@ func writeRowsJSON(w io.Writer, columns []string, rows [][]any) error {
 		b.WriteString("}")
 	}
 	if len(rows) > 0 {
-		b.WriteString("\n")
+		b.WriteString("\n  ")
 	}
-	b.WriteString("]\n")
-	_, err := w.Write(b.Bytes())
+	b.WriteString("]\n}\n")
+	_, err = w.Write(b.Bytes())
 	return err
 }

@@ -63,6 +63,7 @@ func runStoreMigrate(ctx context.Context, opts *StoreMigrateOptions) error {
 		return err
 	}
 	if format == "json" {
+		res.Steps, res.Verification, res.Interrupted = nonNilSlice(res.Steps), nonNilSlice(res.Verification), nonNilSlice(res.Interrupted)
 		if err := writeJSON(opts.IO.Out, res); err != nil {
 			return err
 		}

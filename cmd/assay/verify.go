@@ -139,7 +139,7 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 
 func printVerification(w io.Writer, format string, opts *VerifyOptions, results []evidence.RunVerification) error {
 	if format == "json" {
-		return writeJSON(w, results)
+		return writeJSON(w, map[string]any{"runs": nonNilSlice(results)})
 	}
 	manifest := opts.Manifest != "" && !opts.Write
 	attested := opts.Attestations != ""

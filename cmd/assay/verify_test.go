@@ -255,7 +255,7 @@ func TestVerifyCLIFindsAnErasedRun(t *testing.T) {
 				t.Fatalf("exit %d, want 1: %s %s", r.code, r.stdout, r.stderr)
 			}
 			var got []evidence.RunVerification
-			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			if err := json.Unmarshal(listOf(t, r.stdout, "runs"), &got); err != nil {
 				t.Fatal(err)
 			}
 			byID := map[string]evidence.RunVerification{}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/internal/testroot"
 	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
@@ -24,14 +25,7 @@ import (
 var fixtureRoot string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "assay-replay-fixtures-*")
-	if err != nil {
-		panic(err)
-	}
-	fixtureRoot = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testroot.Main(m, "assay-replay-fixtures-*", &fixtureRoot))
 }
 
 type fixture struct {

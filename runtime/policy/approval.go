@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Binding is everything an approval is bound to (SAFETY.md rule 5). Two bindings are the same
@@ -286,11 +283,14 @@ var ErrInvalidApprovalFile = errors.New("invalid approval file")
 
 // ParseApprovalFile parses and validates an approval file's bytes.
 func ParseApprovalFile(data []byte) (*ApprovalFile, error) {
+	return parseApprovalFile(data, false)
+}
+
+// parseApprovalFile is ParseApprovalFile, parsing data as JSON, strictly, when isJSON.
+func parseApprovalFile(data []byte, isJSON bool) (*ApprovalFile, error) {
 	var f ApprovalFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidApprovalFile, err)
+	if err := decodeStrict(data, isJSON, &f, ErrInvalidApprovalFile); err != nil {
+		return nil, err
 	}
 	if f.Version != 1 {
 		return nil, fmt.Errorf("%w: version must be 1, got %d", ErrInvalidApprovalFile, f.Version)
@@ -313,15 +313,16 @@ func ParseApprovalFile(data []byte) (*ApprovalFile, error) {
 	return &f, nil
 }
 
-// LoadApprovalFile reads and parses the approval file at name.
+// LoadApprovalFile reads and parses the approval file at name; a name ending in .json is parsed
+// as JSON, strictly. Errors name the file first.
 func LoadApprovalFile(name string) (*ApprovalFile, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("approval file: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, readErr(err))
 	}
-	f, err := ParseApprovalFile(data)
+	f, err := parseApprovalFile(data, isJSONName(name))
 	if err != nil {
-		return nil, fmt.Errorf("approval file %s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return f, nil
 }

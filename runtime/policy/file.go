@@ -1,24 +1,24 @@
 package policy
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
-	"go.yaml.in/yaml/v3"
 )
 
 // File is a policy file: an ordered list of rules and a default. The first rule that matches a call
-// decides it; when none matches, Default does. YAML and JSON are both accepted (JSON is parsed as
-// the YAML subset it is); unknown keys, duplicate keys and a missing version or default are errors.
+// decides it; when none matches, Default does. YAML and JSON are both accepted (LoadFile parses a .json file as
+// JSON, strictly, then as the YAML subset it is); unknown keys, duplicate keys and a missing version
+// or default are errors.
 //
 //	version: 1
 //	default: deny
@@ -78,18 +78,14 @@ var accessModes = []string{"readonly", "write", "execute", "network", "mixed"}
 // ParseFile parses and validates a policy file's bytes and returns it with its digest: the SHA-256
 // hex (64 chars) of data exactly as given, which is the run's policy digest.
 func ParseFile(data []byte) (*File, string, error) {
+	return parseFile(data, false)
+}
+
+// parseFile is ParseFile, parsing data as JSON, strictly, when isJSON.
+func parseFile(data []byte, isJSON bool) (*File, string, error) {
 	var f File
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, "", fmt.Errorf("%w: the file is empty", ErrInvalidPolicy)
-		}
-		return nil, "", fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, "", fmt.Errorf("%w: more than one document", ErrInvalidPolicy)
+	if err := decodeStrict(data, isJSON, &f, ErrInvalidPolicy); err != nil {
+		return nil, "", err
 	}
 	if err := f.validate(); err != nil {
 		return nil, "", err
@@ -98,22 +94,27 @@ func ParseFile(data []byte) (*File, string, error) {
 	return &f, hex.EncodeToString(sum[:]), nil
 }
 
-// LoadFile reads and parses the policy file at name (ParseFile).
+// LoadFile reads and parses the policy file at name (ParseFile); a name ending in .json is parsed
+// as JSON, strictly (a trailing comma is an error, not YAML). Errors name the file first:
+// "policy.yaml: rule 1: unknown key "tool" at line 5 (did you mean "tools"?)".
 func LoadFile(name string) (*File, string, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
-		return nil, "", fmt.Errorf("policy file: %w", err)
+		return nil, "", fmt.Errorf("%s: %w", name, readErr(err))
 	}
-	f, digest, err := ParseFile(data)
+	f, digest, err := parseFile(data, isJSONName(name))
 	if err != nil {
-		return nil, "", fmt.Errorf("policy file %s: %w", name, err)
+		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
 	return f, digest, nil
 }
 
+// isJSONName reports whether a file name says JSON (.json, any case).
+func isJSONName(name string) bool { return strings.EqualFold(filepath.Ext(name), ".json") }
+
 func (f *File) validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidPolicy, fmt.Sprintf(format, args...))
+		return &fileError{kind: ErrInvalidPolicy, msg: fmt.Sprintf(format, args...)}
 	}
 	if f.Version != 1 {
 		return bad("version must be 1, got %d", f.Version)

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Expensive fixtures are made once per test binary and shared: a matrix run takes tens of seconds
+// (it builds and tests Go code per member), and several tests only read what one leaves. A test
+// that changes a fixture works on a copy (copyTree).
+
+// fixtureRoot holds the shared fixtures; TestMain creates it and removes it after the tests.
+var fixtureRoot string
+
+// memo is one shared fixture, made by the first test that asks for it, with that test's t: a
+// failure while making it fails that test, and every other test that asks says so. The shared
+// fixtures are end-to-end matrix runs: with -short, get skips the test.
+type memo[T any] struct {
+	once sync.Once
+	val  T
+	err  string
+}
+
+func (m *memo[T]) get(t *testing.T, make func(t *testing.T) T) T {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs build and run Go code; skipped with -short")
+	}
+	m.once.Do(func() {
+		// t.Fatal in make ends the goroutine before the assignment below: err stays.
+		m.err = "the shared fixture failed in the test that made it: " + t.Name()
+		m.val = make(t)
+		m.err = ""
+	})
+	if m.err != "" {
+		t.Fatal(m.err)
+	}
+	return m.val
+}
+
+// fixtureDir returns a new directory under fixtureRoot named for what it holds.
+func fixtureDir(name string) string {
+	dir, err := os.MkdirTemp(fixtureRoot, name+"-")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+}
+
+// defaultMatrix is the default `assay matrix run` (sequential and parallel on the standard Go
+// profile, reference provider, table format) into its own output directory, with its result.
+type defaultMatrix struct {
+	out string
+	r   result
+}
+
+var sharedDefaultMatrix memo[defaultMatrix]
+
+// defaultMatrixRun returns the shared default matrix run. Its output directory is read-only for
+// the tests: a test that writes (a store migration, an attestation) copies it first.
+func defaultMatrixRun(t *testing.T) defaultMatrix {
+	t.Helper()
+	return sharedDefaultMatrix.get(t, func(t *testing.T) defaultMatrix {
+		out := filepath.Join(fixtureDir("matrix"), "out")
+		return defaultMatrix{out: out, r: runCLI(t, "matrix", "run", "--out", out)}
+	})
+}
+
+// listOf returns the value of key in a command's JSON output object (docs/json.md: a list is
+// printed under a key naming it), or the output itself when it is not an object, so that the
+// caller's json.Unmarshal reports what it got.
+func listOf(t *testing.T, stdout, key string) []byte {
+	t.Helper()
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		return []byte(stdout)
+	}
+	v, ok := doc[key]
+	if !ok {
+		t.Fatalf("JSON output has no key %q:\n%s", key, stdout)
+	}
+	return v
+}
+
+// Accepted is harness.Summary.Accepted over the printed cases.
+func (s summaryJSON) Accepted() bool {
+	if len(s.Cases) == 0 {
+		return false
+	}
+	for _, c := range s.Cases {
+		if c.Verdict.Verdict != "accepted" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// buildInfo is what the binary says about its own build: assay's version, and the commit and
+// commit time the go command stamped into it (runtime/debug.ReadBuildInfo, settings vcs.revision,
+// vcs.time, vcs.modified). Commit and Date are "unknown" when the build was not stamped (a build
+// with -buildvcs=false, go test, a build outside a repository).
+type buildInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`   // full VCS revision, or "unknown"
+	Date      string `json:"date"`     // commit time, RFC 3339, or "unknown"
+	Modified  bool   `json:"modified"` // built from a work tree with uncommitted changes
+	GoVersion string `json:"go_version"`
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: version, Commit: "unknown", Date: "unknown"}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	b.GoVersion = info.GoVersion
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Commit = s.Value
+		case "vcs.time":
+			b.Date = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+// String is the one line `assay version` and `assay --version` print.
+func (b buildInfo) String() string {
+	s := fmt.Sprintf("assay %s (commit %s, %s", b.Version, b.Commit, b.Date)
+	if b.Modified {
+		s += ", modified"
+	}
+	return s + ", " + b.GoVersion + ")"
+}
+
+// VersionOptions are the parsed flags of `assay version`.
+type VersionOptions struct {
+	IO     IOStreams
+	Format string
+}
+
+// NewCmdVersion builds `assay version`.
+func NewCmdVersion(io IOStreams, runF func(context.Context, *VersionOptions) error) *cobra.Command {
+	opts := &VersionOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print assay's version, and the commit and date it was built from",
+		Long: longHelp("0.",
+			"Print assay's version and the commit, commit date and Go version it was built with, read from the "+
+				"binary's build information (\"unknown\" when the build was not stamped, e.g. with -buildvcs=false). "+
+				"assay --version prints the same line (docs/cli.md)."),
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runVersion(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+func runVersion(_ context.Context, opts *VersionOptions) error {
+	format, err := outputFormat(opts.Format, "text", "json")
+	if err != nil {
+		return err
+	}
+	b := readBuildInfo()
+	if format == "json" {
+		return writeJSON(opts.IO.Out, b)
+	}
+	_, err = fmt.Fprintln(opts.IO.Out, b.String())
+	return err
+}
+
+// setVersionFlag gives root a --version flag printing buildInfo's line, with no -v shorthand:
+// -v is not --version (cobra would add it as one when the root's Version is set).
+func setVersionFlag(root *cobra.Command) {
+	root.Version = readBuildInfo().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().Bool("version", false, "print the version, commit and date (assay version)")
+}
