@@ -111,41 +111,22 @@ func ruleR10() *Rule {
 	return &Rule{
 		ID: "R10", Title: "External effect without a durable intent, or left unknown", Severity: Critical,
 		Hazard: "an external effect occurs across a checkpoint gap",
-		Doc: "For every lineage of case runs in the selection (a run and the runs it resumes, through run_resumed; replay " +
+		Doc: "For every effect family of the selection (a run, the runs that resume it through run_resumed and the runs " +
+			"that correct it through corrects_run_id, e.g. a reconciliation's correction run, in creation order; replay " +
 			"runs re-serve recorded outcomes and are left out), folds the effect journal itself, in order: each tool_call " +
 			"event is an intent, each tool_result an outcome, by idempotency key. An outcome (or a receipt) for a key with " +
 			"no earlier intent, a dispatched intent with no outcome by the end of the lineage (the process stopped between " +
 			"the two: the effect may have committed), an effect whose last state is unknown (unreconciled), and a terminal " +
 			"outcome replaced by another other than unknown resolved by reconciliation or an operator, are findings. The " +
 			"runtime's own effect checks are not read.",
-		Procedure: "events tool_call/tool_result folded by payload idempotency_key over each lineage (run_resumed)",
+		Procedure: "events tool_call/tool_result folded by payload idempotency_key over each family (run_resumed, corrects_run_id), in creation order",
 		Check: func(ctx context.Context, in *Input) (Outcome, error) {
 			out := Outcome{Subject: "effects"}
-			resumed := map[string]bool{} // runs a later run resumes: their lineage ends later
-			for _, r := range in.runs {
-				evs, err := in.Events(ctx, r.RunID)
-				if err != nil {
-					return Outcome{}, err
-				}
-				for _, ev := range evs {
-					if ev.Type == "run_resumed" {
-						resumed[str(payload(ev), "resumes_run_id")] = true
-					}
-				}
+			families, err := effectFamilies(ctx, in)
+			if err != nil {
+				return Outcome{}, err
 			}
-			for _, r := range in.Runs() {
-				if resumed[r.RunID] {
-					continue
-				}
-				if replay, err := in.IsReplay(ctx, r.RunID); err != nil {
-					return Outcome{}, err
-				} else if replay {
-					continue
-				}
-				chain, err := lineage(ctx, in, r.RunID)
-				if err != nil {
-					return Outcome{}, err
-				}
+			for _, chain := range families {
 				effs, findings, err := foldEffects(ctx, in, chain)
 				if err != nil {
 					return Outcome{}, err
@@ -156,6 +137,89 @@ func ruleR10() *Rule {
 			return out, nil
 		},
 	}
+}
+
+// effectFamilies groups the store's non-replay runs into effect families — a run, the runs that
+// resume it (run_resumed's resumes_run_id) and the runs that correct it (corrects_run_id: an
+// operator's reconciliation records its outcome in a correction run) — and returns, in creation
+// order, each family holding a selected non-replay run, its runs in creation order. The journal of
+// a family is one: an intent in the first run, its unknown outcome, the reconciliation in a
+// correction run and the resume's receipt read together (harness.Effects folds the same family).
+func effectFamilies(ctx context.Context, in *Input) ([][]string, error) {
+	parent := map[string]string{}
+	var find func(string) string
+	find = func(id string) string {
+		for parent[id] != "" && parent[id] != id {
+			id = parent[id]
+		}
+		return id
+	}
+	union := func(a, b string) {
+		if in.Run(b) == nil {
+			return // a link to a run the store lacks: R01/R12 speak to it
+		}
+		ra, rb := find(a), find(b)
+		if ra != rb {
+			parent[ra] = rb
+		}
+	}
+	replay := map[string]bool{}
+	for _, r := range in.runs {
+		isReplay, err := in.IsReplay(ctx, r.RunID)
+		if err != nil {
+			return nil, err
+		}
+		if isReplay {
+			replay[r.RunID] = true
+			continue
+		}
+		parent[r.RunID] = r.RunID
+	}
+	for _, r := range in.runs {
+		if replay[r.RunID] {
+			continue
+		}
+		if r.CorrectsRunID != "" && !replay[r.CorrectsRunID] {
+			union(r.RunID, r.CorrectsRunID)
+		}
+		evs, err := in.Events(ctx, r.RunID)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			if ev.Type == "run_resumed" {
+				if to := str(payload(ev), "resumes_run_id"); to != "" && !replay[to] {
+					union(r.RunID, to)
+				}
+			}
+		}
+	}
+	selected := map[string]bool{}
+	for _, id := range in.sel {
+		if !replay[id] {
+			selected[find(id)] = true
+		}
+	}
+	byRoot := map[string][]string{}
+	var roots []string
+	for _, r := range in.runs { // creation order
+		if replay[r.RunID] {
+			continue
+		}
+		root := find(r.RunID)
+		if !selected[root] {
+			continue
+		}
+		if _, ok := byRoot[root]; !ok {
+			roots = append(roots, root)
+		}
+		byRoot[root] = append(byRoot[root], r.RunID)
+	}
+	out := make([][]string, 0, len(roots))
+	for _, root := range roots {
+		out = append(out, byRoot[root])
+	}
+	return out, nil
 }
 
 // foldEffects folds the journal of the runs of chain, oldest first, and returns the effects and the

@@ -138,6 +138,33 @@ func Fixtures() []Fixture {
 			})
 			return b.Close()
 		}},
+		{Rule: "R10", Name: "an unknown effect left unreconciled across a resume", Build: func(t testing.TB, dir string, hazard bool) string {
+			// r1 ends its effect unknown and is rejected; without the hazard, an operator's reconciliation
+			// resolves it in correction run k1 (corrects r1) before r2 resumes r1: one effect family, clean.
+			b := NewBuilder(t, dir)
+			env := Envelope(evidence.ModeLive)
+			b.Open("r1", env, "")
+			b.Event("r1", "boundary_configured", "", map[string]any{"mode": "live"})
+			b.Exchange("r1", "exec-1", 0)
+			key := b.ToolCall("r1", "exec-1", "c1", "unknown", nil)
+			seq, hash := b.Checkpoint("r1")
+			b.Checks("r1", "files")
+			b.Finalize("r1", evidence.VerdictRejected)
+			if !hazard {
+				b.Open("k1", env, "r1")
+				b.Event("k1", "tool_result", "exec-1", map[string]any{"call_id": "c1", "idempotency_key": key, "state": "succeeded",
+					"tool": "write_file", "source": "reconciliation", "receipt": map[string]any{"committed": true}})
+				b.Finalize("k1", evidence.VerdictNonCertifiable)
+			}
+			b.Open("r2", env, "r1")
+			b.Event("r2", "run_resumed", "", map[string]any{"resumes_run_id": "r1", "team_run_id": "r1", "checkpoint_seq": seq, "checkpoint_hash": hash})
+			b.Event("r2", "boundary_configured", "", map[string]any{"mode": "live"})
+			b.Exchange("r2", "exec-1", 1)
+			b.ToolCall("r2", "exec-1", "c2", "succeeded", nil)
+			b.Checks("r2", CaseChecks...)
+			b.Finalize("r2", evidence.VerdictAccepted)
+			return b.Close()
+		}},
 		{Rule: "R11", Name: "an inline artifact payload edited", Build: func(t testing.TB, dir string, hazard bool) string {
 			b := NewBuilder(t, dir)
 			b.CaseRun("r1", Envelope(evidence.ModeLive), "", nil)
