@@ -155,7 +155,7 @@ func writeEnvironment(b *strings.Builder, e Environment) {
 	fmt.Fprintf(b, "- environment fingerprint: `%s` (%d runs)", e.Fingerprint, e.Runs)
 	switch {
 	case !e.Recorded:
-		b.WriteString(": preimage not recorded (run before schema v6): what it covers cannot be shown\n")
+		b.WriteString(": preimage not recorded with these runs (runs before schema v6 store none; a replay run keeps the fingerprint of the run it replays): what it covers cannot be shown\n")
 		return
 	case e.Matches != nil && !*e.Matches:
 		b.WriteString(": **does not match** its recorded preimage (SHA-256 of environment.json differs)\n")

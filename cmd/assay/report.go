@@ -15,6 +15,7 @@ import (
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/reports"
 	"github.com/assay-audit/assay/reports/audit"
+	"github.com/assay-audit/assay/runtime/formation"
 )
 
 // ReportOptions are the parsed flags of `assay report`.
@@ -60,6 +61,14 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 			opts.Runs = args
 			if opts.Graph != "" {
 				return graphReport(c, opts)
+			}
+			if !c.Flags().Changed("format") {
+				if f := formatOfOutput(opts.Output); f != "" {
+					opts.Format = f // --output report.html writes HTML, never Markdown under that name
+				}
+			}
+			if err := checkReportNames(opts); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -175,6 +184,22 @@ func reportSelection(opts *ReportOptions) (reports.Selection, error) {
 		}
 	}
 	return sel, nil
+}
+
+// checkReportNames refuses a --case that is no catalog case and a --formation that is no formation:
+// a typo would otherwise select nothing and read as "no runs".
+func checkReportNames(opts *ReportOptions) error {
+	for _, c := range opts.Cases {
+		if !slices.Contains(harness.CatalogNames(), c) {
+			return usageErrorf("--case %q is not a catalog case (%s)", c, strings.Join(harness.CatalogNames(), ", "))
+		}
+	}
+	for _, f := range opts.Formations {
+		if !slices.Contains(formation.Names(), f) {
+			return usageErrorf("--formation %q is not a formation (%s)", f, strings.Join(formation.Names(), ", "))
+		}
+	}
+	return nil
 }
 
 // parseSince reads YYYY-MM-DD (UTC midnight), YYYY-MM-DDTHH:MM:SS (UTC) or RFC 3339.

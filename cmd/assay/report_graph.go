@@ -38,12 +38,7 @@ func addGraphReportFlags(fs *pflag.FlagSet, db *string, opts *graphReportOptions
 func runGraphReport(cmd *cobra.Command, db string, opts graphReportOptions) error {
 	format := opts.Format
 	if format == "" {
-		switch strings.ToLower(filepath.Ext(opts.Output)) {
-		case ".html", ".htm":
-			format = "html"
-		case ".json":
-			format = "json"
-		}
+		format = formatOfOutput(opts.Output)
 	}
 	format, err := outputFormat(format, graphReportFormats...)
 	if err != nil {
@@ -76,4 +71,23 @@ func runGraphReport(cmd *cobra.Command, db string, opts graphReportOptions) erro
 		return fmt.Errorf("write report %s: %w", opts.Output, err)
 	}
 	return nil
+}
+
+// formatOfOutput is the report format an --output file's extension names: html for .html/.htm,
+// json for .json, junit for .xml, sarif for .sarif, md for .md; "" for any other (the command's
+// default then applies, and a format the command lacks is refused as bad usage).
+func formatOfOutput(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".html", ".htm":
+		return "html"
+	case ".json":
+		return "json"
+	case ".xml":
+		return "junit"
+	case ".sarif":
+		return "sarif"
+	case ".md":
+		return "md"
+	}
+	return ""
 }

@@ -122,6 +122,13 @@ func TestReportOutputFileLinksResolveFromItsDirectory(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("report file %v %v, want mode 0644", fi, err)
 	}
+	page := filepath.Join(out, "nested", "report.html")
+	if r := runCLI(t, "report", "--out", out, "--all", "--output", page); r.code != 0 {
+		t.Fatalf("--output report.html: exit %d %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(page); !strings.HasPrefix(strings.ToLower(string(b)), "<!doctype html>") {
+		t.Fatalf("--output report.html without --format did not write HTML: %.80q", b)
+	}
 	b, _ := os.ReadFile(dest)
 	const link = "(../../cases/run-b/exec-1.go-test.json)"
 	if !strings.Contains(string(b), link) {
@@ -140,7 +147,9 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown format", []string{"--format", "pdf"}, `--format "pdf" is not one of md, html, json, junit`},
+		{"unknown format", []string{"--format", "pdf"}, `--format "pdf" is not one of md, html, json, junit, sarif`},
+		{"unknown case", []string{"--all", "--case", "parallel+votes"}, `--case "parallel+votes" is not a catalog case`},
+		{"unknown formation", []string{"--all", "--formation", "paralel"}, `--formation "paralel" is not a formation`},
 		{"two selections", []string{"--all", "--latest"}, "choose one of RUN..., --latest, --all and --since"},
 		{"bad since", []string{"--since", "last week"}, `--since "last week"`},
 		{"bad verdict", []string{"--all", "--verdict", "passed"}, `--verdict "passed" is not one of`},
