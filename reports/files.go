@@ -56,12 +56,13 @@ type InvocationReports struct {
 // OUT/reports/<invocationID>/ (report.md, report.html, junit.xml) and copies in OUT (the store's directory)
 // that point to the latest invocation: each file is rendered for its own directory, so its
 // relative links to evidence files resolve from where it is. Files are written atomically, mode
-// 0644; no report of an earlier invocation is lost.
+// 0644; no report of an earlier invocation is lost. Every run is verified as Load verifies it,
+// with bindings recomputing the records outside the store (nil: their hashes only).
 //
 // Errors: evidence.Open's; an error wrapping evidence.ErrNoRun for a run the store lacks; an
 // invocation id that is not 1..128 characters of [A-Za-z0-9._-] (it names a directory); the file
 // system's errors, naming the path.
-func WriteInvocationReports(ctx context.Context, storePath, invocationID string, runIDs []string) (InvocationReports, error) {
+func WriteInvocationReports(ctx context.Context, storePath, invocationID string, runIDs []string, bindings []evidence.BindingChecker) (InvocationReports, error) {
 	if !validName(invocationID) {
 		return InvocationReports{}, fmt.Errorf("reports: invocation id %q is not 1..128 characters of [A-Za-z0-9._-]", invocationID)
 	}
@@ -71,7 +72,7 @@ func WriteInvocationReports(ctx context.Context, storePath, invocationID string,
 	}
 	var r Report
 	if len(runIDs) > 0 {
-		r, err = Load(ctx, store, Selection{RunIDs: runIDs})
+		r, err = Load(ctx, store, Selection{RunIDs: runIDs, Bindings: bindings})
 	} else {
 		// No runs is an empty report, never "the latest" (what an empty RunIDs selects).
 		r, err = emptyReport(store)

@@ -173,6 +173,8 @@ func orNotRecorded(s string) string {
 // verdictOrStatus is what a case's badge says: its verdict, else its run status.
 func verdictOrStatus(c Case) string {
 	switch {
+	case c.VerificationFailed():
+		return "evidence does not verify (" + c.Verification + ")"
 	case c.Verdict != "":
 		return c.Verdict
 	case c.Interrupted:

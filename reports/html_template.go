@@ -68,6 +68,7 @@ assay's pipeline and checks work end to end; they say nothing about any model's 
 <dt>provider · model</dt><dd>{{.Provider}} <code>{{.BaseURL}}</code> · <code>{{.Model}}</code></dd>
 <dt>created · finalized</dt><dd>{{utcv .CreatedAt}} · {{utc .FinalizedAt}} ({{seconds .WallSeconds "not finalized"}})</dd>
 <dt>status</dt><dd>{{.Status}}{{if .Interrupted}} (interrupted){{end}}, {{.EventCount}} events</dd>
+<dt>evidence</dt><dd>{{if .VerificationFailed}}<strong class="status rejected">does not verify ({{.Verification}})</strong>: the recorded verdict is not evidence of anything. {{.VerificationDetail}}{{else if .Verification}}verifies ({{.Verification}}): recomputed from the store when this report was built{{else}}not verified{{end}}</dd>
 <dt>terminal hash</dt><dd><code class="hash">{{nr .TerminalHash}}</code>{{if .TerminalVersion}} (v{{.TerminalVersion}}){{end}}</dd>
 <dt>manifest digest</dt><dd><code class="hash">{{nr .ManifestDigest}}</code></dd>
 <dt>envelope digest</dt><dd><code class="hash">{{nr .EnvelopeDigest}}</code></dd>

@@ -107,6 +107,10 @@ func suiteOf(i int, inv Invocation) junitSuite {
 			jc.Time = fmt.Sprintf("%.3f", *c.WallSeconds)
 		}
 		switch {
+		case c.VerificationFailed():
+			jc.Failure = &junitOutcome{Type: DoesNotVerify, Message: fmt.Sprintf("run %s: evidence does not verify (%s); recorded verdict %s",
+				c.RunID, c.Verification, orNone(c.Verdict)), Text: c.VerificationDetail}
+			s.Failures++
 		case c.Interrupted || c.Verdict == "":
 			why := "not finalized"
 			if c.Interrupted {

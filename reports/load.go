@@ -48,7 +48,7 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		}
 	}
 	rep := Report{SchemaVersion: ReportSchemaVersion, GeneratedAt: time.Now().UTC(), StorePath: store.Path(),
-		Selection: what, OutDir: outDir, LinkBase: outDir}
+		Selection: what + filtersText(sel), OutDir: outDir, LinkBase: outDir}
 	ids := make([]string, len(runs))
 	for i, r := range runs {
 		ids[i] = r.RunID
@@ -56,6 +56,20 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 	events, err := store.EventsOfRuns(ctx, ids)
 	if err != nil {
 		return Report{}, err
+	}
+	verified := map[string]evidence.RunVerification{}
+	if len(ids) > 0 {
+		vs, err := store.VerifyWith(ctx, evidence.VerifyRequest{Runs: ids, Bindings: sel.Bindings})
+		if err != nil {
+			return Report{}, fmt.Errorf("reports: verify the selected runs: %w", err)
+		}
+		for _, v := range vs {
+			if v.RunID != "" {
+				if _, seen := verified[v.RunID]; !seen || v.Status != evidence.VerifyOK {
+					verified[v.RunID] = v
+				}
+			}
+		}
 	}
 	groups := map[string]*Invocation{}
 	var order []string
@@ -66,6 +80,11 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		c, env, err := l.loadCase(ctx, r, events[r.RunID])
 		if err != nil {
 			return Report{}, err
+		}
+		if v, ok := verified[r.RunID]; ok {
+			c.Verification, c.VerificationDetail = v.Status, v.Detail
+		} else {
+			c.Verification, c.VerificationDetail = evidence.VerifyTampered, "the store's verification did not report this run"
 		}
 		if !keepCase(c, sel) {
 			continue
@@ -81,6 +100,7 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 	for _, id := range order {
 		inv := groups[id]
 		inv.finish()
+		inv.span(all)
 		rep.Invocations = append(rep.Invocations, *inv)
 	}
 	slices.SortStableFunc(rep.Invocations, func(a, b Invocation) int { return b.StartedAt.Compare(a.StartedAt) })
@@ -246,19 +266,73 @@ func (inv *Invocation) finish() {
 	inv.Totals = totalsOf(inv.Cases)
 }
 
-// rank orders cases failures first: rejected, interrupted, non_certifiable, open, accepted.
+// span sets the invocation's start, end and wall time from every run of the store it holds (all),
+// not only the cases a filter kept: a report of one case of an invocation shows when the
+// invocation ran. Runs without an invocation id ("") keep the span of their selected cases.
+func (inv *Invocation) span(all []evidence.RunSummary) {
+	if inv.ID == "" {
+		return
+	}
+	var end *time.Time
+	open := false
+	for _, r := range all {
+		if r.Envelope.InvocationID != inv.ID {
+			continue
+		}
+		if r.CreatedAt.Before(inv.StartedAt) {
+			inv.StartedAt = r.CreatedAt
+		}
+		switch {
+		case r.FinalizedAt == nil:
+			open = true
+		case end == nil || r.FinalizedAt.After(*end):
+			t := *r.FinalizedAt
+			end = &t
+		}
+	}
+	if open || end == nil {
+		inv.EndedAt, inv.WallSeconds = nil, nil
+		return
+	}
+	inv.EndedAt = end
+	w := end.Sub(inv.StartedAt).Seconds()
+	inv.WallSeconds = &w
+}
+
+// filtersText is sel's filters in words ("; kept: case parallel+vote; verdict rejected"), "" when
+// there are none: a filtered report says it is one.
+func filtersText(sel Selection) string {
+	var parts []string
+	for _, f := range []struct {
+		name string
+		vals []string
+	}{{"formation", sel.Formations}, {"case", sel.Cases}, {"verdict", sel.Verdicts}} {
+		if len(f.vals) > 0 {
+			parts = append(parts, f.name+" "+strings.Join(f.vals, " or "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; kept: " + strings.Join(parts, "; ")
+}
+
+// rank orders cases failures first: evidence that does not verify, rejected, interrupted,
+// non_certifiable, open, accepted.
 func rank(c Case) int {
 	switch {
-	case c.Verdict == evidence.VerdictRejected && !c.Interrupted:
+	case c.VerificationFailed():
 		return 0
-	case c.Interrupted:
+	case c.Verdict == evidence.VerdictRejected && !c.Interrupted:
 		return 1
-	case c.Verdict == evidence.VerdictNonCertifiable:
+	case c.Interrupted:
 		return 2
-	case c.Verdict == "":
+	case c.Verdict == evidence.VerdictNonCertifiable:
 		return 3
+	case c.Verdict == "":
+		return 4
 	}
-	return 4
+	return 5
 }
 
 // totalsOf counts cases by verdict (status when none) and sums tokens by source and wall time.
@@ -279,6 +353,9 @@ func totalsOf(cases []Case) Totals {
 			if c.Interrupted {
 				key = evidence.StatusInterrupted
 			}
+		}
+		if c.VerificationFailed() {
+			key = DoesNotVerify
 		}
 		t.ByVerdict[key]++
 		if c.WallSeconds != nil {

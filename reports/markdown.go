@@ -144,7 +144,7 @@ func writeInvocation(b *strings.Builder, inv Invocation) {
 			status = "interrupted"
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | `%s` | %s | **%s** | %s | %s |\n", cell(c.Name), c.Formation, c.Profile, c.Language,
-			c.RunID, status, orNotFinalized(c.Verdict), secs(c.WallSeconds), memberTokens(c, "wire"))
+			c.RunID, status, verdictCell(c), secs(c.WallSeconds), memberTokens(c, "wire"))
 	}
 	for _, c := range inv.Cases {
 		writeCase(b, c)
@@ -172,11 +172,15 @@ func writeEnvironment(b *strings.Builder, e Environment) {
 
 func writeCase(b *strings.Builder, c Case) {
 	fmt.Fprintf(b, "\n### %s — %s (run `%s`)\n\n", c.Name, verdictWord(c), c.RunID)
-	fmt.Fprintf(b, "Verdict: **%s**", orNotFinalized(c.Verdict))
+	fmt.Fprintf(b, "Verdict: **%s**", verdictCell(c))
 	if len(c.Reasons) > 0 {
 		b.WriteString(" — " + strings.Join(c.Reasons, "; "))
 	}
 	b.WriteString("\n\n")
+	if c.VerificationFailed() {
+		fmt.Fprintf(b, "**The store's recomputation of this run's evidence failed (%s): its recorded verdict is not evidence of "+
+			"anything.** %s\n\n", c.Verification, cell(c.VerificationDetail))
+	}
 	if c.Reference {
 		b.WriteString("Reference result (embedded reference provider, not a language model).\n\n")
 	}
@@ -316,9 +320,20 @@ func WriteFileAtomic(path string, data []byte) error {
 	return atomicfile.Write(path, data, 0o644)
 }
 
+// verdictCell is a case's recorded verdict, marked when its evidence does not verify.
+func verdictCell(c Case) string {
+	if c.VerificationFailed() {
+		return orNotFinalized(c.Verdict) + " (evidence does not verify: " + c.Verification + ")"
+	}
+	return orNotFinalized(c.Verdict)
+}
+
 // verdictWord is a case's verdict as headings show it: a sealed interrupted run is "rejected
 // (interrupted)", an open one "interrupted" or "not finalized".
 func verdictWord(c Case) string {
+	if c.VerificationFailed() {
+		return fmt.Sprintf("%s — evidence does not verify (%s)", orNotFinalized(c.Verdict), c.Verification)
+	}
 	switch {
 	case c.Interrupted && c.Verdict != "":
 		return c.Verdict + " (interrupted)"

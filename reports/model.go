@@ -1,6 +1,10 @@
 package reports
 
-import "time"
+import (
+	"time"
+
+	"github.com/assay-audit/assay/evidence"
+)
 
 // ReportSchemaVersion is the version of the report model as `assay report --format json` writes it
 // (Report.SchemaVersion). It changes when a key is removed or changes meaning.
@@ -129,6 +133,19 @@ type SourceTokens struct {
 	Known bool `json:"known"`
 }
 
+// VerificationFailed reports whether the store's recomputation of c's evidence failed: its
+// recorded verdict cannot be presented as evidence of anything.
+func (c Case) VerificationFailed() bool {
+	switch c.Verification {
+	case evidence.VerifyOK, evidence.VerifyInterrupted, evidence.VerifyUnfinalized, "":
+		return false // "": a Case built without Load, which verifies every case it loads
+	}
+	return true
+}
+
+// DoesNotVerify is the totals key of cases whose evidence does not verify (Case.VerificationFailed).
+const DoesNotVerify = "does_not_verify"
+
 // Case is one run: a case of the catalog as one invocation ran it.
 type Case struct {
 	// Name is the catalog case (e.g. "parallel+vote"); CaseNotRecorded for runs before schema v6.
@@ -152,6 +169,14 @@ type Case struct {
 	// verdict's reasons (failed checks named), in order.
 	Verdict string   `json:"verdict"`
 	Reasons []string `json:"reasons"`
+	// Verification is the store's own recomputation of the run's evidence when the report was
+	// built (evidence.Store.VerifyWith: hash chain, event count, terminal hash, envelope digest,
+	// artifacts, bindings): "ok", "interrupted", "unfinalized", or a failure — "tampered",
+	// "damaged", "missing_payload", "corrupt_payload". A failed run's recorded verdict is shown
+	// with "evidence does not verify", counted as does_not_verify and never passes in JUnit.
+	// VerificationDetail says what failed ("" when nothing did).
+	Verification       string `json:"verification"`
+	VerificationDetail string `json:"verification_detail"`
 	// Provider, Model and Reference are the envelope's.
 	Provider  string `json:"provider"`
 	BaseURL   string `json:"base_url"`
@@ -319,4 +344,8 @@ type Selection struct {
 	Formations []string
 	Cases      []string
 	Verdicts   []string
+	// Bindings recompute the records outside the store the runs are bound to (the gateway's usage
+	// database, the effect service's receipts: harness.BindingCheckers) when Load verifies the
+	// selected runs; nil verifies only their hashes, as part of the terminal hash.
+	Bindings []evidence.BindingChecker
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/reports/audit/audittest"
 )
 
 func caseByRun(r Report, run string) (Case, bool) {
@@ -240,7 +241,7 @@ func TestJUnitFailsWhatWasNotAccepted(t *testing.T) {
 func TestWriteInvocationReports(t *testing.T) {
 	f := buildFixture(t)
 	ctx := context.Background()
-	w, err := WriteInvocationReports(ctx, f.store, "inv-a", []string{f.rejected})
+	w, err := WriteInvocationReports(ctx, f.store, "inv-a", []string{f.rejected}, nil)
 	must(t, err)
 	if len(w.Files) != len(invocationFormats) || len(w.Latest) != len(invocationFormats) || w.Dir != filepath.Join(f.out, "reports", "inv-a") {
 		t.Fatalf("wrote %+v", w)
@@ -255,13 +256,13 @@ func TestWriteInvocationReports(t *testing.T) {
 	if !strings.Contains(string(md), f.rejected) || strings.Contains(string(md), f.accepted) {
 		t.Fatalf("inv-a report.md holds other runs than the one given:\n%s", md)
 	}
-	w, err = WriteInvocationReports(ctx, f.store, "inv-empty", nil)
+	w, err = WriteInvocationReports(ctx, f.store, "inv-empty", nil, nil)
 	must(t, err)
 	md, _ = os.ReadFile(filepath.Join(w.Dir, "report.md"))
 	if !strings.Contains(string(md), "No runs match") || strings.Contains(string(md), f.replay) {
 		t.Fatalf("an invocation without runs shows runs:\n%s", md)
 	}
-	if _, err := WriteInvocationReports(ctx, f.store, "../escape", nil); err == nil {
+	if _, err := WriteInvocationReports(ctx, f.store, "../escape", nil, nil); err == nil {
 		t.Fatal("an invocation id naming another directory was accepted")
 	}
 }
@@ -285,5 +286,36 @@ func TestTotalsNeverReportMissingUsageAsZero(t *testing.T) {
 		if got := tokenTotal(s); got != want[s.Source] {
 			t.Errorf("source %s = %q, want %q", s.Source, got, want[s.Source])
 		}
+	}
+}
+
+// A report verifies what it renders: a run whose stored verdict was flipped to accepted after
+// finalization is shown as evidence that does not verify — first, counted apart, never a passing
+// JUnit test — not as accepted.
+func TestATamperedRunIsNeverPresentedAsAccepted(t *testing.T) {
+	f := buildFixture(t)
+	audittest.Exec(t, f.store, `UPDATE verdicts SET verdict = 'accepted', requested_verdict = 'accepted', reasons = [] WHERE run_id = '`+f.rejected+`'`)
+	r := loadFixture(t, f, Selection{RunIDs: []string{f.rejected, f.accepted}})
+	c, ok := caseByRun(r, f.rejected)
+	if !ok || !c.VerificationFailed() || c.Verdict != evidence.VerdictAccepted {
+		t.Fatalf("tampered run: verification %q (%s), verdict %q", c.Verification, c.VerificationDetail, c.Verdict)
+	}
+	if a, _ := caseByRun(r, f.accepted); a.Verification != evidence.VerifyOK {
+		t.Fatalf("untouched run: verification %q (%s)", a.Verification, a.VerificationDetail)
+	}
+	if got := runIDs(r); got[0] != f.rejected {
+		t.Fatalf("order %v: the run that does not verify must come first", got)
+	}
+	if r.Totals.ByVerdict[DoesNotVerify] != 1 || r.Totals.ByVerdict[evidence.VerdictAccepted] != 1 {
+		t.Fatalf("totals %v", r.Totals.ByVerdict)
+	}
+	var md, junit bytes.Buffer
+	must(t, Markdown(&md, r))
+	must(t, JUnit(&junit, r))
+	if !strings.Contains(md.String(), "accepted (evidence does not verify: tampered)") {
+		t.Fatalf("markdown does not say the evidence does not verify:\n%s", md.String())
+	}
+	if !strings.Contains(junit.String(), `type="does_not_verify"`) || strings.Count(junit.String(), "<failure") != 1 {
+		t.Fatalf("junit:\n%s", junit.String())
 	}
 }

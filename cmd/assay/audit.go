@@ -94,6 +94,9 @@ func runAudit(ctx context.Context, opts *AuditOptions) error {
 	if opts.Graph != "" && len(ths) == 0 {
 		return usageErrorf("--graph needs at least one --fail-on METRIC>N")
 	}
+	if err := checkOutputPath(opts.Output, opts.Store.path(), opts.Graph); err != nil {
+		return err
+	}
 	res := audit.Result{SchemaVersion: audit.SchemaVersion, Runs: []string{}, Rules: []audit.RuleResult{}}
 	if !opts.Metrics {
 		store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay audit"})

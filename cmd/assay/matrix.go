@@ -263,7 +263,7 @@ func writeMatrixReport(ctx context.Context, sum harness.Summary, invocation stri
 	for _, c := range sum.Cases {
 		runIDs = append(runIDs, c.RunID)
 	}
-	w, err := reports.WriteInvocationReports(ctx, sum.StorePath, invocation, runIDs)
+	w, err := reports.WriteInvocationReports(ctx, sum.StorePath, invocation, runIDs, harness.BindingCheckers(filepath.Dir(sum.StorePath)))
 	if err != nil {
 		return "", err
 	}

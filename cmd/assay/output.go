@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,4 +114,51 @@ func (f *storeFlags) path() string {
 		return f.store
 	}
 	return filepath.Join(f.out, "evidence.duckdb")
+}
+
+// checkOutputPath refuses, as bad usage, an --output that would destroy evidence or cannot be a
+// report file: one of the protected paths (the evidence store, its lock, a graph database the
+// command reads), a file under the store's artifacts directory, an existing directory, or an
+// existing file that is a SQLite or DuckDB database (a gateway's usage database, an effects
+// database, another store). "" (stdout) passes. Nothing is written either way.
+func checkOutputPath(output, storePath string, protected ...string) error {
+	if output == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(output)
+	if err != nil {
+		return usageErrorf("--output %s: %v", output, err)
+	}
+	if storePath != "" {
+		protected = append(protected, storePath, storePath+".lock", storePath+".wal")
+		if st, err := filepath.Abs(filepath.Join(filepath.Dir(storePath), "artifacts")); err == nil {
+			if rel, err := filepath.Rel(st, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return usageErrorf("--output %s is inside the evidence store's artifacts: nothing written", output)
+			}
+		}
+	}
+	for _, p := range protected {
+		if pa, err := filepath.Abs(p); err == nil && pa == abs {
+			return usageErrorf("--output %s is evidence this command reads: nothing written (name another file)", output)
+		}
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil // a new file; a missing directory is reported when writing
+	}
+	if fi.IsDir() {
+		return usageErrorf("--output %s is a directory: name a file", output)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	if bytes.HasPrefix(head, []byte("SQLite format 3\x00")) || (len(head) >= 12 && string(head[8:12]) == "DUCK") {
+		return usageErrorf("--output %s is a database (SQLite or DuckDB): assay never overwrites one with a report; nothing written", output)
+	}
+	return nil
 }

@@ -223,6 +223,10 @@ func runReport(ctx context.Context, opts *ReportOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkOutputPath(opts.Output, opts.Store.path()); err != nil {
+		return err
+	}
+	sel.Bindings = harness.BindingCheckers(filepath.Dir(opts.Store.path()))
 	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay report"})
 	if err != nil {
 		return err

@@ -44,6 +44,9 @@ func runGraphReport(cmd *cobra.Command, db string, opts graphReportOptions) erro
 	if err != nil {
 		return err
 	}
+	if err := checkOutputPath(opts.Output, "", db); err != nil {
+		return err
+	}
 	if opts.Top < 1 {
 		return usageErrorf("--top %d: want at least 1 function", opts.Top)
 	}

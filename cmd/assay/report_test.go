@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -142,6 +143,23 @@ func TestReportOutputFileLinksResolveFromItsDirectory(t *testing.T) {
 func TestReportBadInputWritesNothing(t *testing.T) {
 	out := reportStore(t)
 	dest := filepath.Join(out, "r.md")
+	usageDB := filepath.Join(out, "gateway-usage.db")
+	dbBytes := append([]byte("SQLite format 3\x00"), make([]byte, 100)...)
+	if err := os.WriteFile(usageDB, dbBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Nothing the refused --output named was touched: the store still opens, the database is as it was.
+		if r := runCLI(t, "report", "--out", out, "--all"); r.code != 0 {
+			t.Errorf("the store no longer reads after the refusals: exit %d %s", r.code, r.stderr)
+		}
+		if b, _ := os.ReadFile(usageDB); !bytes.Equal(b, dbBytes) {
+			t.Error("the usage database was overwritten")
+		}
+		if r := runCLI(t, "audit", "--out", out, "--output", filepath.Join(out, "evidence.duckdb")); r.code != 2 {
+			t.Errorf("audit --output over the store: exit %d, want 2", r.code)
+		}
+	}()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -157,6 +175,9 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 		{"graph with a run selection", []string{"--graph", filepath.Join(out, "graph.db"), "--all"}, "--all selects evidence runs"},
 		{"graph database missing", []string{"--graph", filepath.Join(out, "graph.db")}, "graph.db"},
 		{"no store", []string{"--store", filepath.Join(out, "none.duckdb")}, "none.duckdb"},
+		{"output over the store", []string{"--all", "--output", filepath.Join(out, "evidence.duckdb")}, "is evidence this command reads"},
+		{"output over a database", []string{"--all", "--output", usageDB}, "is a database (SQLite or DuckDB)"},
+		{"output is a directory", []string{"--all", "--output", out}, "is a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"report", "--out", out, "--output", dest}, tc.args...)
