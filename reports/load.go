@@ -219,7 +219,11 @@ func (inv *Invocation) add(c Case, env Environment) {
 	if !slices.Contains(inv.Modes, c.Mode) {
 		inv.Modes = append(inv.Modes, c.Mode)
 	}
-	i := slices.IndexFunc(inv.Environments, func(e Environment) bool { return e.Fingerprint == env.Fingerprint })
+	// One line per fingerprint and preimage state: a run without its preimage is never folded into
+	// a line that says the fingerprint re-derives.
+	i := slices.IndexFunc(inv.Environments, func(e Environment) bool {
+		return e.Fingerprint == env.Fingerprint && e.Recorded == env.Recorded
+	})
 	switch {
 	case i < 0:
 		env.Runs = 1

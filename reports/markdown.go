@@ -174,7 +174,7 @@ func writeCase(b *strings.Builder, c Case) {
 	fmt.Fprintf(b, "\n### %s — %s (run `%s`)\n\n", c.Name, verdictWord(c), c.RunID)
 	fmt.Fprintf(b, "Verdict: **%s**", verdictCell(c))
 	if len(c.Reasons) > 0 {
-		b.WriteString(" — " + strings.Join(c.Reasons, "; "))
+		b.WriteString(" — " + cell(strings.Join(c.Reasons, "; ")))
 	}
 	b.WriteString("\n\n")
 	if c.VerificationFailed() {
@@ -208,7 +208,7 @@ func writeCase(b *strings.Builder, c Case) {
 		}
 		for _, ch := range c.Checks {
 			if ch.Evidence != "" {
-				fmt.Fprintf(b, "\n<details><summary>evidence of check %s</summary>\n\n```\n%s\n```\n\n</details>\n", ch.Name, ch.Evidence)
+				fmt.Fprintf(b, "\n<details><summary>evidence of check %s</summary>\n\n%s\n\n</details>\n", cell(ch.Name), fenced(ch.Evidence))
 			}
 		}
 	} else {
@@ -229,7 +229,7 @@ func writeCase(b *strings.Builder, c Case) {
 		}
 		for _, m := range c.Members {
 			if m.Conservation != "" && m.Conservation != "conserved" {
-				fmt.Fprintf(b, "\n- usage of %s: **%s** %s\n", m.ID, m.Conservation, m.ConservationDetail)
+				fmt.Fprintf(b, "\n- usage of %s: **%s** %s\n", m.ID, m.Conservation, cell(m.ConservationDetail))
 			}
 		}
 	}
@@ -240,7 +240,7 @@ func writeCase(b *strings.Builder, c Case) {
 			if a.At != nil {
 				at = stamp(*a.At)
 			}
-			fmt.Fprintf(b, "| %s | %s | `%s` | `%s` | %s |\n", orUnknown(a.Approver), a.Tool, a.CallID, a.PayloadSHA256, at)
+			fmt.Fprintf(b, "| %s | %s | `%s` | `%s` | %s |\n", cell(orUnknown(a.Approver)), cell(a.Tool), a.CallID, a.PayloadSHA256, at)
 		}
 	}
 	for _, rc := range c.Reconciliations {
@@ -410,6 +410,23 @@ func code(s string) string {
 }
 
 func cell(s string) string {
+	s = strings.ReplaceAll(s, "<", "&lt;") // recorded text (a model's reply, a check's detail) never opens an HTML tag
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.ReplaceAll(s, "\n", " ")
+}
+
+// fenced is s in a Markdown code fence longer than any run of backticks in s, so recorded text
+// cannot close the fence and continue as Markdown or HTML (CommonMark 0.31, 4.5 fenced code blocks).
+func fenced(s string) string {
+	longest, run := 0, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", max(3, longest+1))
+	return fence + "\n" + s + "\n" + fence
 }

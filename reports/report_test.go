@@ -94,7 +94,9 @@ func TestLoadSaysWhatTheEvidenceSays(t *testing.T) {
 		t.Fatalf("oracle phase %+v: the fixture recorded none, so it must say so", p)
 	}
 	inv := r.Invocations[1]
-	if inv.ID != "inv-a" || len(inv.Environments) != 1 || inv.Environments[0].Matches == nil || !*inv.Environments[0].Matches ||
+	// The fixture's accepted run stores its preimage; the others do not, and have a line of their own.
+	if inv.ID != "inv-a" || len(inv.Environments) != 2 || inv.Environments[0].Matches == nil || !*inv.Environments[0].Matches ||
+		inv.Environments[1].Recorded ||
 		inv.Environments[0].Commit != "0123456789abcdef0123456789abcdef01234567" || !inv.Reference {
 		t.Fatalf("invocation inv-a %+v", inv)
 	}
@@ -317,5 +319,43 @@ func TestATamperedRunIsNeverPresentedAsAccepted(t *testing.T) {
 	}
 	if !strings.Contains(junit.String(), `type="does_not_verify"`) || strings.Count(junit.String(), "<failure") != 1 {
 		t.Fatalf("junit:\n%s", junit.String())
+	}
+}
+
+// Runs sharing a fingerprint are one environment line only when each holds its preimage: a run
+// whose environment.json is gone has a line of its own saying so, never a share of "re-derives".
+func TestAnEnvironmentWithoutItsPreimageIsNotFoldedIntoOneThatReDerives(t *testing.T) {
+	f := buildFixture(t)
+	audittest.Exec(t, f.store, `DELETE FROM run_artifacts WHERE run_id = '`+f.rejected+`' AND name = '`+evidence.EnvironmentArtifact+`'`)
+	r := loadFixture(t, f, Selection{RunIDs: []string{f.accepted, f.rejected}})
+	envs := r.Invocations[0].Environments
+	if len(envs) != 2 {
+		t.Fatalf("environments %+v, want one that re-derives and one without its preimage", envs)
+	}
+	for _, e := range envs {
+		if e.Runs != 1 || e.Recorded == (e.Matches == nil) {
+			t.Fatalf("environment %+v", e)
+		}
+	}
+}
+
+// Recorded text — a model's reply quoted in a check's detail or evidence — never becomes live HTML
+// or Markdown in report.md: no tag opens, and a fence in the evidence cannot close the report's.
+func TestMarkdownNeverRendersRecordedTextAsMarkup(t *testing.T) {
+	evil := "<script>alert(9)</script>\n```\n<img src=x onerror=alert(10)>"
+	r := Report{Invocations: []Invocation{{ID: "inv-x", Cases: []Case{{Name: "consensus", RunID: "run-x", Verdict: "rejected",
+		Reasons: []string{"formation failed: " + evil},
+		Checks:  []Check{{Name: "formation", Required: true, Status: "failed", Detail: evil, Evidence: "decision: " + evil}}}}}}}
+	var b bytes.Buffer
+	must(t, Markdown(&b, r))
+	md := b.String()
+	start := strings.Index(md, "````\ndecision: ")
+	end := strings.LastIndex(md, "\n````\n")
+	if start < 0 || end < start {
+		t.Fatalf("the evidence fence is not longer than the backticks it holds:\n%s", md)
+	}
+	// Inside the fence the text is literal (CommonMark); everywhere else no tag may open.
+	if outside := md[:start] + md[end:]; strings.Contains(outside, "<script") || strings.Contains(outside, "<img") {
+		t.Fatalf("recorded text opens an HTML tag in report.md:\n%s", md)
 	}
 }

@@ -137,6 +137,16 @@ func TestNothingToEvaluateIsNotAPass(t *testing.T) {
 	if r := rule(res, "R02"); r.Status != audit.StatusPassed || r.Evaluated != 1 {
 		t.Fatalf("R02: %s over %d", r.Status, r.Evaluated)
 	}
+	if r := rule(res, "R09"); r.Status != audit.StatusPassed || r.Evaluated != 1 {
+		t.Fatalf("R09 over one run: %s over %d (it counts runs, not the queries it ran)", r.Status, r.Evaluated)
+	}
+	// A store with no run: no rule passes, R09 included (it read the chains, over nothing).
+	empty := audittest.NewBuilder(t, t.TempDir())
+	for _, r := range evaluate(t, empty.Close()).Rules {
+		if r.Status == audit.StatusPassed {
+			t.Errorf("%s passed on a store with no run: %q", r.ID, r.Reason)
+		}
+	}
 }
 
 // Naming runs narrows the audit to them; naming a run the store lacks is ErrNoRun; an unknown rule

@@ -54,7 +54,7 @@ func ruleR09() *Rule {
 			"chain, a deleted run, an unfinalized run whose chain breaks. It never reads a stored status.",
 		Procedure: "SQL window queries over admissions, finalizations, writers, runs, events, checkpoints; evidence.Store.VerifyWith",
 		Check: func(ctx context.Context, in *Input) (Outcome, error) {
-			out := Outcome{Subject: "store chains and runs"}
+			out := Outcome{Subject: "runs (with the store-wide chains)"}
 			for _, q := range chainQueries {
 				rows, err := in.Query(ctx, q.query)
 				if err != nil {
@@ -102,7 +102,9 @@ func ruleR09() *Rule {
 					Message:  fmt.Sprintf("%s: verification recomputed %s: %s", what, v.Status, v.Detail),
 					Evidence: []Row{{RunID: v.RunID, Table: v.Table, Key: v.Row, Value: v.Status, Seq: v.FirstBadSeq}}})
 			}
-			out.Evaluated = len(in.sel) + len(chainQueries)
+			// Evaluated counts runs, never queries: a store with no run has evaluated nothing
+			// (not_assessable unless a store-level finding was made), however many chains were read.
+			out.Evaluated = len(in.sel)
 			return out, nil
 		},
 	}
