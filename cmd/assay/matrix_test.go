@@ -43,6 +43,7 @@ func TestMatrixRunAllAcceptsEveryCaseInBothOtherCombinations(t *testing.T) {
 			if a := runCLI(t, "audit", "--out", out, "--format", "json"); a.code != 0 || strings.Contains(a.stdout, `"status": "finding"`) {
 				t.Fatalf("audit: exit %d\n%s%s", a.code, a.stdout, a.stderr)
 			}
+			checkReportInChromium(t, out)
 		})
 	}
 }
