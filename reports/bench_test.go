@@ -58,8 +58,8 @@ func benchStore(b *testing.B, n int) string {
 	return path
 }
 
-// BenchmarkReport1000Runs loads `--all` from a store of 1,000 runs and renders it as Markdown and
-// JSON (the HTML renderer has its own benchmark), reporting the size of each output.
+// BenchmarkReport1000Runs loads `--all --no-verify` from a store of 1,000 runs and renders it as
+// Markdown and JSON (the HTML renderer has its own benchmark), reporting the size of each output.
 func BenchmarkReport1000Runs(b *testing.B) {
 	path := benchStore(b, 1000)
 	ctx := context.Background()
@@ -70,7 +70,7 @@ func BenchmarkReport1000Runs(b *testing.B) {
 		b.Run(f.Name, func(b *testing.B) {
 			var size int
 			for b.Loop() {
-				r, err := Load(ctx, s, Selection{All: true})
+				r, err := Load(ctx, s, Selection{All: true, NoVerify: true})
 				must(b, err)
 				if r.Totals.Cases != 1000 {
 					b.Fatalf("%d cases, want 1000", r.Totals.Cases)
@@ -81,5 +81,25 @@ func BenchmarkReport1000Runs(b *testing.B) {
 			}
 			b.ReportMetric(float64(size)/1e6, "MB/report")
 		})
+	}
+}
+
+// BenchmarkReportVerified100Runs is a default `assay report --all --format md` of 100 runs: Load
+// recomputes every run's evidence (evidence.Store.VerifyWith, as `assay verify` does), then
+// renders. Compare with BenchmarkReport1000Runs (--no-verify) for the verification's share.
+func BenchmarkReportVerified100Runs(b *testing.B) {
+	path := benchStore(b, 100)
+	ctx := context.Background()
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{ReadOnly: true})
+	must(b, err)
+	defer s.Close()
+	for b.Loop() {
+		r, err := Load(ctx, s, Selection{All: true})
+		must(b, err)
+		if !r.Verified || r.Totals.Cases != 100 {
+			b.Fatalf("verified %v, %d cases", r.Verified, r.Totals.Cases)
+		}
+		var buf bytes.Buffer
+		must(b, Markdown(&buf, r))
 	}
 }

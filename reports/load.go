@@ -58,7 +58,8 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		return Report{}, err
 	}
 	verified := map[string]evidence.RunVerification{}
-	if len(ids) > 0 {
+	rep.Verified = !sel.NoVerify
+	if len(ids) > 0 && !sel.NoVerify {
 		vs, err := store.VerifyWith(ctx, evidence.VerifyRequest{Runs: ids, Bindings: sel.Bindings})
 		if err != nil {
 			return Report{}, fmt.Errorf("reports: verify the selected runs: %w", err)
@@ -83,7 +84,7 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		}
 		if v, ok := verified[r.RunID]; ok {
 			c.Verification, c.VerificationDetail = v.Status, v.Detail
-		} else {
+		} else if !sel.NoVerify {
 			c.Verification, c.VerificationDetail = evidence.VerifyTampered, "the store's verification did not report this run"
 		}
 		if !keepCase(c, sel) {

@@ -31,6 +31,11 @@ func Markdown(w io.Writer, r Report) error {
 		}
 	}
 	fmt.Fprintf(&b, "- selection: %s\n- evidence store: `%s`\n- generated: %s\n", r.Selection, r.StorePath, stamp(r.GeneratedAt))
+	if r.Verified {
+		b.WriteString("- evidence: every run's hash chain, terminal hash, envelope, artifacts and bindings recomputed when this report was built (as `assay verify` does)\n")
+	} else {
+		b.WriteString("- evidence: **not verified** (`--no-verify`): the verdicts below are as recorded; `assay verify` recomputes them\n")
+	}
 	writeTotals(&b, "- ", r.Totals)
 	if len(r.Invocations) == 0 {
 		b.WriteString("\nNo runs match the selection.\n")

@@ -31,6 +31,9 @@ type Report struct {
 	StorePath string `json:"store_path"`
 	// Selection is what was asked for, in words, e.g. "the latest invocation", "all runs".
 	Selection string `json:"selection"`
+	// Verified is true when Load recomputed every selected run's evidence (Case.Verification);
+	// false with Selection.NoVerify: the verdicts are then shown as recorded, unverified.
+	Verified bool `json:"verified"`
 	// OutDir is the out directory (the store's directory, absolute) the evidence files are under.
 	OutDir string `json:"out_dir"`
 	// LinkBase is the directory every Link.Path is relative to: OutDir as Load returns the report,
@@ -348,4 +351,8 @@ type Selection struct {
 	// database, the effect service's receipts: harness.BindingCheckers) when Load verifies the
 	// selected runs; nil verifies only their hashes, as part of the terminal hash.
 	Bindings []evidence.BindingChecker
+	// NoVerify skips the store's recomputation of the selected runs (it costs about as much as
+	// `assay verify` of them): every case's Verification is then "" and the report says in its
+	// header that its verdicts are as recorded, not verified.
+	NoVerify bool
 }

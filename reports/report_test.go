@@ -320,6 +320,13 @@ func TestATamperedRunIsNeverPresentedAsAccepted(t *testing.T) {
 	if !strings.Contains(junit.String(), `type="does_not_verify"`) || strings.Count(junit.String(), "<failure") != 1 {
 		t.Fatalf("junit:\n%s", junit.String())
 	}
+	// --no-verify: nothing is recomputed, and the report says so rather than vouching for anything.
+	nv := loadFixture(t, f, Selection{RunIDs: []string{f.rejected}, NoVerify: true})
+	md.Reset()
+	must(t, Markdown(&md, nv))
+	if nv.Verified || !strings.Contains(md.String(), "**not verified**") {
+		t.Fatalf("--no-verify report: verified %v\n%s", nv.Verified, md.String())
+	}
 }
 
 // Runs sharing a fingerprint are one environment line only when each holds its preimage: a run

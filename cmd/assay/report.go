@@ -32,6 +32,7 @@ type ReportOptions struct {
 	Format     string
 	Output     string
 	Wait       time.Duration
+	NoVerify   bool
 	// Graph is --graph DB: render the code-graph report of that database instead (runGraphReport).
 	Graph     string
 	graphOpts graphReportOptions
@@ -87,13 +88,14 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 	f.StringVar(&opts.Format, "format", "md", "report format: "+strings.Join(reportFormatNames(), ", "))
 	f.StringVar(&opts.Output, "output", "", "write the report to this file (atomically, mode 0644) instead of stdout")
 	f.DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
+	f.BoolVar(&opts.NoVerify, "no-verify", false, "do not recompute the runs' evidence (faster on large stores); the report then says its verdicts are unverified")
 	addGraphReportFlags(f, &opts.Graph, &opts.graphOpts)
 	return cmd
 }
 
 // graphReport runs `assay report --graph DB`: the code-graph report, which takes no run selection.
 func graphReport(c *cobra.Command, opts *ReportOptions) error {
-	for _, name := range []string{"latest", "all", "since", "formation", "case", "verdict", "store", "wait"} {
+	for _, name := range []string{"latest", "all", "since", "formation", "case", "verdict", "store", "wait", "no-verify"} {
 		if c.Flags().Changed(name) {
 			return usageErrorf("--%s selects evidence runs; --graph renders a graph database: leave one out", name)
 		}
@@ -227,6 +229,7 @@ func runReport(ctx context.Context, opts *ReportOptions) error {
 		return err
 	}
 	sel.Bindings = harness.BindingCheckers(filepath.Dir(opts.Store.path()))
+	sel.NoVerify = opts.NoVerify
 	store, err := evidence.Open(ctx, opts.Store.path(), evidence.OpenOptions{ReadOnly: true, Wait: opts.Wait, Command: "assay report"})
 	if err != nil {
 		return err
