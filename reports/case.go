@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/jsonconv"
 	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/tool"
 )
@@ -48,8 +49,15 @@ func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary, evs []evid
 		c.WallSeconds = &s
 	}
 	for _, ch := range r.Checks {
-		c.Checks = append(c.Checks, Check{Name: ch.Name, Required: ch.Required, Status: ch.Status, Detail: ch.Detail,
-			Evidence: readableJSON(ch.Evidence)})
+		chk := Check{Name: ch.Name, Required: ch.Required, Status: ch.Status, Detail: ch.Detail}
+		if conv, err := jsonconv.Evidence(ch.Evidence); err == nil && conv != nil {
+			chk.EvidenceJSON = conv
+			readable, _ := jsonconv.Readable(ch.Evidence)
+			chk.Evidence = readableJSON(readable)
+		} else if len(ch.Evidence) > 0 {
+			chk.Evidence = readableJSON(ch.Evidence) // not JSON: shown as recorded
+		}
+		c.Checks = append(c.Checks, chk)
 	}
 	c.Members = membersOf(r, evs)
 	c.Phases = phasesOf(r, evs)

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/assay-audit/assay/evidence"
@@ -228,8 +229,12 @@ type Check struct {
 	// Detail is the check's full detail as recorded (never truncated).
 	Detail string `json:"detail"`
 	// Evidence is the check's structured evidence rendered readably: one "key: value" line per
-	// field, nested values as JSON (never Go map syntax); "" when none.
-	Evidence string `json:"evidence"`
+	// field, nested values as JSON (never Go map syntax), in the output convention of docs/json.md
+	// (snake_case keys, durations in seconds); "" when none.
+	Evidence string `json:"evidence_text"`
+	// EvidenceJSON is the same evidence as JSON in that convention (internal/jsonconv); the store
+	// keeps the recorded bytes. null when the check recorded none.
+	EvidenceJSON json.RawMessage `json:"evidence"`
 }
 
 // Member is one member of a run.

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
-	"strings"
-	"unicode"
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/internal/jsonconv"
 )
 
 // The JSON output of matrix run and resume re-presents what the harness recorded in the output
@@ -72,95 +69,16 @@ func presentCase(c harness.CaseResult) (caseJSON, error) {
 	return out, nil
 }
 
-// snakeKey matches a key of the output convention: lower-case words joined by underscores.
-var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+// snakeKey matches a key of the output convention (jsonconv.SnakeKey).
+var snakeKey = jsonconv.SnakeKey
 
-// goFieldName matches a key encoding/json took from an untagged Go field ("ExitCode").
-var goFieldName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
-
-// conventionalEvidence re-presents recorded check evidence in the output convention:
-//   - a key that is a Go field name becomes snake_case ("ArtifactSHA256" -> "artifact_sha256");
-//   - a Go duration ("Duration", an integer of nanoseconds) becomes "<name>_seconds", in seconds;
-//   - an object keyed by data rather than names (member ids, file paths, session ids: any key that
-//     is not snake_case) becomes a list of {"key", "value"} pairs in key order.
-//
-// Numbers keep their recorded digits. nil stays nil.
+// conventionalEvidence re-presents recorded check evidence in the output convention (jsonconv.Evidence).
 func conventionalEvidence(raw json.RawMessage) (json.RawMessage, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("recorded evidence is not JSON: %w", err)
-	}
-	return marshalJSON(conventional(v))
+	return jsonconv.Evidence(raw)
 }
 
-// keyValue is one entry of an object keyed by data.
-type keyValue struct {
-	Key   string `json:"key"`
-	Value any    `json:"value"`
-}
-
-func conventional(v any) any {
-	switch v := v.(type) {
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = conventional(x)
-		}
-		return out
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		obj := make(map[string]any, len(v))
-		for _, k := range keys {
-			name, val := k, conventional(v[k])
-			if goFieldName.MatchString(k) {
-				name = snakeCase(k)
-				if n, ok := v[k].(json.Number); ok && strings.HasSuffix(k, "Duration") {
-					if ns, err := n.Int64(); err == nil {
-						name, val = name+"_seconds", float64(ns)/1e9
-					}
-				}
-			}
-			if !snakeKey.MatchString(name) {
-				list := make([]keyValue, 0, len(keys))
-				for _, k := range keys {
-					list = append(list, keyValue{Key: k, Value: conventional(v[k])})
-				}
-				return list
-			}
-			obj[name] = val
-		}
-		return obj
-	}
-	return v
-}
-
-// snakeCase turns a Go field name into snake_case: a word starts at an upper-case letter after a
-// lower-case letter or a digit, or at the last upper-case letter of an acronym followed by a
-// lower-case one ("ArtifactSHA256After" -> "artifact_sha256_after").
-func snakeCase(name string) string {
-	rs := []rune(name)
-	var b strings.Builder
-	for i, r := range rs {
-		if i > 0 && unicode.IsUpper(r) {
-			prev := rs[i-1]
-			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
-			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
-				b.WriteByte('_')
-			}
-		}
-		b.WriteRune(unicode.ToLower(r))
-	}
-	return b.String()
-}
+// snakeCase is jsonconv.SnakeCase.
+func snakeCase(name string) string { return jsonconv.SnakeCase(name) }
 
 // writeSummaryJSON prints a matrix run's summary as presentSummary shapes it.
 func writeSummaryJSON(w io.Writer, sum harness.Summary) error {
