@@ -26,7 +26,10 @@ var goFieldName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 //     is not snake_case) becomes a list of {"key", "value"} pairs in key order.
 //
 // Numbers keep their recorded digits. nil stays nil.
-func Evidence(raw json.RawMessage) (json.RawMessage, error) {
+func Evidence(raw json.RawMessage) (json.RawMessage, error) { return convert(raw, false) }
+
+// convert decodes raw (numbers kept as recorded) and marshals it in the convention; nil for none.
+func convert(raw json.RawMessage, keepDataKeys bool) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -36,24 +39,13 @@ func Evidence(raw json.RawMessage) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("recorded evidence is not JSON: %w", err)
 	}
-	return marshal(Value(v))
+	return marshal(value(v, keepDataKeys))
 }
 
 // Readable is Evidence for a person to read: Go field names and durations are converted as
 // Evidence converts them, but an object keyed by data stays an object (votes by file name read
 // as {"double.go":3}, not as a list of key/value pairs).
-func Readable(raw json.RawMessage) (json.RawMessage, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("recorded evidence is not JSON: %w", err)
-	}
-	return marshal(value(v, true))
-}
+func Readable(raw json.RawMessage) (json.RawMessage, error) { return convert(raw, true) }
 
 // keyValue is one entry of an object keyed by data.
 type keyValue struct {
