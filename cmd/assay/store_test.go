@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/storetest"
 )
 
 // storeWithRuns writes a store with finalized runs through the API; one has
@@ -60,19 +60,8 @@ func storeWithEvents(t *testing.T, dir string, events int, runs ...string) strin
 	return path
 }
 
-func rawSQL(t *testing.T, path string, stmts ...string) {
-	t.Helper()
-	db, err := sql.Open("duckdb", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, st := range stmts {
-		if _, err := db.Exec(st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
-}
+// rawSQL edits the closed store at path directly (storetest.Exec).
+func rawSQL(t *testing.T, path string, stmts ...string) { storetest.Exec(t, path, stmts...) }
 
 func TestStoreMigrate(t *testing.T) {
 	dir := t.TempDir()

@@ -7,7 +7,6 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/x509"
-	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/internal/atomicfile"
+	"github.com/assay-audit/assay/internal/storetest"
 )
 
 func digest(s string) string {
@@ -146,19 +146,8 @@ func (f fixture) check(t testing.TB) map[string]evidence.RunVerification {
 	return m
 }
 
-func rawExec(t *testing.T, path string, stmts ...string) {
-	t.Helper()
-	db, err := sql.Open("duckdb", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, st := range stmts {
-		if _, err := db.Exec(st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
-}
+// rawExec edits the closed store at path directly (storetest.Exec).
+func rawExec(t *testing.T, path string, stmts ...string) { storetest.Exec(t, path, stmts...) }
 
 func TestKeygen(t *testing.T) {
 	key := filepath.Join(t.TempDir(), "k")

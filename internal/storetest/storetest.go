@@ -62,3 +62,19 @@ func EachValue(t testing.TB, path string, fn func(table, text string)) {
 		rs.Close()
 	}
 }
+
+// Exec runs stmts, in order, on the closed DuckDB database at path, as a tamperer or a broken tool
+// would edit a store directly; it fails the test on the first statement that errs.
+func Exec(t testing.TB, path string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, st := range stmts {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+}

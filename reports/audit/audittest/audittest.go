@@ -7,7 +7,6 @@ package audittest
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2" // direct edits of a closed store, as a tamperer would
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/storetest"
 )
 
 // Fixture is a store builder for one rule's hazard.
@@ -190,17 +190,5 @@ func (b *Builder) Checkpoint(run string) (int64, string) {
 	return cp.Seq, cp.Hash
 }
 
-// Exec edits the closed store at path directly, as a tamperer or a broken tool would.
-func Exec(t testing.TB, path string, stmts ...string) {
-	t.Helper()
-	db, err := sql.Open("duckdb", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, st := range stmts {
-		if _, err := db.Exec(st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
-}
+// Exec edits the closed store at path directly, as a tamperer or a broken tool would (storetest.Exec).
+func Exec(t testing.TB, path string, stmts ...string) { storetest.Exec(t, path, stmts...) }
