@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -240,4 +241,56 @@ func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerific
 		out = append(out, missing...)
 	}
 	return out, nil
+}
+
+// StoreFindings is the part of VerifyWith that concerns the store as a whole, without verifying
+// any run's own evidence: damage to the file or its tables, breaks in the store-wide chains
+// (admissions, finalizations, writer sessions) — attributed to the run whose entry broke, or to
+// none — and runs the chains name that the store no longer holds. Each is a RunVerification with
+// Status VerifyDamaged or VerifyTampered, in that order; none when the store verifies. A reader
+// that verifies a selection of runs (VerifyWith with Runs) calls it so that a run erased
+// elsewhere in the store is never missed. Works on a read-only store.
+//
+// Errors: ErrClosed; ctx's error; the engine's errors reading the schema (a chain that cannot be
+// read is a VerifyDamaged finding, not an error).
+func (s *Store) StoreFindings(ctx context.Context) ([]RunVerification, error) {
+	if err := s.beginRead(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	damage, standIns, err := s.damageScan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.dropStandIns(context.WithoutCancel(ctx), standIns)
+	out := []RunVerification{}
+	for _, d := range damage {
+		out = append(out, RunVerification{RunID: d.RunID, Status: VerifyDamaged, Table: d.Table, Row: d.Row, Detail: d.Reason})
+	}
+	chain, missing, chainLevel, err := s.storeFindings(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return append(out, RunVerification{Status: VerifyDamaged, Detail: "the store-wide chains cannot be read: " + engineReason(err)}), nil
+	}
+	out = append(out, chainLevel...)
+	ids := make([]string, 0, len(chain))
+	for id, fs := range chain {
+		if len(fs) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		status, details := VerifyTampered, []string{}
+		for _, f := range chain[id] {
+			details = append(details, f.detail)
+			if f.status == VerifyDamaged {
+				status = VerifyDamaged
+			}
+		}
+		out = append(out, RunVerification{RunID: id, Status: status, Detail: strings.Join(details, "; ")})
+	}
+	return append(out, missing...), nil
 }

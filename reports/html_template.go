@@ -14,6 +14,7 @@ const evidenceTemplate = `<!doctype html>
 <h1>assay report</h1>
 <dl class="facts">
 <dt>selection</dt><dd>{{.Selection}}</dd>
+{{if .StoreFindings}}<dt>evidence store</dt><dd><strong class="status rejected">does not verify</strong>: whatever the runs below say, the store they were read from was altered<ul>{{range .StoreFindings}}<li>{{.}}</li>{{end}}</ul></dd>{{end}}
 <dt>evidence</dt><dd>{{if .Verified}}every run's hash chain, terminal hash, envelope, artifacts and bindings recomputed when this report was built{{else}}<strong class="status rejected">not verified</strong> (--no-verify): the verdicts are as recorded; assay verify recomputes them{{end}}</dd>
 <dt>evidence store</dt><dd><code>{{.StorePath}}</code></dd>
 <dt>generated</dt><dd>{{utcv .GeneratedAt}}</dd>

@@ -19,7 +19,22 @@ import (
 func JUnit(w io.Writer, r Report) error {
 	doc := junitSuites{}
 	for i, inv := range r.Invocations {
-		doc.Suites = append(doc.Suites, suiteOf(i, inv))
+		suite := suiteOf(i, inv)
+		suite.Properties = append(suite.Properties, junitProperty{Name: "verified", Value: fmt.Sprint(r.Verified)})
+		if !r.Verified {
+			suite.SystemOut = "verdicts as recorded, NOT verified (--no-verify)\n" + suite.SystemOut
+		}
+		doc.Suites = append(doc.Suites, suite)
+	}
+	if len(r.StoreFindings) > 0 {
+		// The store itself does not verify (a deleted run, a broken store-wide chain): one failing
+		// testcase, whatever the cases say.
+		doc.Suites = append(doc.Suites, junitSuite{Name: "assay evidence store", Package: "assay", ID: len(doc.Suites),
+			Timestamp: r.GeneratedAt.UTC().Format("2006-01-02T15:04:05"), Hostname: "not-recorded", Tests: 1, Failures: 1, Time: "0",
+			Properties: []junitProperty{{Name: "store", Value: r.StorePath}},
+			Cases: []junitCase{{Name: "evidence store", Classname: "assay.store", Time: "0", Failure: &junitOutcome{
+				Type: "store_does_not_verify", Message: fmt.Sprintf("the evidence store does not verify: %d findings", len(r.StoreFindings)),
+				Text: strings.Join(r.StoreFindings, "\n")}}}})
 	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err

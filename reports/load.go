@@ -48,7 +48,7 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		}
 	}
 	rep := Report{SchemaVersion: ReportSchemaVersion, GeneratedAt: time.Now().UTC(), StorePath: store.Path(),
-		Selection: what + filtersText(sel), OutDir: outDir, LinkBase: outDir}
+		Selection: what + filtersText(sel), OutDir: outDir, LinkBase: outDir, StoreFindings: []string{}}
 	ids := make([]string, len(runs))
 	for i, r := range runs {
 		ids[i] = r.RunID
@@ -64,11 +64,43 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		if err != nil {
 			return Report{}, fmt.Errorf("reports: verify the selected runs: %w", err)
 		}
+		selected := map[string]bool{}
+		for _, id := range ids {
+			selected[id] = true
+		}
+		// The store as a whole: a run erased elsewhere, a broken store-wide chain, damage (VerifyWith
+		// of named runs reports only what concerns them).
+		whole, err := store.StoreFindings(ctx)
+		if err != nil {
+			return Report{}, fmt.Errorf("reports: verify the store: %w", err)
+		}
+		vs = append(vs, whole...)
+		seen := map[string]bool{}
 		for _, v := range vs {
-			if v.RunID != "" {
+			if v.RunID != "" && selected[v.RunID] {
 				if _, seen := verified[v.RunID]; !seen || v.Status != evidence.VerifyOK {
 					verified[v.RunID] = v
 				}
+				continue
+			}
+			switch v.Status {
+			case evidence.VerifyOK, evidence.VerifyInterrupted, evidence.VerifyUnfinalized:
+				continue
+			}
+			where := "the store"
+			if v.RunID != "" {
+				where = "run " + v.RunID
+			}
+			if v.Table != "" {
+				where += " (" + v.Table
+				if v.Row != "" {
+					where += " " + v.Row
+				}
+				where += ")"
+			}
+			if f := fmt.Sprintf("%s: %s: %s", where, v.Status, v.Detail); !seen[f] {
+				seen[f] = true
+				rep.StoreFindings = append(rep.StoreFindings, f)
 			}
 		}
 	}

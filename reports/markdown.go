@@ -31,6 +31,12 @@ func Markdown(w io.Writer, r Report) error {
 		}
 	}
 	fmt.Fprintf(&b, "- selection: %s\n- evidence store: `%s`\n- generated: %s\n", r.Selection, r.StorePath, stamp(r.GeneratedAt))
+	if len(r.StoreFindings) > 0 {
+		b.WriteString("- evidence store: **does not verify** — whatever the runs below say, the store they were read from was altered:\n")
+		for _, f := range r.StoreFindings {
+			b.WriteString("  - " + cell(f) + "\n")
+		}
+	}
 	if r.Verified {
 		b.WriteString("- evidence: every run's hash chain, terminal hash, envelope, artifacts and bindings recomputed when this report was built (as `assay verify` does)\n")
 	} else {

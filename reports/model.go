@@ -35,6 +35,11 @@ type Report struct {
 	// Verified is true when Load recomputed every selected run's evidence (Case.Verification);
 	// false with Selection.NoVerify: the verdicts are then shown as recorded, unverified.
 	Verified bool `json:"verified"`
+	// StoreFindings are what that recomputation found outside the selected runs: a run deleted from
+	// the store, a broken store-wide chain (admissions, finalizations, writers), damage. Any
+	// finding means the store itself does not verify, whatever the selected runs say; renderers
+	// put it first and JUnit fails on it. Empty when none (or not verified).
+	StoreFindings []string `json:"store_findings"`
 	// OutDir is the out directory (the store's directory, absolute) the evidence files are under.
 	OutDir string `json:"out_dir"`
 	// LinkBase is the directory every Link.Path is relative to: OutDir as Load returns the report,

@@ -199,6 +199,16 @@ func TestJUnitValidatesAgainstTheAntSchema(t *testing.T) {
 	if out, err := exec.Command(xmllint, "--noout", "--schema", filepath.Join("testdata", "JUnit.xsd"), path).CombinedOutput(); err != nil {
 		t.Fatalf("junit.xml does not validate: %v\n%s\n%s", err, out, b.String())
 	}
+	// The suite a store that does not verify adds validates too.
+	var sb bytes.Buffer
+	withStore := r
+	withStore.StoreFindings = []string{"the store (admissions): tampered: admission 1 is missing"}
+	must(t, JUnit(&sb, withStore))
+	storePath := filepath.Join(t.TempDir(), "junit-store.xml")
+	must(t, os.WriteFile(storePath, sb.Bytes(), 0o644))
+	if out, err := exec.Command(xmllint, "--noout", "--schema", filepath.Join("testdata", "JUnit.xsd"), storePath).CombinedOutput(); err != nil {
+		t.Fatalf("junit.xml with the store's suite does not validate: %v\n%s\n%s", err, out, sb.String())
+	}
 	// The schema check can fail: a testcase without its required time attribute is refused.
 	bad := strings.Replace(b.String(), `<testcase name="parallel+judge"`, `<testcase`, 1)
 	must(t, os.WriteFile(path, []byte(bad), 0o644))
@@ -364,5 +374,31 @@ func TestMarkdownNeverRendersRecordedTextAsMarkup(t *testing.T) {
 	// Inside the fence the text is literal (CommonMark); everywhere else no tag may open.
 	if outside := md[:start] + md[end:]; strings.Contains(outside, "<script") || strings.Contains(outside, "<img") {
 		t.Fatalf("recorded text opens an HTML tag in report.md:\n%s", md)
+	}
+}
+
+// A store that does not verify outside the selected runs — an admission deleted, as a run erased
+// from the store would leave it — is said first by every renderer and fails JUnit, although every
+// selected run verifies on its own.
+func TestAStoreThatDoesNotVerifyIsSaidWhateverTheRunsSay(t *testing.T) {
+	f := buildFixture(t)
+	// Admission 1 (run-old) deleted: the break is the next admission's (run-acc's); run-rej, the
+	// one selected, verifies on its own.
+	audittest.Exec(t, f.store, `DELETE FROM admissions WHERE ordinal = 1`)
+	r := loadFixture(t, f, Selection{RunIDs: []string{f.rejected}})
+	if len(r.StoreFindings) == 0 || r.Invocations[0].Cases[0].VerificationFailed() {
+		t.Fatalf("store findings %v, selected run %+v", r.StoreFindings, r.Invocations[0].Cases[0].Verification)
+	}
+	var md, junit bytes.Buffer
+	must(t, Markdown(&md, r))
+	must(t, JUnit(&junit, r))
+	if !strings.Contains(md.String(), "evidence store: **does not verify**") {
+		t.Fatalf("markdown:\n%s", md.String())
+	}
+	if !strings.Contains(junit.String(), `type="store_does_not_verify"`) {
+		t.Fatalf("junit:\n%s", junit.String())
+	}
+	if clean := loadFixture(t, buildFixture(t), Selection{All: true}); len(clean.StoreFindings) != 0 {
+		t.Fatalf("an untouched store has store findings: %v", clean.StoreFindings)
 	}
 }

@@ -118,27 +118,26 @@ func (f *storeFlags) path() string {
 
 // checkOutputPath refuses, as bad usage, an --output that would destroy evidence or cannot be a
 // report file: one of the protected paths (the evidence store, its lock, a graph database the
-// command reads), a file under the store's artifacts directory, an existing directory, or an
-// existing file that is a SQLite or DuckDB database (a gateway's usage database, an effects
-// database, another store). "" (stdout) passes. Nothing is written either way.
+// command reads), a file under the store's artifacts or cases directories (the evidence files
+// reports link to), an existing directory, or an existing file that is a SQLite or DuckDB
+// database (a gateway's usage database, an effects database, another store). Paths are compared
+// after symbolic links are resolved. "" (stdout) passes. Nothing is written either way.
 func checkOutputPath(output, storePath string, protected ...string) error {
 	if output == "" {
 		return nil
 	}
-	abs, err := filepath.Abs(output)
-	if err != nil {
-		return usageErrorf("--output %s: %v", output, err)
-	}
+	abs := resolvedPath(output)
 	if storePath != "" {
 		protected = append(protected, storePath, storePath+".lock", storePath+".wal")
-		if st, err := filepath.Abs(filepath.Join(filepath.Dir(storePath), "artifacts")); err == nil {
-			if rel, err := filepath.Rel(st, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				return usageErrorf("--output %s is inside the evidence store's artifacts: nothing written", output)
+		for _, dir := range []string{"artifacts", "cases"} {
+			d := resolvedPath(filepath.Join(filepath.Dir(storePath), dir))
+			if rel, err := filepath.Rel(d, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return usageErrorf("--output %s is inside the evidence store's %s directory: nothing written", output, dir)
 			}
 		}
 	}
 	for _, p := range protected {
-		if pa, err := filepath.Abs(p); err == nil && pa == abs {
+		if p != "" && resolvedPath(p) == abs {
 			return usageErrorf("--output %s is evidence this command reads: nothing written (name another file)", output)
 		}
 	}
@@ -161,4 +160,20 @@ func checkOutputPath(output, storePath string, protected ...string) error {
 		return usageErrorf("--output %s is a database (SQLite or DuckDB): assay never overwrites one with a report; nothing written", output)
 	}
 	return nil
+}
+
+// resolvedPath is path made absolute with symbolic links resolved: the path itself when it
+// exists, else its directory (a file still to be written); as filepath.Abs gives it otherwise.
+func resolvedPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(r, filepath.Base(abs))
+	}
+	return abs
 }

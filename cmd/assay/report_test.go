@@ -148,6 +148,13 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 	if err := os.WriteFile(usageDB, dbBytes, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// out/link -> out: the artifacts directory reached through a symbolic link is still the store's.
+	if err := os.MkdirAll(filepath.Join(out, "artifacts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(out, filepath.Join(out, "link")); err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		// Nothing the refused --output named was touched: the store still opens, the database is as it was.
 		if r := runCLI(t, "report", "--out", out, "--all"); r.code != 0 {
@@ -178,6 +185,8 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 		{"output over the store", []string{"--all", "--output", filepath.Join(out, "evidence.duckdb")}, "is evidence this command reads"},
 		{"output over a database", []string{"--all", "--output", usageDB}, "is a database (SQLite or DuckDB)"},
 		{"output is a directory", []string{"--all", "--output", out}, "is a directory"},
+		{"output over a case's evidence file", []string{"--all", "--output", filepath.Join(out, "cases", "run-b", "exec-1.go-test.json")}, "inside the evidence store's cases directory"},
+		{"output into the artifacts through a link", []string{"--all", "--output", filepath.Join(out, "link", "artifacts", "x.md")}, "inside the evidence store's artifacts directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"report", "--out", out, "--output", dest}, tc.args...)
