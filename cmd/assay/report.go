@@ -235,6 +235,11 @@ func runReport(ctx context.Context, opts *ReportOptions) error {
 		return err
 	}
 	r, err := reports.Load(ctx, store, sel)
+	if err == nil && r.Totals.Cases == 0 {
+		// An empty report (an empty JUnit file, a SARIF log of nothing) reads as green to a CI gate.
+		store.Close()
+		return usageErrorf("no run matches the selection (%s): nothing written", r.Selection)
+	}
 	if err == nil && opts.Format == sarifFormat {
 		err = writeReportSARIF(ctx, opts, store, r)
 		store.Close()

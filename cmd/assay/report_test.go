@@ -174,6 +174,7 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 	}{
 		{"unknown format", []string{"--format", "pdf"}, `--format "pdf" is not one of md, html, json, junit, sarif`},
 		{"unknown case", []string{"--all", "--case", "parallel+votes"}, `--case "parallel+votes" is not a catalog case`},
+		{"no run matches", []string{"--all", "--case", "consensus"}, "no run matches the selection (all runs; kept: case consensus)"},
 		{"unknown formation", []string{"--all", "--formation", "paralel"}, `--formation "paralel" is not a formation`},
 		{"two selections", []string{"--all", "--latest"}, "choose one of RUN..., --latest, --all and --since"},
 		{"bad since", []string{"--since", "last week"}, `--since "last week"`},
