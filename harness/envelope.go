@@ -133,9 +133,11 @@ func upstreamLabel(o Options) string {
 	return o.BaseURL
 }
 
-// currentEnvironment is the fingerprint preimage of this process (evidence.Environment, version 2): assay's
-// version, the Go toolchain, GOOS/GOARCH and the build's version control facts where it recorded them.
-func currentEnvironment(toolVersion string) evidence.Environment {
+// CurrentEnvironment is the fingerprint preimage of this process (evidence.Environment, version 2):
+// assay's version toolVersion, the Go toolchain, GOOS/GOARCH and the build's version control facts
+// (runtime/debug.ReadBuildInfo's vcs.revision, vcs.time, vcs.modified) where it recorded them, ""
+// (nil for VCSModified) where it did not. `assay version` prints the same facts.
+func CurrentEnvironment(toolVersion string) evidence.Environment {
 	env := evidence.Environment{FingerprintVersion: evidence.EnvironmentFingerprintV2, Assay: toolVersion,
 		Go: goruntime.Version(), GOOS: goruntime.GOOS, GOARCH: goruntime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -154,17 +156,17 @@ func currentEnvironment(toolVersion string) evidence.Environment {
 	return env
 }
 
-// environmentFingerprint is SHA-256 hex over the canonical preimage of currentEnvironment, which each
+// environmentFingerprint is SHA-256 hex over the canonical preimage of CurrentEnvironment, which each
 // case run also stores as evidence.EnvironmentArtifact.
 func environmentFingerprint(toolVersion string) string {
-	d, _ := currentEnvironment(toolVersion).Fingerprint()
+	d, _ := CurrentEnvironment(toolVersion).Fingerprint()
 	return d
 }
 
 // putEnvironment links the canonical preimage of the run's environment fingerprint to run runID, so a
 // report re-derives the fingerprint from it.
 func putEnvironment(ctx context.Context, store *evidence.Store, runID, toolVersion string) error {
-	b, err := currentEnvironment(toolVersion).Canonical()
+	b, err := CurrentEnvironment(toolVersion).Canonical()
 	if err != nil {
 		return err
 	}

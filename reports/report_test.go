@@ -402,3 +402,34 @@ func TestAStoreThatDoesNotVerifyIsSaidWhateverTheRunsSay(t *testing.T) {
 		t.Fatalf("an untouched store has store findings: %v", clean.StoreFindings)
 	}
 }
+
+// The environment is re-derived, not taken on the envelope's word: a preimage recorded with a run
+// that does not hash to the fingerprint its envelope names is shown as not matching, naming both.
+func TestAnEnvironmentPreimageThatDoesNotHashToTheFingerprintIsSaid(t *testing.T) {
+	ctx := context.Background()
+	out := t.TempDir()
+	f := fixture{out: out, store: filepath.Join(out, "evidence.duckdb")}
+	s, err := evidence.Open(ctx, f.store, evidence.OpenOptions{Command: "fixture"})
+	must(t, err)
+	env := fixtureEnvelope("sequential", "sequential", "inv-x") // fingerprint of go1.26.8 ...
+	must(t, s.OpenRun(ctx, "run-x", env, ""))
+	pre, err := evidence.Environment{FingerprintVersion: evidence.EnvironmentFingerprintV2, Assay: "0.1.0", Go: "go1.20",
+		GOOS: "linux", GOARCH: "amd64"}.Canonical() // ... but the recorded preimage says go1.20
+	must(t, err)
+	_, err = s.PutArtifact(ctx, "run-x", evidence.EnvironmentArtifact, "application/json", pre)
+	must(t, err)
+	must(t, s.RecordCheck(ctx, "run-x", evidence.Check{Name: "tests", Required: true, Status: evidence.CheckPassed, Detail: "ok"}))
+	_, err = s.Finalize(ctx, "run-x", evidence.Verdict{Verdict: evidence.VerdictRejected})
+	must(t, err)
+	must(t, s.Close())
+	r := loadFixture(t, f, Selection{All: true})
+	e := r.Invocations[0].Environments[0]
+	if !e.Recorded || e.Matches == nil || *e.Matches {
+		t.Fatalf("environment %+v: want recorded and not matching", e)
+	}
+	var md bytes.Buffer
+	must(t, Markdown(&md, r))
+	if !strings.Contains(md.String(), "**does not match** its recorded preimage") || !strings.Contains(md.String(), env.EnvironmentFingerprint) {
+		t.Fatalf("markdown does not say the fingerprint does not re-derive:\n%s", md.String())
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/internal/jsonconv"
 )
 
 // table is rows of cells under a header, printable as table, CSV or JSON.
@@ -86,16 +88,8 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
-// marshalJSON is json.Marshal without HTML escapes: "<", ">" and "&" stay themselves.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// marshalJSON is json.Marshal without HTML escapes: "<", ">" and "&" stay themselves (jsonconv.Marshal).
+func marshalJSON(v any) ([]byte, error) { return jsonconv.Marshal(v) }
 
 // storeFlags are the flags every command that reads the evidence store shares.
 type storeFlags struct {

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/assay-audit/assay/harness"
 )
 
 // buildInfo is what the binary says about its own build: assay's version, and the commit and
@@ -21,22 +22,15 @@ type buildInfo struct {
 }
 
 func readBuildInfo() buildInfo {
-	b := buildInfo{Version: version, Commit: "unknown", Date: "unknown"}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
+	env := harness.CurrentEnvironment(version) // the facts each run's environment fingerprint covers
+	b := buildInfo{Version: version, Commit: "unknown", Date: "unknown", GoVersion: env.Go}
+	if env.VCSRevision != "" {
+		b.Commit = env.VCSRevision
 	}
-	b.GoVersion = info.GoVersion
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.Commit = s.Value
-		case "vcs.time":
-			b.Date = s.Value
-		case "vcs.modified":
-			b.Modified = s.Value == "true"
-		}
+	if env.VCSTime != "" {
+		b.Date = env.VCSTime
 	}
+	b.Modified = env.VCSModified != nil && *env.VCSModified
 	return b
 }
 

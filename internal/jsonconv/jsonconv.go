@@ -39,7 +39,7 @@ func convert(raw json.RawMessage, keepDataKeys bool) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("recorded evidence is not JSON: %w", err)
 	}
-	return marshal(value(v, keepDataKeys))
+	return Marshal(value(v, keepDataKeys))
 }
 
 // Readable is Evidence for a person to read: Go field names and durations are converted as
@@ -115,8 +115,9 @@ func SnakeCase(name string) string {
 	return b.String()
 }
 
-// marshal is json.Marshal without HTML escapes and without the trailing newline.
-func marshal(v any) ([]byte, error) {
+// Marshal is json.Marshal without HTML escapes ("<", ">" and "&" stay themselves) and without
+// the trailing newline.
+func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
