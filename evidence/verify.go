@@ -150,15 +150,11 @@ func (s *Store) Verify(ctx context.Context, runIDs ...string) ([]RunVerification
 // ErrClosed; ctx's error. A table the engine cannot read is damage, not an
 // error.
 func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerification, error) {
-	if err := s.beginRead(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	damage, standIns, err := s.damageScan(ctx)
+	damage, release, err := s.beginVerify(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer s.dropStandIns(context.WithoutCancel(ctx), standIns)
+	defer release()
 	var storeLevel []RunVerification
 	damagedRun := map[string][]string{} // run id -> damage of its own rows
 	var everyRun []string               // damage that concerns every run
@@ -254,15 +250,11 @@ func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerific
 // Errors: ErrClosed; ctx's error; the engine's errors reading the schema (a chain that cannot be
 // read is a VerifyDamaged finding, not an error).
 func (s *Store) StoreFindings(ctx context.Context) ([]RunVerification, error) {
-	if err := s.beginRead(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	damage, standIns, err := s.damageScan(ctx)
+	damage, release, err := s.beginVerify(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer s.dropStandIns(context.WithoutCancel(ctx), standIns)
+	defer release()
 	out := []RunVerification{}
 	for _, d := range damage {
 		out = append(out, RunVerification{RunID: d.RunID, Status: VerifyDamaged, Table: d.Table, Row: d.Row, Detail: d.Reason})
@@ -293,4 +285,21 @@ func (s *Store) StoreFindings(ctx context.Context) ([]RunVerification, error) {
 		out = append(out, RunVerification{RunID: id, Status: status, Detail: strings.Join(details, "; ")})
 	}
 	return append(out, missing...), nil
+}
+
+// beginVerify begins a read of the store for a verification and scans it for damage (damageScan);
+// release drops the scan's stand-ins and ends the read. On error nothing is held.
+func (s *Store) beginVerify(ctx context.Context) (damage []Damage, release func(), err error) {
+	if err := s.beginRead(); err != nil {
+		return nil, nil, err
+	}
+	damage, standIns, err := s.damageScan(ctx)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
+	return damage, func() {
+		s.dropStandIns(context.WithoutCancel(ctx), standIns)
+		s.mu.Unlock()
+	}, nil
 }
