@@ -131,7 +131,7 @@ func Registry() []*Descriptor {
 	return []*Descriptor{
 		afferentCoupling(), efferentCoupling(), instability(), abstractness(), distance(),
 		betweennessImports(),
-		lcom4(),
+		lcom4(), nFields(), nUnusedFields(),
 		cyclomatic(), cyclomaticFolded(), cognitive(),
 		fanIn(), fanOut(), dynamicCalls(), callSCC(), betweennessCalls(),
 	}

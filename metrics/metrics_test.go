@@ -138,17 +138,23 @@ func TestPackageMetrics(t *testing.T) {
 	}
 }
 
-// TestLCOM4: only a type whose methods touch no state is flagged so, and
-// the detail counts methods and fields (the values are the fixture's want
-// comments, TestFixtureWants).
+// TestLCOM4: only the types whose methods use no field are flagged
+// no_state, and the detail counts methods and fields (the values are the
+// fixture's want comments, TestFixtureWants). The rule is Hitz & Montazeri's
+// (vertices: the methods only), so a type with one method and five fields
+// has LCOM4 1, not 6; a type without methods has no value, never 0.
 func TestLCOM4(t *testing.T) {
 	t.Parallel()
 	_, got := indexFixture(t, metrics.Options{})
 	ty := func(name string) string { return "type:" + mx + "/lcom." + name }
+	noState := map[string]bool{}
+	for _, name := range []string{"Stateless", "Bystander", "StatelessFields"} {
+		noState["lcom4 "+ty(name)] = true
+		noState["lcom4 type:"+mx+"/lcom ["+mx+"/lcom.test]."+name] = true
+	}
 	for key, v := range got {
-		stateless := key == "lcom4 "+ty("Stateless") || key == "lcom4 type:"+mx+"/lcom ["+mx+"/lcom.test].Stateless"
-		if v.NoState() != stateless {
-			t.Errorf("%s: NoState %v with reason %q; only Stateless (both variants) touches no state", key, v.NoState(), v.Reason)
+		if v.NoState() != noState[key] {
+			t.Errorf("%s: NoState %v with reason %q; only Stateless, Bystander and StatelessFields (both variants) use no field", key, v.NoState(), v.Reason)
 		}
 	}
 	if v := got["lcom4 "+ty("Cohesive")]; v.Reason != "" || v.Detail != "methods=3 fields=3" {
@@ -156,6 +162,19 @@ func TestLCOM4(t *testing.T) {
 	}
 	if a, b := got["lcom4 "+ty("Cohesive")].Detail, got["lcom4 "+ty("Split")].Detail; a != b {
 		t.Errorf("Cohesive and Split should have the same numbers of methods and fields: %q vs %q", a, b)
+	}
+	// A type with one method has one component whatever its fields: the
+	// superseded definition (fields as vertices) gave Bystander 6.
+	if v := got["lcom4 "+ty("Bystander")]; v.Value == nil || *v.Value != 1 || v.Detail != "methods=1 fields=5" {
+		t.Errorf("Bystander (1 method, 5 fields): %s detail %q, want 1", fmtVal(v), v.Detail)
+	}
+	for _, m := range []string{"lcom4", "n_unused_fields"} {
+		if v := got[m+" "+ty("Data")]; v.Kind != metrics.Unavailable || v.Value != nil || !contains(v.Reason, "no methods") {
+			t.Errorf("%s of Data (no methods) = %s %s %q, want unavailable", m, fmtVal(v), v.Kind, v.Reason)
+		}
+	}
+	if v := got["lcom4 "+ty("Data")]; !contains(v.Reason, "not assessable") {
+		t.Errorf("lcom4 of Data: reason %q, want it to say not assessable", v.Reason)
 	}
 }
 
@@ -270,7 +289,7 @@ func TestRegistry(t *testing.T) {
 	if diff := cmp.Diff([]string{"instability", "abstractness", "distance", "betweenness_imports", "betweenness_calls"}, fractional); diff != "" {
 		t.Errorf("metrics whose values are not whole numbers (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"lcom4"}, metrics.Names(metrics.ScopeType)); diff != "" {
+	if diff := cmp.Diff([]string{"lcom4", "n_fields", "n_unused_fields"}, metrics.Names(metrics.ScopeType)); diff != "" {
 		t.Errorf("type-scope metrics (-want +got):\n%s", diff)
 	}
 }
