@@ -1,12 +1,19 @@
 package indexer
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -166,6 +173,37 @@ func Node(ctx context.Context, db *sql.DB, id string) (NodeInfo, error) {
 		return NodeInfo{}, fmt.Errorf("indexer: node %s: %w", id, err)
 	}
 	return n, nil
+}
+
+// TestVariantID returns the id of the same declaration in the test
+// variant of id's package ("p [p.test]", the package compiled with its
+// _test.go files, which the external test package p_test imports too): a
+// separate node, whose callers include the tests. It returns "" when id is
+// not declared in a base package or the test variant was not indexed
+// (--tests=false, or a package without tests).
+func TestVariantID(ctx context.Context, db *sql.DB, id string) (string, error) {
+	var path, variant string
+	err := db.QueryRowContext(ctx, `SELECT p.import_path, p.variant FROM nodes n JOIN packages p ON p.id = n.package_id
+		WHERE n.id = ?`, id).Scan(&path, &variant)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("indexer: package of %s: %w", id, err)
+	}
+	kind, rest, ok := strings.Cut(id, ":")
+	if variant != "base" || !ok || !strings.HasPrefix(rest, path) {
+		return "", nil
+	}
+	cand := kind + ":" + path + " [" + path + ".test]" + rest[len(path):]
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM nodes WHERE id = ?`, cand).Scan(&n); err != nil {
+		return "", fmt.Errorf("indexer: test variant of %s: %w", id, err)
+	}
+	if n == 0 {
+		return "", nil
+	}
+	return cand, nil
 }
 
 // Callers returns the static and dynamic call edges into id (calls,
@@ -356,6 +394,97 @@ type FileSymbol struct {
 	// base, test (the package with its _test.go files), xtest (the external
 	// test package) or test_dependency.
 	Variant string `json:"variant"`
+	// Col is the 1-based physical start column (bytes); 0 when unknown.
+	Col int `json:"col,omitempty"`
+	// Directive is the logical position of the declaration's start under
+	// a //line directive of the file (go/token's
+	// FileSet.PositionFor(pos, true)), beside the physical File and Line;
+	// nil when no directive applies there, or when DirectiveUnknown says
+	// why it could not be derived.
+	Directive *DirectivePosition `json:"directive_position"`
+	// DirectiveUnknown is set when the file on disk could not be read or
+	// no longer has the SHA-256 the snapshot recorded: whether a //line
+	// directive applies is then unknown (Directive is nil for that reason,
+	// not because there is none).
+	DirectiveUnknown string `json:"directive_unknown,omitempty"`
+}
+
+// DirectivePosition is a position a //line directive assigns: the file it
+// names (resolved against the file's directory when relative, as
+// go/scanner does, and then shown relative to the module root like
+// NodeInfo.File when it lies beside the file) and the 1-based line and
+// column (0 when the directive gives no column).
+type DirectivePosition struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col,omitempty"`
+}
+
+// String is "file:line" or "file:line:col".
+func (p DirectivePosition) String() string {
+	s := p.File + ":" + strconv.Itoa(p.Line)
+	if p.Col > 0 {
+		s += ":" + strconv.Itoa(p.Col)
+	}
+	return s
+}
+
+// lineDirectives sets each symbol's Directive from the bytes of the file
+// at path, which must still have the SHA-256 the snapshot recorded (sum,
+// hex); otherwise every symbol's DirectiveUnknown says why. The file is
+// scanned by go/parser, whose scanner applies //line directives; a
+// position is logical where PositionFor(pos, true) differs from the
+// physical one.
+func lineDirectives(path, sum string, syms []FileSymbol) {
+	unknown := func(why string) {
+		for i := range syms {
+			syms[i].DirectiveUnknown = why
+		}
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		unknown("the file could not be read: " + err.Error())
+		return
+	}
+	if got := sha256.Sum256(src); sum == "" || hex.EncodeToString(got[:]) != sum {
+		unknown("the file changed since the index (its SHA-256 differs from the snapshot's)")
+		return
+	}
+	if !bytes.Contains(src, []byte("//line ")) && !bytes.Contains(src, []byte("/*line ")) {
+		return
+	}
+	fset := token.NewFileSet()
+	// Errors are ignored: the scanner applies directives up to them, and a
+	// file with syntax errors was indexed as far as it parsed.
+	_, _ = parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	var tf *token.File
+	fset.Iterate(func(f *token.File) bool { tf = f; return false })
+	if tf == nil {
+		unknown("the file could not be scanned")
+		return
+	}
+	for i := range syms {
+		s := &syms[i]
+		if s.Line < 1 || s.Line > tf.LineCount() {
+			continue
+		}
+		col := max(s.Col, 1)
+		off := tf.Offset(tf.LineStart(s.Line)) + col - 1
+		if off > tf.Size() {
+			continue
+		}
+		pos := tf.Pos(off)
+		phys, logical := fset.PositionFor(pos, false), fset.PositionFor(pos, true)
+		if logical.Filename != phys.Filename || logical.Line != phys.Line || logical.Column != phys.Column {
+			name := logical.Filename
+			// A directive naming a file beside this one is shown the way
+			// File is (relative to the module root).
+			if r, err := filepath.Rel(filepath.Dir(path), name); err == nil && filepath.IsAbs(name) && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+				name = filepath.ToSlash(filepath.Join(filepath.Dir(filepath.FromSlash(s.File)), r))
+			}
+			s.Directive = &DirectivePosition{File: name, Line: logical.Line, Col: logical.Column}
+		}
+	}
 }
 
 // FileSymbols returns the declarations (types, functions, methods, fields,
@@ -366,12 +495,18 @@ type FileSymbol struct {
 // "a/main.go"), of exactly one indexed file. Errors: ErrSymbolNotFound
 // (wrapped) when no indexed file matches or the file has no declarations;
 // *AmbiguousFileError when a suffix matches several files.
+//
+// Positions are physical (the line and column in the file on disk, as
+// the graph stores them); a declaration under a //line directive also
+// gets the logical position the directive gives (FileSymbol.Directive),
+// derived here from the file's bytes, which must still hash to the
+// snapshot's SHA-256 (else FileSymbol.DirectiveUnknown says so).
 func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]FileSymbol, error) {
 	path, err := matchFile(ctx, db, file)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+`, coalesce(p.variant, '') FROM nodes n JOIN files f ON f.id = n.file_id
+	rows, err := db.QueryContext(ctx, `SELECT `+nodeInfoCols+`, coalesce(p.variant, ''), coalesce(n.start_col, 0), coalesce(f.sha256, '') FROM nodes n JOIN files f ON f.id = n.file_id
 		LEFT JOIN packages p ON p.id = n.package_id
 		WHERE n.kind NOT IN ('file', 'package', 'module') AND f.path = ?
 		ORDER BY n.package_id, n.start_line, n.start_col, n.id`, path)
@@ -380,9 +515,10 @@ func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]FileSymbol, er
 	}
 	defer rows.Close()
 	var out []FileSymbol
+	var sum string
 	for rows.Next() {
 		var n FileSymbol
-		if err := rows.Scan(append(scanNodeInfo(&n.NodeInfo), &n.Variant)...); err != nil {
+		if err := rows.Scan(append(scanNodeInfo(&n.NodeInfo), &n.Variant, &n.Col, &sum)...); err != nil {
 			return nil, fmt.Errorf("indexer: symbols of %s: %w", file, err)
 		}
 		out = append(out, n)
@@ -393,6 +529,7 @@ func FileSymbols(ctx context.Context, db *sql.DB, file string) ([]FileSymbol, er
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: indexed file %q has no declarations", ErrSymbolNotFound, file)
 	}
+	lineDirectives(path, sum, out)
 	return out, nil
 }
 

@@ -95,10 +95,17 @@ func efferentCoupling() *Descriptor {
 		Name: "ce", Title: "Efferent coupling (Ce)", Kind: Measured, Scope: ScopePackage, Integer: true,
 		Method: Method{ID: "imports-efferent", Version: 1}, Source: martin1994,
 		Doc: "The number of distinct packages the package imports (standard library and other modules included), " +
-			"as the go command reports them for the base variant; cross-checked against `go list -json` Imports.",
-		Choices:  packageChoices,
-		Limits:   []string{"Packages a cgo file's preamble pulls in (runtime/cgo, syscall, unsafe) are imports the go command reports, so they count."},
-		Coverage: "the package: 1 when it loaded without errors, else 0.",
+			"as the go command reports them for the base variant after cgo processing: the imports of its compiled Go " +
+			"files, i.e. `go list -compiled -json` Imports without the pseudo-package \"C\". For a package without cgo " +
+			"files that equals `go list -json` Imports (cross-checked: docs/metrics-crosscheck.md); for a cgo package it " +
+			"does not, since cgo's generated files import runtime/cgo, syscall and unsafe, which plain `go list -json` " +
+			"does not list (it lists \"C\").",
+		Choices: packageChoices,
+		Limits: []string{
+			"Packages cgo's generated code pulls in (runtime/cgo, syscall, unsafe) are imports of the compiled files, so they count: Ce of a cgo package agrees with `go list -compiled -json`, not with `go list -json`.",
+			"Ce is of the build context indexed (GOOS, GOARCH, tags, CGO_ENABLED): a package whose every file the build context excludes (a cgo-only package with CGO_ENABLED=0) is not loaded by the go command's ./... and has no Ce value at all; index with that build context to measure it.",
+		},
+		Coverage: "the package: 1 when it loaded without errors, else 0. A package the build context excludes entirely is not an input: it has no value rather than a lower coverage.",
 	}
 	return perBasePackage(d, func(in *Input, f *packageFacts, id string) (float64, float64) {
 		return float64(f.ce[id]), okCoverage(in.Packages[id])

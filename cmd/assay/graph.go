@@ -69,7 +69,9 @@ func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) 
 					"(p.T.M), matched exactly and case-sensitively; a package is an import path, a node id or a unique suffix of "+
 					"one; a FILE is an absolute path, one relative to its module root, or a unique suffix of whole elements "+
 					"(main.go). A _test.go file needs --variant all. In the callers and callees table CALLER_DECL is where the "+
-					"caller is declared and CALL_SITE, known only for a dynamic site, where the call is. Reference: docs/cli.md."),
+					"caller is declared and CALL_SITE, known only for a dynamic site, where the call is. Positions are physical: "+
+					"file:line in the file on disk, //line directives not applied; graph symbols shows beside them, in "+
+					"LINE_DIRECTIVE, the position a //line directive gives a declaration under one. Reference: docs/cli.md."),
 			Args: func(c *cobra.Command, args []string) error {
 				if len(args) != nargs {
 					return usageErrorf("%s takes %d argument(s), got %d", c.CommandPath(), nargs, len(args))
@@ -86,8 +88,11 @@ func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) 
 		}
 		opts.Graph.register(sub)
 		sub.Flags().StringVar(&opts.Format, "format", "table", "output format: table, json or dot")
-		if opts.Query == "symbols" {
+		switch opts.Query {
+		case "symbols":
 			sub.Flags().StringVar(&opts.Variant, "variant", "base", "package variants to show: base, or all (test variants and external test packages too)")
+		case "callers":
+			sub.Flags().StringVar(&opts.Variant, "variant", "base", "callers of: base, the SYMBOL named; all, also of its copy in the package's test variant (p [p.test]), where the calls from _test.go files go")
 		}
 		cmd.AddCommand(sub)
 	}
@@ -176,8 +181,36 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	}
 	var rels []indexer.Relation
 	var dyn []indexer.DynamicCall
+	// The test variant's copy of a base declaration is another node: the
+	// calls from _test.go files go there. Say so rather than let the base's
+	// callers read as all of them.
+	var testNote string
+	var testCallers *variantCallers
 	if opts.Query == "callers" {
+		if opts.Variant != "base" && opts.Variant != "all" {
+			return usageErrorf("--variant %q is not base or all", opts.Variant)
+		}
 		rels, err = indexer.Callers(ctx, db, id)
+		if err != nil {
+			return err
+		}
+		testID, err := indexer.TestVariantID(ctx, db, id)
+		if err != nil {
+			return err
+		}
+		if testID != "" {
+			trels, err := indexer.Callers(ctx, db, testID)
+			if err != nil {
+				return err
+			}
+			testCallers = &variantCallers{Symbol: testID, Callers: len(trels)}
+			if opts.Variant == "all" {
+				rels = append(rels, trels...)
+			} else if len(trels) > len(rels) {
+				testNote = fmt.Sprintf("the test variant %s has %d callers (%d more, with the calls from _test.go files): --variant all shows them",
+					testID, len(trels), len(trels)-len(rels))
+			}
+		}
 	} else {
 		rels, dyn, err = indexer.Callees(ctx, db, id)
 	}
@@ -195,7 +228,10 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 			Symbol       string                `json:"symbol"`
 			Edges        []indexer.Relation    `json:"edges"`
 			DynamicSites []indexer.DynamicCall `json:"dynamic_sites,omitempty"`
-		}{id, nonNilSlice(rels), dyn}
+			// TestVariant is the test variant's copy of the symbol and
+			// its number of callers (callers only; absent when none).
+			TestVariant *variantCallers `json:"test_variant,omitempty"`
+		}{id, nonNilSlice(rels), dyn, testCallers}
 		return writeJSON(opts.IO.Out, out)
 	case "dot":
 		var edges [][3]string
@@ -219,6 +255,9 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	}
 	if len(t.rows) == 0 {
 		fmt.Fprintf(opts.IO.Out, "no %s of %s in the graph\n", opts.Query, id)
+		if testNote != "" {
+			fmt.Fprintf(opts.IO.Out, "%s\n", testNote)
+		}
 		if kind == "closure" && opts.Query == "callees" {
 			// Not "calls nothing": the graph records a closure's calls on
 			// the declaration it is in.
@@ -227,7 +266,20 @@ func graphCalls(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		}
 		return nil
 	}
-	return t.writeText(opts.IO.Out)
+	if err := t.writeText(opts.IO.Out); err != nil {
+		return err
+	}
+	if testNote != "" {
+		_, err = fmt.Fprintf(opts.IO.Out, "\n%s\n", testNote)
+	}
+	return err
+}
+
+// variantCallers is another package variant's copy of a symbol and its
+// number of callers.
+type variantCallers struct {
+	Symbol  string `json:"symbol"`
+	Callers int    `json:"callers"`
 }
 
 // dynamicTarget says what a dynamic call site without a target node is:
@@ -314,11 +366,32 @@ func graphSymbols(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 		}
 		return writeDot(opts.IO.Out, "symbols", edges)
 	}
-	t := table{header: []string{"LINE", "KIND", "ID", "ORIGIN", "VARIANT"}}
+	// LINE is physical; LINE_DIRECTIVE is the position a //line directive
+	// gives the same declaration ("-" when none applies, "unknown" when the
+	// file changed since the index).
+	t := table{header: []string{"LINE", "KIND", "ID", "ORIGIN", "VARIANT", "LINE_DIRECTIVE"}}
+	unknown, directed := "", 0
 	for _, s := range syms {
-		t.rows = append(t.rows, []string{strconv.Itoa(s.Line), s.Kind, s.ID, s.Origin, s.Variant})
+		d := "-"
+		switch {
+		case s.Directive != nil:
+			d = s.Directive.String()
+			directed++
+		case s.DirectiveUnknown != "":
+			d, unknown = "unknown", s.DirectiveUnknown
+		}
+		t.rows = append(t.rows, []string{strconv.Itoa(s.Line), s.Kind, s.ID, s.Origin, s.Variant, d})
 	}
-	return t.writeText(opts.IO.Out)
+	if err := t.writeText(opts.IO.Out); err != nil {
+		return err
+	}
+	switch {
+	case unknown != "":
+		_, err = fmt.Fprintf(opts.IO.Out, "\nLINE is the physical line in the file on disk; whether a //line directive applies is unknown: %s\n", unknown)
+	case directed > 0:
+		_, err = fmt.Fprintf(opts.IO.Out, "\nLINE is the physical line in the file on disk; %d declarations are under a //line directive, whose position is LINE_DIRECTIVE\n", directed)
+	}
+	return err
 }
 
 func graphErrors(ctx context.Context, db *sql.DB, opts *GraphOptions) error {

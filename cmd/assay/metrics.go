@@ -55,8 +55,11 @@ func NewCmdMetrics(io IOStreams, runF func(context.Context, *MetricsOptions) err
 			"Show the metric values 'assay index' computed, one row per subject of --scope and one column per metric of "+
 				"that scope (base package variants only unless --variant all), grouped by origin. A value is measured, a proxy "+
 				"(~) or unavailable (spelled out, never 0); * marks one computed from inputs some of which did not load, ? an "+
-				"LCOM4 value of a type whose methods touch no receiver state. Reference: docs/cli.md; one metric: 'assay "+
-				"metrics explain METRIC'.",
+				"LCOM4 value of a type whose methods use no field of their receiver (reason no_state). LCOM4 follows Hitz & "+
+				"Montazeri (1995): the components of the graph of a type's methods only (n_fields and n_unused_fields count "+
+				"the fields apart); a type without methods has no value. Positions in reasons are physical (file:line on disk, "+
+				"//line directives not applied; 'assay graph symbols FILE' shows the directive's position beside). Reference: "+
+				"docs/cli.md; one metric: 'assay metrics explain METRIC'.",
 			"Metrics: "+metricsByScope()+"."),
 		Example: `  assay metrics
   assay metrics --scope func --sort cognitive --top 20
@@ -251,7 +254,7 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 			if opts.Sort == "lcom4" {
 				sorted = "; --sort lcom4 ranks them after the other values"
 			}
-			fmt.Fprintf(opts.IO.Out, "? marks %d LCOM4 values of types whose methods touch no receiver state (reason no_state): they count the methods not linked by calls, not a lack of cohesion%s\n", n, sorted)
+			fmt.Fprintf(opts.IO.Out, "? marks %d LCOM4 values of types whose methods use no field of their receiver (reason no_state): they count the groups of methods linked by calls, not a lack of cohesion%s\n", n, sorted)
 		}
 	}
 	return nil

@@ -102,10 +102,16 @@ func TestMetricsExplain(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("explain exit %d: %s", r.code, r.stderr)
 	}
-	for _, s := range []string{"Hitz", "Montazeri", "method:", "Choices", "embedded field", "method value", "closure", "generic", "no_state", "Known limits"} {
+	for _, s := range []string{"Hitz", "Montazeri", "method:", "Choices", "embedded field", "method value", "closure", "generic", "no_state", "Known limits",
+		"lcom4-receiver-graph@v3", "methods (only its methods: fields are not vertices)", "n_unused_fields", "not assessable"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("explain lcom4 lacks %q", s)
 		}
+	}
+	// The superseded definition made fields vertices; the text must not
+	// say so any more.
+	if strings.Contains(r.stdout, "methods and fields") {
+		t.Errorf("explain lcom4 still describes fields as vertices:\n%s", r.stdout)
 	}
 	// Every metric says what its coverage is the fraction of.
 	for _, d := range metrics.Registry() {
@@ -240,23 +246,35 @@ func TestMetricsSortLCOM4RanksNoStateLast(t *testing.T) {
 	}
 	var subjects, cells []string
 	for _, line := range strings.Split(r.stdout, "\n") {
-		if f := strings.Fields(line); len(f) == 3 && strings.HasPrefix(f[0], "type:") {
+		// SUBJECT ORIGIN LCOM4 N_FIELDS N_UNUSED_FIELDS
+		if f := strings.Fields(line); len(f) == 5 && strings.HasPrefix(f[0], "type:") {
 			subjects, cells = append(subjects, f[0]), append(cells, f[2])
 		}
 	}
-	stateless := slices.Index(subjects, "type:example.com/mx/lcom.Stateless")
-	if stateless < 0 || cells[stateless] != "2?" {
-		t.Fatalf("Stateless (LCOM4 2, no_state) not shown as 2?:\n%s", r.stdout)
+	// The types whose methods use no field, with the paper's values: two
+	// methods not linked by calls are 2, one method is 1 whatever its fields.
+	noState := map[string]string{"type:example.com/mx/lcom.Stateless": "2?", "type:example.com/mx/lcom.StatelessFields": "2?",
+		"type:example.com/mx/lcom.Bystander": "1?"}
+	first, last := len(subjects), -1
+	for name, want := range noState {
+		i := slices.Index(subjects, name)
+		if i < 0 || cells[i] != want {
+			t.Fatalf("%s (no_state) not shown as %s:\n%s", name, want, r.stdout)
+		}
+		first, last = min(first, i), max(last, i)
 	}
 	for i, c := range cells {
+		_, flagged := noState[subjects[i]]
 		switch {
-		case i != stateless && strings.HasSuffix(c, "?"):
+		case !flagged && strings.HasSuffix(c, "?"):
 			t.Errorf("%s marked %q: only no_state values are", subjects[i], c)
-		case i < stateless && c == "unavailable", i > stateless && c != "unavailable":
+		case !flagged && i > first && i < last:
+			t.Errorf("%s %s ranked among the no_state values:\n%s", subjects[i], c, r.stdout)
+		case i < first && c == "unavailable", i > last && c != "unavailable":
 			t.Errorf("row %d %s %s: no_state values rank after every value and before unavailable ones:\n%s", i, subjects[i], c, r.stdout)
 		}
 	}
-	if !strings.Contains(r.stdout, "? marks 1 LCOM4 values of types whose methods touch no receiver state (reason no_state)") ||
+	if !strings.Contains(r.stdout, "? marks 3 LCOM4 values of types whose methods use no field of their receiver (reason no_state)") ||
 		!strings.Contains(r.stdout, "--sort lcom4 ranks them after the other values") {
 		t.Errorf("no footer for the no_state mark:\n%s", r.stdout)
 	}
@@ -274,7 +292,7 @@ func TestMetricsSortLCOM4RanksNoStateLast(t *testing.T) {
 		t.Errorf("json order %v, table order %v", got, subjects)
 	}
 	help := runCLI(t, "metrics", "--help")
-	if !strings.Contains(oneSpaced(help.stdout), "? an LCOM4 value of a type whose methods touch no receiver state") ||
+	if !strings.Contains(oneSpaced(help.stdout), "? an LCOM4 value of a type whose methods use no field of their receiver") ||
 		!strings.Contains(help.stdout, "values marked ? after the others") {
 		t.Errorf("--help does not explain the ? mark and its sort order:\n%s", help.stdout)
 	}
