@@ -52,14 +52,11 @@ func NewCmdMetrics(io IOStreams, runF func(context.Context, *MetricsOptions) err
 		Short: "Show design metrics of an indexed Go codebase, with how each was computed",
 		Long: longHelp("0 shown; 1 when the database could not be read; 2 on bad input: no graph database or no metrics in "+
 			"it, an unknown scope, sort or snapshot.",
-			"Show the metric values 'assay index' computed, one row per subject of --scope and one column per metric of "+
-				"that scope (base package variants only unless --variant all), grouped by origin. A value is measured, a proxy "+
-				"(~) or unavailable (spelled out, never 0); * marks one computed from inputs some of which did not load, ? an "+
-				"LCOM4 value of a type whose methods use no field of their receiver (reason no_state). LCOM4 follows Hitz & "+
-				"Montazeri (1995): the components of the graph of a type's methods only (n_fields and n_unused_fields count "+
-				"the fields apart); a type without methods has no value. Positions in reasons are physical (file:line on disk, "+
-				"//line directives not applied; 'assay graph symbols FILE' shows the directive's position beside). Reference: "+
-				"docs/cli.md; one metric: 'assay metrics explain METRIC'.",
+			"Show the metric values 'assay index' computed: a row per subject of --scope (base variants unless "+
+				"--variant all), a column per metric. A value is measured, a proxy (~) or "+
+				"unavailable (never 0); * marks one whose inputs did not all load, ? an LCOM4 value of a type whose methods "+
+				"use no field of their receiver. LCOM4: components of the graph of a type's methods only (Hitz & Montazeri "+
+				"1995). Positions are physical. Reference: docs/cli.md; 'assay metrics explain METRIC'.",
 			"Metrics: "+metricsByScope()+"."),
 		Example: `  assay metrics
   assay metrics --scope func --sort cognitive --top 20
