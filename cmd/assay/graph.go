@@ -45,18 +45,14 @@ func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) 
   assay graph symbols command.go
   assay graph errors --package github.com/spf13/cobra/...`,
 	}
-	// more is what a query's help adds about its own columns.
-	const sites = " CALLER_DECL is where the caller is declared; CALL_SITE, known only for a dynamic site, where the call is."
 	for _, q := range []struct {
-		use, short, more string
-		args             int
+		use, short string
+		args       int
 	}{
-		{"callers SYMBOL", "Functions that call SYMBOL (static and dynamic edges)", sites +
-			" Calls from _test.go files go to the test variant's copy (p [p.test]): --variant all adds them.", 1},
-		{"callees SYMBOL", "Functions SYMBOL calls, and its dynamic call sites", sites, 1},
-		{"path FROM TO", "A shortest import path from package FROM to package TO (exit 1 when there is none)", "", 2},
-		{"symbols FILE", "Declarations in FILE (absolute, module-relative, or a path suffix naming one file: main.go, cmd/a/main.go)",
-			" A _test.go file needs --variant all. LINE_DIRECTIVE is the position a //line directive gives a declaration.", 1},
+		{"callers SYMBOL", "Functions that call SYMBOL (static and dynamic edges)", 1},
+		{"callees SYMBOL", "Functions SYMBOL calls, and its dynamic call sites", 1},
+		{"path FROM TO", "A shortest import path from package FROM to package TO (exit 1 when there is none)", 2},
+		{"symbols FILE", "Declarations in FILE (absolute, module-relative, or a path suffix naming one file: main.go, cmd/a/main.go)", 1},
 	} {
 		opts := &GraphOptions{IO: io, Query: strings.Fields(q.use)[0]}
 		nargs := q.args
@@ -69,10 +65,12 @@ func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) 
 				"database could not be read; 2 on bad input: no graph database, an unknown or ambiguous symbol, package or "+
 				"file, a query that does not apply to what is named.",
 				q.short+".",
-				"A SYMBOL is a node id (func:example.com/m/p.F), the same without its prefix, or a unique suffix of one "+
-					"(p.T.M), matched exactly and case-sensitively; a package is an import path, a node id or a unique suffix of "+
-					"one; a FILE is an absolute path, one relative to its module root, or a unique suffix of whole elements "+
-					"(main.go)."+q.more+" Positions are physical (file:line on disk). Reference: docs/cli.md."),
+				"A SYMBOL is a node id (func:example.com/m/p.F), it without prefix, or a unique suffix (p.T.M), matched "+
+					"exactly and case-sensitively; a FILE is an absolute path, one relative to its module root, or a unique suffix "+
+					"of whole elements (main.go); a package an import path, a node id or a unique suffix. --variant all: a "+
+					"_test.go file's symbols; callers of the test variant's copy (p [p.test]) too. CALLER_DECL: where a caller "+
+					"is declared; CALL_SITE (dynamic sites): the call. Positions are physical (on disk); LINE_DIRECTIVE: a "+
+					"//line directive's. Reference: docs/cli.md."),
 			Args: func(c *cobra.Command, args []string) error {
 				if len(args) != nargs {
 					return usageErrorf("%s takes %d argument(s), got %d", c.CommandPath(), nargs, len(args))
