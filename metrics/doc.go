@@ -25,7 +25,8 @@
 //
 //	package  ca, ce, instability, abstractness, distance (Martin 1994),
 //	         betweenness_imports (Brandes 2001)
-//	type     lcom4 (Hitz & Montazeri 1995)
+//	type     lcom4 (Hitz & Montazeri 1995: the graph of the methods only),
+//	         n_fields, n_unused_fields (the fields, counted apart)
 //	func     cyclomatic, cyclomatic_folded (McCabe 1976), cognitive
 //	         (Campbell 2017), fan_in, fan_out, dynamic_calls, call_scc_size,
 //	         betweenness_calls (Brandes 2001)
