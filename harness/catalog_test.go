@@ -98,6 +98,7 @@ func runMatrix(t *testing.T, opts Options) Summary {
 }
 
 func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code for 30 members per combination; skipped with -short")
 	}
@@ -138,6 +139,7 @@ func checkByName(cr CaseResult) map[string]evidence.Check {
 }
 
 func TestFormationContractViolationsRejectTheCase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}

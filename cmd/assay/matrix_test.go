@@ -13,6 +13,7 @@ import (
 )
 
 func TestMatrixRunAllAcceptsEveryCaseThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs every catalog case, building and running member code; skipped with -short")
 	}
@@ -51,6 +52,7 @@ func TestMatrixRunAllAcceptsEveryCaseThroughTheCLI(t *testing.T) {
 }
 
 func TestMatrixRunRejectedCaseNamesEveryFailedCheck(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
@@ -112,6 +114,7 @@ func TestMatrixRunBadCatalogInput(t *testing.T) {
 // A tool-call budget of 0 means the default, as harness.Options documents: the case runs under
 // DefaultMemberToolCalls and DefaultTeamToolCalls, as its boundary configuration records.
 func TestMatrixRunReadsZeroToolCallBudgetsAsTheDefaults(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
