@@ -82,6 +82,7 @@ func storedEvents(t *testing.T, out, runID string) (evidence.RunSummary, []evide
 // from the exact questions recorded lets a later run through until the case is accepted, every asked
 // dispatch bound to a consumed approval.
 func TestPolicyAsksAndExactApprovalsLetTheMatrixThrough(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix and builds member code; skipped with -short")
 	}
@@ -253,6 +254,7 @@ func TestTeamToolCallBudgetRefusesCallsBeyondIt(t *testing.T) {
 // --mode observe records an ask without enforcing it: the asked write runs, its outcome says the
 // ask was not enforced, and the case is non_certifiable.
 func TestObserveRecordsAsksWithoutEnforcingThem(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

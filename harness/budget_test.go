@@ -208,6 +208,7 @@ func TestTeamTokenBudgetRefusesTheSecondRequest(t *testing.T) {
 // next request is refused as unevaluable — its usage is unknown, never counted as 0 — and nothing
 // more is sent for it.
 func TestUnknownUsageUnderATokenLimitRefusesTheNextRequest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

@@ -98,11 +98,15 @@ func runMatrix(t *testing.T, opts Options) Summary {
 }
 
 func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code for 30 members per combination; skipped with -short")
 	}
-	// The CLI test covers go/single-file and python/standard; these two cover the rest of the grid.
-	for _, c := range []struct{ language, profile string }{{"go", "standard"}, {"python", "single-file"}} {
+	// The whole grid (every case in each language × profile) is four runs of every case: this test
+	// runs go/standard, the CLI's test python/single-file, so every case runs in both languages and
+	// both profiles in the default test run; -tags grid adds python/standard here and go/single-file
+	// there (.ci/run runs it).
+	for _, c := range append([]gridCombination{{"go", "standard"}}, gridExtra...) {
 		t.Run(c.language+"/"+c.profile, func(t *testing.T) {
 			var progress strings.Builder
 			sum := runMatrix(t, Options{Formations: []string{"all"}, Language: c.language, Profile: c.profile, Concurrency: 2, Progress: &progress})
@@ -135,6 +139,7 @@ func checkByName(cr CaseResult) map[string]evidence.Check {
 }
 
 func TestFormationContractViolationsRejectTheCase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}

@@ -68,6 +68,7 @@ func TestEffectsRefusals(t *testing.T) {
 // An operator's decision is recorded in a correction run; the effect is then what the decision
 // says, the original run is untouched and verifies, and a second decision is refused.
 func TestReconcileRecordsAnOperatorDecisionInACorrectionRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := effectstest.Store(t, true)
 	decide := func(call, outcome, operator string) (Reconciliation, error) {
@@ -151,6 +152,7 @@ func TestReconcileRecordsAnOperatorDecisionInACorrectionRun(t *testing.T) {
 // A lookup resolves nothing without a receipt, or with a receipt for another payload, and records
 // nothing; a committed receipt for the intent's payload resolves the effect to succeeded.
 func TestReconcileLookupResolvesOnlyThroughTheEffectsReceipt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := effectstest.Store(t, true)
 	lookup := func(db string) (Reconciliation, error) {

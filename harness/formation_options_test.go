@@ -91,6 +91,7 @@ func TestFormationOptionsAreBoundByTheManifestDigest(t *testing.T) {
 // consensus and the runtime starts at the cycle's first. Without the recorded option each rule
 // would follow the catalog's options and accept.
 func TestARuntimeIgnoringAFormationOptionIsRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs matrix cases; skipped with -short")
 	}

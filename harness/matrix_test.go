@@ -89,6 +89,7 @@ func checkStatus(c CaseResult) map[string]string {
 }
 
 func TestMembersWhoClaimDoneAreNotBelieved(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
@@ -229,6 +230,7 @@ func TestSessionHeaderAndFaultTargetsAreChecked(t *testing.T) {
 }
 
 func TestARetriedServerErrorKeepsSessionsAndRoutingMatched(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}

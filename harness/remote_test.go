@@ -44,6 +44,7 @@ func openStoreReadOnly(t *testing.T, outDir string) *evidence.Store {
 }
 
 func TestRemoteCaseIsAcceptedWithCommittedReceipts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
@@ -82,6 +83,7 @@ func TestRemoteCaseIsAcceptedWithCommittedReceipts(t *testing.T) {
 // write ends with that effect unknown, no second dispatch, the case rejected naming reconciliation,
 // and the receipt lookup resolving it.
 func TestHTTP500AfterCommitLeavesTheEffectUnknownUntilReconciled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
@@ -134,6 +136,7 @@ func TestHTTP500AfterCommitLeavesTheEffectUnknownUntilReconciled(t *testing.T) {
 // The effects check must be able to fail when the backend contradicts the evidence: it reads the
 // effect service's database, not what the runtime said.
 func TestEffectsCheckFailsWhenTheBackendContradictsTheEvidence(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
@@ -176,6 +179,7 @@ func TestEffectsCheckFailsWhenTheBackendContradictsTheEvidence(t *testing.T) {
 // the effect service's receipt (the backend wired by caseBackendOptions), the paused member's call
 // returns the reconciled outcome without a second PUT, and the resumed case is accepted.
 func TestResumeReconcilesTheUnknownEffectThroughTheReceipt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}

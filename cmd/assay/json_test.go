@@ -120,6 +120,7 @@ func serveUntilFirstValue(t *testing.T, args ...string) result {
 // --format json and checks the output convention of docs/json.md on what it prints: one JSON
 // object, a top-level schema_version, snake_case keys everywhere, no \u003c \u003e \u0026 escapes.
 func TestEveryJSONOutputFollowsTheConvention(t *testing.T) {
+	t.Parallel()
 	m := defaultMatrixRun(t)
 	w := jsonWorld{out: filepath.Join(t.TempDir(), "out")}
 	copyTree(t, m.out, w.out)

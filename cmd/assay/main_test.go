@@ -148,6 +148,7 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 }
 
 func TestMatrixRunWithoutUsageIsNotAccepted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
 	}
@@ -335,6 +336,7 @@ func TestVerifyReportsATamperedEvent(t *testing.T) {
 }
 
 func TestIndexThisRepository(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("loads and type-checks the whole repository; skipped with -short")
 	}

@@ -12,12 +12,15 @@ import (
 	"github.com/assay-audit/assay/harness"
 )
 
-func TestMatrixRunAllAcceptsEveryCaseInBothOtherCombinations(t *testing.T) {
+func TestMatrixRunAllAcceptsEveryCaseThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("runs 30 cases that build and run member code; skipped with -short")
+		t.Skip("runs every catalog case, building and running member code; skipped with -short")
 	}
-	// The harness tests cover go/standard and python/single-file; the CLI covers the other two.
-	for _, c := range []struct{ language, profile string }{{"go", "single-file"}, {"python", "standard"}} {
+	// The harness's test runs go/standard, this one python/single-file: every case in both languages
+	// and both profiles. -tags grid adds go/single-file here and python/standard there, the rest of
+	// the grid (.ci/run runs it).
+	for _, c := range append([]gridCombination{{"python", "single-file"}}, gridExtra...) {
 		t.Run(c.language+"/"+c.profile, func(t *testing.T) {
 			out := t.TempDir()
 			r := runCLI(t, "matrix", "run", "--out", out, "--formations", "all", "--language", c.language, "--profile", c.profile,
@@ -49,6 +52,7 @@ func TestMatrixRunAllAcceptsEveryCaseInBothOtherCombinations(t *testing.T) {
 }
 
 func TestMatrixRunRejectedCaseNamesEveryFailedCheck(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
@@ -110,6 +114,7 @@ func TestMatrixRunBadCatalogInput(t *testing.T) {
 // A tool-call budget of 0 means the default, as harness.Options documents: the case runs under
 // DefaultMemberToolCalls and DefaultTeamToolCalls, as its boundary configuration records.
 func TestMatrixRunReadsZeroToolCallBudgetsAsTheDefaults(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

@@ -50,6 +50,7 @@ func TestOracleSpecsListsBuiltins(t *testing.T) {
 }
 
 func TestOracleCheckVerdictsAndExitCodes(t *testing.T) {
+	t.Parallel()
 	requirePython3(t)
 	tests := []struct {
 		name, file, body string

@@ -18,6 +18,7 @@ import (
 // committed write is rejected with the effect unknown; `assay reconcile --lookup` resolves it from
 // the effect service's receipt after the provider is gone.
 func TestReconcileLookupResolvesTheHTTP500AfterCommitFault(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}

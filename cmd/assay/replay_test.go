@@ -28,6 +28,7 @@ func TestReplayVerifyParsesItsFlags(t *testing.T) {
 // Bad input exits 2 with one line naming it; a replay that is not exact exits 1; an exact one 0,
 // with the JSON objects the issue names.
 func TestReplayVerifyExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string

@@ -52,6 +52,7 @@ func reportStore(t *testing.T) (out string) {
 }
 
 func TestReportRendersEachFormatOfTheSelection(t *testing.T) {
+	t.Parallel()
 	out := reportStore(t)
 	r := runCLI(t, "report", "--out", out)
 	if r.code != 0 || !strings.Contains(r.stdout, "### parallel+vote — rejected") || strings.Contains(r.stdout, "run-a") {
