@@ -124,9 +124,11 @@ func (p *progress) line(format string, args ...any) {
 	p.writeLine(p.redactor.String(fmt.Sprintf(format, args...)))
 }
 
+// writeLine writes s, and redraws the terminal display below it. The caller holds p.mu.
 func (p *progress) writeLine(s string) {
 	if p.tty != nil {
 		p.tty.printAbove(s)
+		p.tty.refresh(len(p.finished))
 		return
 	}
 	fmt.Fprintln(p.w, s)
@@ -178,9 +180,6 @@ func (p *progress) finish(i int, cr CaseResult) {
 	}
 	p.writeLine(p.redactor.String(fmt.Sprintf("case %d/%d %s: %s in %.1fs (run %s), %s", i+1, p.total, cr.Case, verdict,
 		cr.ElapsedSeconds, cr.RunID, etaText(p.finished, p.total-len(p.finished), p.concurrency))))
-	if p.tty != nil {
-		p.tty.refresh(len(p.finished))
-	}
 }
 
 // stop says case i stopped with err (it has no verdict); it counts as finished for the ETA, with
@@ -193,9 +192,6 @@ func (p *progress) stop(i int, name string, err error) {
 	defer p.mu.Unlock()
 	delete(p.running, i)
 	p.writeLine(p.redactor.String(fmt.Sprintf("case %d/%d %s: stopped: %v", i+1, p.total, name, err)))
-	if p.tty != nil {
-		p.tty.refresh(len(p.finished))
-	}
 }
 
 // close takes the terminal display down (the bar is erased); lines written stay.
@@ -209,13 +205,19 @@ func (p *progress) close() {
 	p.tty.close()
 }
 
-// describe is the terminal display's text: the ETA, then each running case in case order with its
-// phase and how long it has been in it. The caller holds p.mu.
+// describe is the terminal display's text, short enough for one line: the ETA ("eta unknown"
+// before a case finished), then each running case in case order — its catalog name (profile and
+// language are the run's) — with its phase and how long it has been in it. The caller holds p.mu.
 func (p *progress) describe() string {
-	parts := []string{etaText(p.finished, p.total-len(p.finished), p.concurrency)}
+	eta := "eta unknown"
+	if d, ok := EstimateRemaining(p.finished, p.total-len(p.finished), p.concurrency); ok {
+		eta = "eta " + d.String()
+	}
+	parts := []string{eta}
 	for _, i := range slices.Sorted(maps.Keys(p.running)) {
 		rc := p.running[i]
-		parts = append(parts, fmt.Sprintf("%s: %s %s", rc.name, rc.phase, time.Since(rc.phaseStart).Round(time.Second)))
+		name, _, _ := strings.Cut(rc.name, "/")
+		parts = append(parts, fmt.Sprintf("%s: %s %s", name, rc.phase, time.Since(rc.phaseStart).Round(time.Second)))
 	}
 	return p.redactor.String(strings.Join(parts, " | "))
 }

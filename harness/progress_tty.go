@@ -18,9 +18,11 @@ type terminalDisplay struct {
 	w        io.Writer
 	bar      *progressbar.ProgressBar
 	describe func() string
-	// width is the terminal's width in columns (80 when it cannot be read); the description is cut
+	// width is the terminal's width in columns (100 when it cannot be read); the description is cut
 	// to fit, so the bar never wraps (a wrapped line cannot be redrawn in place).
-	width      int
+	width int
+	// finished is the count of finished cases the bar shows.
+	finished   int
 	stop, done chan struct{}
 }
 
@@ -28,7 +30,7 @@ type terminalDisplay struct {
 const barColumns = 45
 
 func newTerminalDisplay(w io.Writer, total int, describe func() string) *terminalDisplay {
-	width := 80
+	width := 100
 	if f, ok := w.(*os.File); ok {
 		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
 			width = cols
@@ -82,17 +84,17 @@ func (d *terminalDisplay) stopTicker() {
 
 // refresh redraws the bar with done cases finished.
 func (d *terminalDisplay) refresh(done int) {
-	d.bar.Describe(d.fit(d.describe()))
-	_ = d.bar.Set(done)
+	d.bar.Describe(d.fit(d.describe())) // redraws
+	if done != d.finished {
+		d.finished = done
+		_ = d.bar.Set(done)
+	}
 }
 
-// printAbove erases the bar, prints s on its own line and redraws the bar below it.
+// printAbove erases the bar and prints s on its own line; refresh draws the bar again below it.
 func (d *terminalDisplay) printAbove(s string) {
 	_ = d.bar.Clear()
 	fmt.Fprintln(d.w, s)
-	if !d.bar.IsFinished() {
-		_ = d.bar.RenderBlank()
-	}
 }
 
 // close erases the bar; what was printed above it stays.
