@@ -214,6 +214,8 @@ func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
 		{"formation option out of range", []string{"matrix", "run", "--formations", "consensus", "--formation-option", "consensus_threshold=0.5", "--out", filepath.Join(dir, "o10")}, "--formation-option invalid formation configuration: option consensus_threshold=\"0.5\"", filepath.Join(dir, "o10")},
 		{"formation option not re-derived", []string{"matrix", "run", "--formations", "parallel", "--formation-option", "max_workers=1", "--out", filepath.Join(dir, "o11")}, "--formation-option max_workers cannot be set on a matrix case", filepath.Join(dir, "o11")},
 		{"concurrency 0", []string{"matrix", "run", "--concurrency", "0", "--out", filepath.Join(dir, "o12")}, "--concurrency 0: at least one case", filepath.Join(dir, "o12")},
+		{"unknown progress mode", []string{"matrix", "run", "--progress", "fancy", "--out", filepath.Join(dir, "o13")}, `--progress "fancy" is not one of auto, tty, plain, none`, filepath.Join(dir, "o13")},
+		{"unknown progress mode on resume", []string{"resume", "run-x", "--progress", "bar", "--out", filepath.Join(dir, "o14")}, `--progress "bar" is not one of`, filepath.Join(dir, "o14")},
 		{"index without packages", []string{"index", "--out", filepath.Join(dir, "o5"), empty}, "", filepath.Join(dir, "o5", "graph.db")},
 		{"sql without store", []string{"sql", "--out", filepath.Join(dir, "none"), "SELECT 1"}, "", filepath.Join(dir, "none")},
 		{"verify without store", []string{"verify", "--out", filepath.Join(dir, "none2")}, "", filepath.Join(dir, "none2")},
