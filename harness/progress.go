@@ -46,36 +46,64 @@ func checkPhase(check string) string {
 }
 
 // EstimateRemaining is the time until every case of a matrix has finished, estimated from the
-// wall times of the cases finished so far (seconds): their mean × the waves the cases not yet
-// finished still need (ceil(remaining / concurrency); a concurrency below 1 counts as 1). ok is
-// false when no case has finished: the remaining time is then unknown, never 0. The estimate is
-// never negative (negative durations and counts count as 0); it is 0 when nothing remains.
-func EstimateRemaining(finishedSeconds []float64, remaining, concurrency int) (eta time.Duration, ok bool) {
-	if remaining <= 0 {
+// wall times of the cases finished so far (finishedSeconds): with their mean m, each running case
+// (runningSeconds: how long each has run) has max(m − its time, 0) left, and the queued cases,
+// m each, go one by one to the lane that frees first, concurrency lanes (below 1 counts as 1);
+// the estimate is when the last lane frees. ok is false when no case has finished and some remain:
+// the remaining time is then unknown, never 0. It is never negative (negative or infinite
+// durations and negative counts count as 0), 0 when nothing remains, rounded to the second.
+func EstimateRemaining(finishedSeconds, runningSeconds []float64, queued, concurrency int) (eta time.Duration, ok bool) {
+	queued = max(queued, 0)
+	if len(runningSeconds) == 0 && queued == 0 {
 		return 0, true
 	}
 	if len(finishedSeconds) == 0 {
 		return 0, false
 	}
+	clean := func(s float64) float64 {
+		if s > 0 && !math.IsInf(s, 0) && !math.IsNaN(s) {
+			return s
+		}
+		return 0
+	}
 	var sum float64
 	for _, s := range finishedSeconds {
-		if s > 0 && !math.IsInf(s, 0) {
-			sum += s
-		}
+		sum += clean(s)
 	}
 	mean := sum / float64(len(finishedSeconds))
-	waves := (remaining + max(concurrency, 1) - 1) / max(concurrency, 1)
-	return time.Duration(mean * float64(waves) * float64(time.Second)).Round(time.Second), true
+	lanes := make([]float64, max(concurrency, 1, len(runningSeconds)))
+	for i, s := range runningSeconds {
+		lanes[i] = max(mean-clean(s), 0)
+	}
+	for range queued {
+		i := 0
+		for j := range lanes {
+			if lanes[j] < lanes[i] {
+				i = j
+			}
+		}
+		lanes[i] += mean
+	}
+	return time.Duration(slices.Max(lanes) * float64(time.Second)).Round(time.Second), true
 }
 
-// etaText is EstimateRemaining as progress shows it: "eta 1m20s", or "eta unknown" before the
-// first case finished.
-func etaText(finished []float64, remaining, concurrency int) string {
-	eta, ok := EstimateRemaining(finished, remaining, concurrency)
+// etaText is the ETA of p's cases as progress shows it: "eta 1m20s", or "eta unknown (no case
+// finished yet)". The caller holds p.mu.
+func (p *progress) etaText() string {
+	eta, ok := p.estimate()
 	if !ok {
 		return "eta unknown (no case finished yet)"
 	}
 	return "eta " + eta.String()
+}
+
+// estimate is EstimateRemaining over p's cases now. The caller holds p.mu.
+func (p *progress) estimate() (time.Duration, bool) {
+	var running []float64
+	for _, rc := range p.running {
+		running = append(running, time.Since(rc.start).Seconds())
+	}
+	return EstimateRemaining(p.finished, running, p.total-p.stopped-len(p.finished)-len(p.running), p.concurrency)
 }
 
 // progress reports a matrix run's progress: plain lines, or a terminal display. Every text passes
@@ -88,6 +116,7 @@ type progress struct {
 	total       int
 	concurrency int
 	finished    []float64 // wall seconds of the finished cases
+	stopped     int       // cases that stopped without a verdict
 	running     map[int]*runningCase
 	tty         *terminalDisplay // nil in the plain style
 }
@@ -95,6 +124,7 @@ type progress struct {
 // runningCase is a case that started and has not finished: where progress shows it.
 type runningCase struct {
 	name       string
+	start      time.Time
 	phase      string
 	phaseStart time.Time
 }
@@ -141,7 +171,8 @@ func (p *progress) start(i int, name string) func(phase string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.running[i] = &runningCase{name: name, phase: "starting", phaseStart: time.Now()}
+	now := time.Now()
+	p.running[i] = &runningCase{name: name, start: now, phase: "starting", phaseStart: now}
 	if p.tty != nil {
 		p.tty.refresh(len(p.finished))
 	} else {
@@ -179,11 +210,10 @@ func (p *progress) finish(i int, cr CaseResult) {
 		verdict += " (paused)"
 	}
 	p.writeLine(p.redactor.String(fmt.Sprintf("case %d/%d %s: %s in %.1fs (run %s), %s", i+1, p.total, cr.Case, verdict,
-		cr.ElapsedSeconds, cr.RunID, etaText(p.finished, p.total-len(p.finished), p.concurrency))))
+		cr.ElapsedSeconds, cr.RunID, p.etaText())))
 }
 
-// stop says case i stopped with err (it has no verdict); it counts as finished for the ETA, with
-// no duration of its own.
+// stop says case i stopped with err (it has no verdict); it no longer counts for the ETA.
 func (p *progress) stop(i int, name string, err error) {
 	if p == nil || p.w == nil {
 		return
@@ -191,6 +221,7 @@ func (p *progress) stop(i int, name string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.running, i)
+	p.stopped++
 	p.writeLine(p.redactor.String(fmt.Sprintf("case %d/%d %s: stopped: %v", i+1, p.total, name, err)))
 }
 
@@ -210,7 +241,7 @@ func (p *progress) close() {
 // language are the run's) — with its phase and how long it has been in it. The caller holds p.mu.
 func (p *progress) describe() string {
 	eta := "eta unknown"
-	if d, ok := EstimateRemaining(p.finished, p.total-len(p.finished), p.concurrency); ok {
+	if d, ok := p.estimate(); ok {
 		eta = "eta " + d.String()
 	}
 	parts := []string{eta}

@@ -17,35 +17,40 @@ import (
 
 func TestEstimateRemaining(t *testing.T) {
 	for _, c := range []struct {
-		name        string
-		finished    []float64
-		remaining   int
-		concurrency int
-		want        time.Duration
-		ok          bool
+		name              string
+		finished, running []float64
+		queued            int
+		concurrency       int
+		want              time.Duration
+		ok                bool
 	}{
-		{"unknown before the first case finished, not 0", nil, 3, 1, 0, false},
-		{"nothing remains: 0, known", []float64{4}, 0, 1, 0, true},
-		{"nothing remains even before a finish", nil, 0, 2, 0, true},
-		{"mean times remaining, one at a time", []float64{10, 20}, 3, 1, 45 * time.Second, true},
-		{"waves of concurrency", []float64{10}, 3, 2, 20 * time.Second, true},
-		{"one case left with spare concurrency still takes a mean", []float64{10}, 1, 4, 10 * time.Second, true},
-		{"concurrency 0 counts as 1", []float64{10}, 2, 0, 20 * time.Second, true},
-		{"negative remaining is nothing left", []float64{10}, -5, 1, 0, true},
-		{"negative and infinite durations never make it negative", []float64{-100, math.Inf(-1), 2}, 2, 1, 1 * time.Second, true},
-		{"rounded to seconds", []float64{1.4}, 1, 1, 1 * time.Second, true},
+		{"unknown before the first case finished, not 0", nil, []float64{5}, 3, 1, 0, false},
+		{"unknown with only queued cases", nil, nil, 2, 2, 0, false},
+		{"nothing remains: 0, known", []float64{4}, nil, 0, 1, 0, true},
+		{"nothing remains even before a finish", nil, nil, 0, 2, 0, true},
+		{"queued cases one at a time: mean each", []float64{10, 20}, nil, 3, 1, 45 * time.Second, true},
+		{"a running case has the mean less its time left", []float64{10}, []float64{4}, 0, 1, 6 * time.Second, true},
+		{"queued cases wait for the lane that frees first", []float64{10}, []float64{4, 8}, 1, 2, 12 * time.Second, true},
+		{"waves of concurrency", []float64{10}, nil, 3, 2, 20 * time.Second, true},
+		{"one case left with spare concurrency still takes a mean", []float64{10}, nil, 1, 4, 10 * time.Second, true},
+		{"a running case past the mean has 0 left, not less", []float64{10}, []float64{30}, 0, 1, 0, true},
+		{"concurrency 0 counts as 1", []float64{10}, nil, 2, 0, 20 * time.Second, true},
+		{"negative queued is nothing queued", []float64{10}, nil, -5, 1, 0, true},
+		{"negative, NaN and infinite durations never make it negative", []float64{-100, math.Inf(-1), math.NaN(), 3}, []float64{-7}, 2, 1, 2 * time.Second, true},
+		{"rounded to seconds", []float64{1.4}, nil, 1, 1, 1 * time.Second, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok := EstimateRemaining(c.finished, c.remaining, c.concurrency)
+			got, ok := EstimateRemaining(c.finished, c.running, c.queued, c.concurrency)
 			if got != c.want || ok != c.ok {
-				t.Fatalf("EstimateRemaining(%v, %d, %d) = %v, %v; want %v, %v", c.finished, c.remaining, c.concurrency, got, ok, c.want, c.ok)
+				t.Fatalf("EstimateRemaining(%v, %v, %d, %d) = %v, %v; want %v, %v", c.finished, c.running, c.queued, c.concurrency, got, ok, c.want, c.ok)
 			}
 			if got < 0 {
 				t.Fatalf("negative estimate %v", got)
 			}
 		})
 	}
-	if s := etaText(nil, 2, 1); !strings.Contains(s, "unknown") {
+	p := newProgress(nil, ProgressPlain, nil, 2, 1)
+	if s := p.etaText(); !strings.Contains(s, "unknown") {
 		t.Fatalf("etaText before a finish = %q, want it to say unknown", s)
 	}
 }

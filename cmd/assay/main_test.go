@@ -216,6 +216,7 @@ func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
 		{"concurrency 0", []string{"matrix", "run", "--concurrency", "0", "--out", filepath.Join(dir, "o12")}, "--concurrency 0: at least one case", filepath.Join(dir, "o12")},
 		{"unknown progress mode", []string{"matrix", "run", "--progress", "fancy", "--out", filepath.Join(dir, "o13")}, `--progress "fancy" is not one of auto, tty, plain, none`, filepath.Join(dir, "o13")},
 		{"unknown progress mode on resume", []string{"resume", "run-x", "--progress", "bar", "--out", filepath.Join(dir, "o14")}, `--progress "bar" is not one of`, filepath.Join(dir, "o14")},
+		{"empty progress mode", []string{"matrix", "run", "--progress", "", "--out", filepath.Join(dir, "o15")}, "--progress is empty", filepath.Join(dir, "o15")},
 		{"index without packages", []string{"index", "--out", filepath.Join(dir, "o5"), empty}, "", filepath.Join(dir, "o5", "graph.db")},
 		{"sql without store", []string{"sql", "--out", filepath.Join(dir, "none"), "SELECT 1"}, "", filepath.Join(dir, "none")},
 		{"verify without store", []string{"verify", "--out", filepath.Join(dir, "none2")}, "", filepath.Join(dir, "none2")},

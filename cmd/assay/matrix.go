@@ -73,6 +73,9 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 			if opts.Harness.ModelAliases, err = parseAliases("--model-alias", aliases); err != nil {
 				return err
 			}
+			if err := checkProgressFlag(c.Flags(), opts.Progress); err != nil {
+				return err
+			}
 			if c.Flags().Changed("concurrency") && opts.Harness.Concurrency == 0 {
 				return usageErrorf("--concurrency 0: at least one case must run at a time (the default is 1)")
 			}

@@ -20,6 +20,19 @@ const (
 	progressNone  = "none"
 )
 
+// progressModes are --progress's values, the default first.
+func progressModes() []string {
+	return []string{progressAuto, progressTTY, progressPlain, progressNone}
+}
+
+// checkProgressFlag refuses --progress given with an empty value (bad usage, not "the default").
+func checkProgressFlag(fs *pflag.FlagSet, mode string) error {
+	if fs.Changed("progress") && mode == "" {
+		return usageErrorf("--progress is empty: want one of %s", strings.Join(progressModes(), ", "))
+	}
+	return nil
+}
+
 // progressFlagHelp is --progress's help, shared by matrix run and resume.
 const progressFlagHelp = "progress on stderr: auto (tty when stderr is a terminal, else plain), tty (a redrawn bar naming each running " +
 	"case's phase — team, evidence, tests, oracle, checks, finalize — and the ETA), plain (one line per case start and end, the " +
@@ -48,7 +61,7 @@ func progressSetting(mode string, errOut io.Writer) (io.Writer, harness.Progress
 	case progressNone:
 		return nil, harness.ProgressPlain, false, nil
 	}
-	return nil, "", false, usageErrorf("--progress %q is not one of auto, tty, plain, none", mode)
+	return nil, "", false, usageErrorf("--progress %q is not one of %s", mode, strings.Join(progressModes(), ", "))
 }
 
 // isTTY reports whether w is a terminal (golang.org/x/term; /dev/null, a character device too, is

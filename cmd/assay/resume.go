@@ -52,6 +52,9 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Run = args[0]
+			if err := checkProgressFlag(c.Flags(), opts.Progress); err != nil {
+				return err
+			}
 			var err error
 			if opts.Harness.ReferenceFaults, err = parseFaults("--reference-fault", faults); err != nil {
 				return err
