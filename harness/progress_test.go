@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"regexp"
 	"strings"
@@ -233,5 +234,25 @@ func TestTerminalProgressShowsPhasesAndETA(t *testing.T) {
 	}
 	if !sum.Totals.Tokens.Known() || *sum.Totals.Tokens.PromptTokens != p {
 		t.Fatalf("totals tokens %+v", sum.Totals.Tokens)
+	}
+}
+
+// BenchmarkProgressPhaseChange is the cost of one phase change as each style reports it (the
+// terminal style redraws the bar), with 4 cases running.
+func BenchmarkProgressPhaseChange(b *testing.B) {
+	for _, style := range []ProgressStyle{ProgressPlain, ProgressTerminal} {
+		b.Run(string(style), func(b *testing.B) {
+			p := newProgress(io.Discard, style, policy.NewRedactor("sk-bench-secret-123456"), 16, 4)
+			defer p.close()
+			phases := make([]func(string), 4)
+			for i := range phases {
+				phases[i] = p.start(i, "parallel+vote/standard/go")
+			}
+			all := []string{PhaseTeam, PhaseEvidence, PhaseTests, PhaseOracle, PhaseChecks, PhaseFinalize}
+			b.ResetTimer()
+			for i := range b.N {
+				phases[i%4](all[i%len(all)])
+			}
+		})
 	}
 }
