@@ -111,3 +111,50 @@ func TestProgressSetting(t *testing.T) {
 		t.Fatalf("an unknown mode: %v, want bad usage", err)
 	}
 }
+
+// cancelOn is stderr that cancels the run when a line containing on is written.
+type cancelOn struct {
+	bytes.Buffer
+	on     string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.on) {
+		c.cancel()
+	}
+	return c.Buffer.Write(p)
+}
+
+// An interrupted run still ends with the summary: the cases it did not finish are said as such,
+// the tokens unknown (never 0), no report written; --progress none says nothing but the error.
+func TestInterruptedRunSummarySaysWhatDidNotFinish(t *testing.T) {
+	for _, mode := range []string{"plain", "none"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if mode == "none" {
+			cancel() // nothing is written to cancel on
+		}
+		stderr := &cancelOn{on: ": running", cancel: cancel}
+		var stdout bytes.Buffer
+		h := harness.Options{OutDir: t.TempDir(), Formations: []string{"sequential", "parallel"}}
+		err := runMatrixRun(ctx, &MatrixRunOptions{IO: IOStreams{Out: &stdout, ErrOut: stderr}, Harness: h, Format: "json", Progress: mode})
+		cancel()
+		if err == nil || exitCode(err) != 1 {
+			t.Fatalf("%s: a cancelled run: %v, want exit 1", mode, err)
+		}
+		if stdout.Len() != 0 {
+			t.Fatalf("%s: stdout %q", mode, stdout.String())
+		}
+		if mode == "none" {
+			if stderr.Len() != 0 {
+				t.Fatalf("--progress none wrote %q", stderr.String())
+			}
+			continue
+		}
+		for _, want := range []string{"summary:  2 case(s): 2 not_finished; wall ", "tokens:   unknown (no case finished)", "report:   not written"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Fatalf("%s: stderr lacks %q:\n%s (err %v)", mode, want, stderr.String(), err)
+			}
+		}
+	}
+}
