@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,4 +256,49 @@ func BenchmarkProgressPhaseChange(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Cases report concurrently while the terminal display redraws on its own ticker: every finished
+// case's line is written whole, once.
+func TestProgressIsSafeForConcurrentCases(t *testing.T) {
+	for _, style := range []ProgressStyle{ProgressPlain, ProgressTerminal} {
+		t.Run(string(style), func(t *testing.T) {
+			var buf syncBuffer
+			const n = 8
+			p := newProgress(&buf, style, nil, n, 4)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					phase := p.start(i, "case")
+					for _, ph := range []string{PhaseTeam, PhaseEvidence, PhaseTests, PhaseOracle, PhaseChecks, PhaseFinalize} {
+						phase(ph)
+					}
+					p.finish(i, CaseResult{Case: "case", RunID: "r", Verdict: evidence.Verdict{Verdict: "accepted"}, ElapsedSeconds: float64(i)})
+				})
+			}
+			wg.Wait()
+			p.close()
+			if got := regexp.MustCompile(`(?m)(^|\r)case \d/8 case: accepted in \d\.\ds \(run r\), eta \S+$`).FindAllString(buf.String(), -1); len(got) != n {
+				t.Fatalf("%d whole finished lines, want %d:\n%q", len(got), n, buf.String())
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
