@@ -17,7 +17,7 @@ import (
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
-func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult, error) {
+func runCase(ctx context.Context, opts Options, c Case, env caseEnv, phase func(string)) (CaseResult, error) {
 	start := time.Now()
 	store := env.store
 	runID := newRunID()
@@ -29,7 +29,7 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv) (CaseResult
 	if err := store.OpenRun(ctx, runID, envelope, ""); err != nil {
 		return CaseResult{}, fmt.Errorf("open run %s: %w", runID, err)
 	}
-	cr.runID, cr.start = runID, start
+	cr.runID, cr.start, cr.phase = runID, start, phase
 	cr.sink = &storeSink{store: store, runID: runID, redactor: env.redactor}
 	if opts.hooks != nil {
 		cr.sink.hook, cr.sink.artifactHook = opts.hooks.event, opts.hooks.artifact
@@ -59,6 +59,8 @@ type caseRun struct {
 	sink    *storeSink
 	start   time.Time
 	resume  *resumePoint
+	// phase is told each phase the run enters (PhaseTeam, ...); nil for none.
+	phase func(string)
 }
 
 // executeCase runs an open case run to its verdict: the boundary and engine (durable when the
@@ -67,6 +69,14 @@ type caseRun struct {
 func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr caseRun) (CaseResult, error) {
 	start, runID, store, team, plans, spec, caseDir := cr.start, cr.runID, env.store, cr.team, cr.plans, cr.spec, cr.caseDir
 	timings := map[string]float64{}
+	phase, inPhase := cr.phase, ""
+	enter := func(p string) {
+		if phase != nil && p != inPhase {
+			inPhase = p
+			phase(p)
+		}
+	}
+	enter(PhaseTeam)
 	engine, fopts, err := startTeam(ctx, opts, env, cr, caseTools(env, c.Entry))
 	if err != nil {
 		return CaseResult{}, err
@@ -108,13 +118,15 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	if cr.resume != nil {
 		state.priorRuns = cr.resume.lineage
 	}
+	enter(PhaseEvidence)
 	prepStart := time.Now()
 	if err := state.prepareEvidence(ctx); err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
 	}
 	timings["evidence"] = time.Since(prepStart).Seconds()
+	tokens := runTokens(state.trace, state.traceErr, runID)
 	var checks []evidence.Check
-	for _, o := range evaluateChecks(ctx, state, checkList, env.redactor) {
+	for _, o := range evaluateChecks(ctx, state, checkList, env.redactor, func(ch Check) { enter(checkPhase(ch.Name)) }) {
 		timings["check:"+o.rec.Name] = o.seconds
 		if err := store.RecordCheck(ctx, runID, o.rec); err != nil {
 			return CaseResult{}, fmt.Errorf("run %s: record check %s: %w", runID, o.rec.Name, err)
@@ -124,6 +136,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	}
 	verdict := caseVerdict(checks, engine, runID)
 	paused, _ := engine.Paused()
+	enter(PhaseFinalize)
 	finStart := time.Now()
 	if err := bindExternal(ctx, env, opts.OutDir, runID, team.RunID, gwFrom, gwTo); err != nil {
 		return CaseResult{}, fmt.Errorf("run %s: %w", runID, err)
@@ -138,7 +151,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	timings["finalize"] = time.Since(finStart).Seconds()
 	out := CaseResult{RunID: runID, Case: c.Name(), Catalog: c.Entry.Name, Formation: c.Entry.Formation, Profile: c.Profile.Name,
 		Language: c.Language, Members: len(team.Members), ElapsedSeconds: time.Since(start).Seconds(), Timings: timings, Checks: checks,
-		Verdict: fin.Verdict, EventCount: fin.EventCount, TerminalHash: fin.TerminalHash, Paused: paused}
+		Verdict: fin.Verdict, EventCount: fin.EventCount, TerminalHash: fin.TerminalHash, Paused: paused, Tokens: tokens}
 	if cr.resume != nil {
 		out.Resumes = cr.resume.from
 	}
@@ -201,10 +214,13 @@ type checkOutcome struct {
 }
 
 // evaluateChecks runs the checks in order over the prepared case state and returns their results;
-// it records nothing.
-func evaluateChecks(ctx context.Context, state *caseState, checkList []Check, r *policy.Redactor) []checkOutcome {
+// it records nothing. before, when not nil, is called with each check before it runs.
+func evaluateChecks(ctx context.Context, state *caseState, checkList []Check, r *policy.Redactor, before func(Check)) []checkOutcome {
 	var out []checkOutcome
 	for _, ch := range checkList {
+		if before != nil {
+			before(ch)
+		}
 		checkStart := time.Now()
 		status, detail, ev := ch.safeRun(ctx, state)
 		out = append(out, checkOutcome{seconds: time.Since(checkStart).Seconds(),

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -53,6 +54,10 @@ type CaseResult struct {
 	Paused bool `json:"paused,omitempty"`
 	// Resumes is the run this one resumed ("" for a first run).
 	Resumes string `json:"resumes,omitempty"`
+	// Tokens is the provider token usage of this run's own provider exchanges (not its lineage's),
+	// from the harness's parse of the recorded response bytes (runTokens); counts are nil when
+	// unknown, never 0.
+	Tokens TokenUsage `json:"tokens"`
 }
 
 // Summary is the outcome of a matrix run.
@@ -72,6 +77,8 @@ type Summary struct {
 	// ReferenceHandlerSeconds is the time the embedded reference provider spent answering, summed
 	// over requests (0 with --base-url): the stand-in model's share of the wall time, not assay's.
 	ReferenceHandlerSeconds float64 `json:"reference_handler_seconds,omitempty"`
+	// Totals is the run's account at its end: cases by outcome, wall time, tokens (SummarizeRun).
+	Totals Totals `json:"totals"`
 }
 
 // Accepted reports whether every case was accepted.
@@ -91,7 +98,9 @@ func (s Summary) Accepted() bool {
 // accepted or rejected; a failed case is never re-run. Errors are for what stopped the matrix
 // itself (bad options, the store locked by another process — evidence.ErrLocked —, a provider or
 // gateway that could not start); a rejected case is not an error.
-func Run(ctx context.Context, opts Options) (Summary, error) {
+func Run(ctx context.Context, opts Options) (sum Summary, err error) {
+	start := time.Now()
+	defer func() { sum.Totals = SummarizeRun(sum.Cases, len(opts.Formations), time.Since(start)) }()
 	if err := opts.Normalize(); err != nil {
 		return Summary{}, err
 	}
@@ -114,9 +123,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	defer store.Close()
 
-	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath,
+	sum = Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath,
 		GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
-	env, closeEnv, err := openEnv(ctx, opts, store, &sum)
+	env, closeEnv, err := openEnv(ctx, opts, store, &sum, len(opts.Formations))
 	if err != nil {
 		return sum, err
 	}
@@ -144,14 +153,13 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			if ctx.Err() != nil {
 				return nil
 			}
-			prog.line("case %d/%d %s: running", i+1, len(cases), c.Name())
-			cr, err := runCase(ctx, opts, c, env)
+			cr, err := runCase(ctx, opts, c, env, prog.start(i, c.Name()))
 			if err != nil {
 				errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
-				prog.line("case %d/%d %s: stopped: %v", i+1, len(cases), c.Name(), err)
+				prog.stop(i, c.Name(), err)
 				return nil
 			}
-			prog.line("case %d/%d %s: %s in %.1fs (run %s)", i+1, len(cases), c.Name(), cr.Verdict.Verdict, cr.ElapsedSeconds, cr.RunID)
+			prog.finish(i, cr)
 			results[i] = cr
 			return nil
 		})
@@ -183,9 +191,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 // openEnv starts what every case of a matrix run shares: the embedded reference provider (when no
 // base URL is given), the observing gateway on OUT/gateway-usage.db (which keeps the usage of
 // earlier processes' requests, so a resumed run's sessions reconcile over both), the provider
-// client, the redactor and the Python interpreters. sum receives the provider's description. The
-// returned function stops what was started; it is also returned (and must be called) on error.
-func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summary) (caseEnv, func(), error) {
+// client, the redactor, the Python interpreters and the progress of a run of cases cases. sum
+// receives the provider's description. The returned function stops what was started; it is also
+// returned (and must be called) on error.
+func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summary, cases int) (caseEnv, func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -231,7 +240,8 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 		env.oraclePython, env.oraclePythonErr = oracle.FindPython(ctx, false)
 		env.pytestPython, env.pytestPythonErr = oracle.FindPython(ctx, true)
 	}
-	env.progress = &lineWriter{w: opts.Progress, redactor: env.redactor}
+	env.progress = newProgress(opts.Progress, opts.ProgressStyle, env.redactor, cases, opts.Concurrency)
+	closers = append(closers, env.progress.close)
 	env.reference = refServer
 	if env.effectsURL, err = startEffectService(ctx, opts, refServer != nil, upstream, &closers); err != nil {
 		return caseEnv{}, closeAll, err
@@ -251,7 +261,7 @@ type caseEnv struct {
 	// redactor is the run's one redaction projection (newRedactor).
 	redactor *policy.Redactor
 	// progress receives progress lines (never nil; it may discard them).
-	progress *lineWriter
+	progress *progress
 	// reference is the embedded reference provider, nil with a base URL.
 	reference *reference.Server
 	// effectsURL is the base URL of the run's effect service (startEffectService), "" when none.

@@ -104,6 +104,9 @@ type Options struct {
 	// Progress receives one line per case step; nil for none. Lines are written whole, one at a
 	// time, even when cases run concurrently. Every line passes the run's redaction projection.
 	Progress io.Writer
+	// ProgressStyle is how progress is shown on Progress: ProgressPlain (the default, "") or
+	// ProgressTerminal (Progress should be a terminal). Normalize refuses any other.
+	ProgressStyle ProgressStyle
 
 	// PolicyFile is a policy file (YAML or JSON, policy.LoadFile) deciding every tool call of every
 	// case; "" runs with the built-in allow-within-allowed-tools policy. The SHA-256 of its bytes is
@@ -223,6 +226,13 @@ func (o *Options) Normalize() error {
 	}
 	if o.Concurrency < 0 {
 		return optionErr("Concurrency", "%d is negative", o.Concurrency)
+	}
+	switch o.ProgressStyle {
+	case "":
+		o.ProgressStyle = ProgressPlain
+	case ProgressPlain, ProgressTerminal:
+	default:
+		return optionErr("ProgressStyle", "%q is neither %q nor %q", o.ProgressStyle, ProgressPlain, ProgressTerminal)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1

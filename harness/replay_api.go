@@ -251,7 +251,7 @@ func (rc *ReplayCase) Execute(ctx context.Context, e ReplayEnv) (*ReplayTeam, er
 	}
 	redactor := newRedactor(rc.opts, os.Environ())
 	env := caseEnv{store: e.Store, client: e.Provider, redactor: redactor, teams: newTeamRuns(),
-		progress: &lineWriter{w: e.Progress, redactor: redactor}, backend: e.Backend}
+		progress: newProgress(e.Progress, ProgressPlain, redactor, 1, 1), backend: e.Backend}
 	if rc.c.Entry.publishes() {
 		env.effectsURL = "http://effects.invalid" // names remote_put among the tools; e.Tools serves its calls
 	}
@@ -401,7 +401,7 @@ func (t *ReplayTeam) Checks(ctx context.Context, ce ReplayCheckEnv) ([]evidence.
 		return nil, evidence.Verdict{}, fmt.Errorf("run %s: %w", t.runID, err)
 	}
 	var checks []evidence.Check
-	for _, o := range evaluateChecks(ctx, state, Checks(), t.env.redactor) {
+	for _, o := range evaluateChecks(ctx, state, Checks(), t.env.redactor, nil) {
 		if err := t.engine.Emit(ctx, "", "", o.event); err != nil {
 			return nil, evidence.Verdict{}, fmt.Errorf("run %s: record check %s: %w", t.runID, o.rec.Name, err)
 		}

@@ -61,7 +61,7 @@ type resumePoint struct {
 
 // recover records run_resumed, restores the boundary from the journal, dispatches what an approval
 // now covers and reconciles unknown effects through the backend.
-func (p *resumePoint) recover(ctx context.Context, e *runtime.Engine, team runtime.Team, prog *lineWriter) error {
+func (p *resumePoint) recover(ctx context.Context, e *runtime.Engine, team runtime.Team, prog *progress) error {
 	if err := e.Emit(ctx, "", "", event.RunResumed{ResumesRunID: p.from, Lineage: p.lineage,
 		TeamRunID: team.RunID, CheckpointSeq: p.checkpoint.Seq, CheckpointHash: p.checkpoint.Hash,
 		CheckpointEventHash: p.checkpoint.EventHash, Turns: len(p.state.Turns), Pauses: p.state.Pauses}); err != nil {
@@ -162,7 +162,7 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	}
 	opts, c, cr, cp, state := p.opts, p.c, p.cr, p.checkpoint, p.state
 	sum := Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath, GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
-	env, closeEnv, err := openEnv(ctx, opts, store, &sum)
+	env, closeEnv, err := openEnv(ctx, opts, store, &sum, 1)
 	defer closeEnv()
 	if err != nil {
 		return Summary{}, err
@@ -182,13 +182,15 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 		return Summary{}, err
 	}
 	env.progress.line("resuming run %s (case %s, checkpoint after event %d, %d turns) as run %s", runID, c.Name(), cp.Seq, len(state.Turns), newID)
-	cr.runID, cr.start = newID, start
+	cr.runID, cr.start, cr.phase = newID, start, env.progress.start(0, c.Name())
 	cr.sink = &storeSink{store: store, runID: newID, redactor: env.redactor}
 	cr.resume = &resumePoint{from: runID, lineage: p.lineage, journal: p.journal, state: state, checkpoint: cp, consumed: p.consumed}
 	res, err := executeCase(ctx, opts, c, env, cr)
 	if err != nil {
+		env.progress.stop(0, c.Name(), err)
 		return sum, err
 	}
+	env.progress.finish(0, res)
 	if sum.Sealed = store.Recovered(); len(sum.Sealed) > 0 {
 		env.progress.line("sealed %d interrupted run(s), rejected as interrupted: %s", len(sum.Sealed), strings.Join(sum.Sealed, ", "))
 	}
@@ -199,6 +201,7 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	if env.reference != nil {
 		sum.ReferenceHandlerSeconds = env.reference.HandlerTime().Seconds()
 	}
+	sum.Totals = SummarizeRun(sum.Cases, 1, time.Since(start))
 	return sum, nil
 }
 

@@ -15,7 +15,7 @@ import (
 
 // completeValues registers, on every command under c, shell completion of the values its flags and
 // arguments take: --format from the formats its help lists, --formations (catalog names and "all"),
-// --profile, --language, --spec from the registries, and RUN arguments (commands whose use line
+// --profile, --language, --spec from the registries, --progress's modes, and RUN arguments (commands whose use line
 // names RUN) from the runs of the evidence store the command's --out or --store names.
 func completeValues(c *cobra.Command) {
 	for _, sub := range c.Commands() {
@@ -32,6 +32,7 @@ func completeValues(c *cobra.Command) {
 	fixed("formations", append(harness.CatalogNames(), "all"))
 	fixed("profile", harness.ProfileNames())
 	fixed("language", harness.Languages())
+	fixed("progress", progressModes())
 	var specs []string
 	for _, s := range oracle.Specs() {
 		specs = append(specs, s.Name)

@@ -35,6 +35,8 @@ func TestCompletionOffersValues(t *testing.T) {
 		{[]string{"matrix", "run", "--profile", ""}, harness.ProfileNames()},
 		{[]string{"matrix", "run", "--language", ""}, harness.Languages()},
 		{[]string{"matrix", "run", "--format", ""}, []string{"table", "json"}},
+		{[]string{"matrix", "run", "--progress", ""}, []string{"auto", "tty", "plain", "none"}},
+		{[]string{"resume", "--progress", ""}, []string{"auto", "tty", "plain", "none"}},
 		{[]string{"graph", "callers", "--format", ""}, []string{"table", "json", "dot"}},
 		{[]string{"sql", "--format", ""}, []string{"table", "csv", "json"}},
 		{[]string{"oracle", "check", "--spec", ""}, []string{"double", "abs", "clamp"}},

@@ -27,6 +27,8 @@ type MatrixRunOptions struct {
 	Format  string
 	// SignKey is --sign-key: the private key attestations are signed with; "" signs none.
 	SignKey string
+	// Progress is --progress: auto, tty, plain or none (progressSetting).
+	Progress string
 }
 
 // NewCmdMatrix builds `assay matrix` and its `run` subcommand. runF replaces runMatrixRun in tests.
@@ -71,6 +73,9 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 			if opts.Harness.ModelAliases, err = parseAliases("--model-alias", aliases); err != nil {
 				return err
 			}
+			if err := checkProgressFlag(c.Flags(), opts.Progress); err != nil {
+				return err
+			}
 			if c.Flags().Changed("concurrency") && opts.Harness.Concurrency == 0 {
 				return usageErrorf("--concurrency 0: at least one case must run at a time (the default is 1)")
 			}
@@ -111,6 +116,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringVar(&opts.Harness.AttestDir, "attestations", "", "directory the attestations are written to (default <out>/attestations; keep a copy elsewhere)")
 	f.StringVar(&opts.Harness.ReplayTolerance, "replay-tolerance", "exact", "replay tolerance policy bound in every run's envelope: "+strings.Join(tolerance.Names(), " or ")+
 		" ('assay replay verify' compares under it and no other; docs/replay.md)")
+	addProgressFlag(f, &opts.Progress)
 	cmd.AddCommand(run)
 	return cmd
 }
@@ -121,7 +127,11 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		return err
 	}
 	h := opts.Harness
-	h.ToolVersion, h.Command, h.Progress = version, "assay matrix run", opts.IO.ErrOut
+	progressOut, style, totals, err := progressSetting(opts.Progress, opts.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	h.ToolVersion, h.Command, h.Progress, h.ProgressStyle = version, "assay matrix run", progressOut, style
 	h.InvocationID = harness.NewInvocationID()
 	if err := setSigner(&h, opts.SignKey); err != nil {
 		return err
@@ -130,6 +140,9 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	if err != nil && ctx.Err() != nil {
 		// Interrupted: the case in progress stays open in the store and is marked interrupted (never
 		// accepted) when a writer next opens it; finished cases stay finalized.
+		if totals && sum.StorePath != "" {
+			writeRunTotals(opts.IO.ErrOut, sum, "")
+		}
 		return failed("interrupted after %d finished cases; the case in progress was not finalized and will be marked interrupted: %v", len(sum.Cases), err)
 	}
 	if err != nil {
@@ -138,6 +151,9 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID)
 	if err != nil {
 		return err
+	}
+	if totals {
+		writeRunTotals(opts.IO.ErrOut, sum, reportPath)
 	}
 	if format == "json" {
 		if err := writeSummaryJSON(opts.IO.Out, sum); err != nil {

@@ -19,6 +19,8 @@ type ResumeOptions struct {
 	Run     string
 	Format  string
 	SignKey string // --sign-key; "" signs nothing
+	// Progress is --progress: auto, tty, plain or none (progressSetting).
+	Progress string
 }
 
 // NewCmdResume builds `assay resume RUN`. runF replaces runResume in tests.
@@ -50,6 +52,9 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Run = args[0]
+			if err := checkProgressFlag(c.Flags(), opts.Progress); err != nil {
+				return err
+			}
 			var err error
 			if opts.Harness.ReferenceFaults, err = parseFaults("--reference-fault", faults); err != nil {
 				return err
@@ -76,6 +81,7 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process")
 	f.StringVar(&opts.SignKey, "sign-key", "", "Ed25519 private key (assay keygen) signing the resumed run, and the run it seals, as in-toto attestations")
 	f.StringVar(&opts.Harness.AttestDir, "attestations", "", "directory the attestations are written to (default <out>/attestations)")
+	addProgressFlag(f, &opts.Progress)
 	return cmd
 }
 
@@ -85,10 +91,14 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	h := opts.Harness
+	progressOut, style, totals, err := progressSetting(opts.Progress, opts.IO.ErrOut)
+	if err != nil {
+		return err
+	}
 	if err := setSigner(&h, opts.SignKey); err != nil {
 		return err
 	}
-	h.ToolVersion, h.Command, h.Progress = version, "assay resume", opts.IO.ErrOut
+	h.ToolVersion, h.Command, h.Progress, h.ProgressStyle = version, "assay resume", progressOut, style
 	h.InvocationID = harness.NewInvocationID()
 	sum, err := harness.ResumeRun(ctx, h, opts.Run)
 	if err != nil && ctx.Err() != nil {
@@ -101,6 +111,9 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID)
 	if err != nil {
 		return err
+	}
+	if totals {
+		writeRunTotals(opts.IO.ErrOut, sum, reportPath)
 	}
 	if format == "json" {
 		if err := writeCaseJSON(opts.IO.Out, cr); err != nil {

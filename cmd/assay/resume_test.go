@@ -164,6 +164,17 @@ func TestResumeAfterApprovalIsAccepted(t *testing.T) {
 	if cr.Verdict.Verdict != "accepted" || cr.Paused || cr.Resumes != run {
 		t.Fatalf("resumed case %+v", cr)
 	}
+	// The end-of-run summaries count the paused case as paused (its verdict is rejected), the
+	// resumed one as accepted, with the resumed run's own tokens.
+	if !strings.Contains(fx.paused.stderr, "summary:  1 case(s): 1 paused; wall ") {
+		t.Fatalf("the paused run's summary:\n%s", fx.paused.stderr)
+	}
+	if !strings.Contains(r.stderr, "summary:  1 case(s): 1 accepted; wall ") || !strings.Contains(r.stderr, ": accepted in ") {
+		t.Fatalf("the resume's progress and summary:\n%s", r.stderr)
+	}
+	if !cr.Tokens.Known() && !strings.Contains(r.stderr, "tokens:   unknown ("+cr.Tokens.Unknown) {
+		t.Fatalf("the resumed run's tokens %+v, summary:\n%s", cr.Tokens, r.stderr)
+	}
 	runs := runsOf(t, out)
 	if runs[cr.RunID].CorrectsRunID != run {
 		t.Fatalf("the resumed run is not linked to %s: %+v", run, runs[cr.RunID])
