@@ -125,7 +125,14 @@ type DomainSection struct {
 	Min  float64        `json:"min,omitempty"`
 	Max  float64        `json:"max,omitempty"`
 	Step float64        `json:"step,omitempty"`
-	Args []oracle.Range `json:"args,omitempty"`
+	Args []RangeSection `json:"args,omitempty"`
+}
+
+// RangeSection is one argument's range of a domain of two or more arguments (oracle.Range).
+type RangeSection struct {
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+	Step float64 `json:"step"`
 }
 
 //go:embed schema.json
@@ -423,7 +430,11 @@ func (t *Task) buildSpec() (oracle.Spec, error) {
 		s.Targets = append(s.Targets, oracle.Target{Language: lang, File: t.Artifact(lang, ProfileStandard), Function: t.Function[lang]})
 	}
 	for _, d := range o.Domains {
-		s.Domains = append(s.Domains, oracle.Domain{Type: d.Type, Min: d.Min, Max: d.Max, Step: d.Step, Args: slices.Clone(d.Args)})
+		dom := oracle.Domain{Type: d.Type, Min: d.Min, Max: d.Max, Step: d.Step}
+		for _, r := range d.Args {
+			dom.Args = append(dom.Args, oracle.Range{Min: r.Min, Max: r.Max, Step: r.Step})
+		}
+		s.Domains = append(s.Domains, dom)
 	}
 	ref, err := ExprReference(o.Reference[LanguageGo], s.ParamNames(), s.Domains)
 	if err != nil {
