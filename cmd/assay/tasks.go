@@ -35,7 +35,7 @@ func NewCmdTasks(io IOStreams, runF func(context.Context, *TasksOptions) error) 
 				"assignment per role, the deliverables per language and profile, the members' test command, the finite-domain "+
 				"oracle (domains, reference expression evaluated in the oracle's own process, allowed imports) and the reference "+
 				"solution the embedded reference provider answers with (it is not a model). `assay matrix run --task NAME|FILE` "+
-				"runs one; a task file of your own follows docs/tasks.md and is validated against its JSON Schema."),
+				"runs one; a task file of your own follows docs/tasks.md and is validated against its JSON Schema. Reference: docs/cli.md."),
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error { return run(c) },
 	}
@@ -46,7 +46,7 @@ func NewCmdTasks(io IOStreams, runF func(context.Context, *TasksOptions) error) 
 		Long: longHelp("0 shown; 2 when the task is unknown or its file is invalid (one line naming file, field and problem).",
 			"Read and validate a task (a built-in name or a task file's path) as `assay matrix run --task` would, and print "+
 				"its name, SHA-256, deliverables, test commands and oracle spec; --format json prints the task file's content as "+
-				"JSON with its SHA-256."),
+				"JSON with its SHA-256. Reference: docs/cli.md, docs/tasks.md."),
 		Example: "  assay tasks show double\n  assay tasks show tasks/triple.yaml --format json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
