@@ -109,7 +109,7 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 	// The replay re-applies the run's recorded task file, never a live one.
 	task, err := taskOfRun(ctx, store, run, m)
 	if err != nil {
-		return nil, fmt.Errorf("%w: run %s: its task: %v", ErrNotACase, runID, err)
+		return nil, fmt.Errorf("%w: run %s: its task: %w", ErrNotACase, runID, err)
 	}
 	lineage := []evidence.RunSummary{run}
 	for r := run; r.CorrectsRunID != ""; {

@@ -307,10 +307,10 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	// The task is the run's recorded task file, re-applied; another one is refused.
 	task, err := taskOfRun(ctx, store, run, m)
 	if err != nil {
-		return nil, notResumable("its task: %v", err)
+		return nil, fmt.Errorf("%w: run %s: its task: %w", ErrNotResumable, runID, err)
 	}
 	if err := sameTask(opts.Task, task); err != nil {
-		return nil, notResumable("%v", err)
+		return nil, fmt.Errorf("%w: run %s: %w", ErrNotResumable, runID, err)
 	}
 	opts.Formations, opts.Profile, opts.Language, opts.Stream = []string{entry.Name}, m.Profile, m.Language, m.Stream
 	if opts.BaseURL == "" {

@@ -59,6 +59,9 @@ func TestACustomTaskFileRunsThroughTheMatrix(t *testing.T) {
 				t.Errorf("provider %q does not say it answered with the task's reference solution", sum.Provider)
 			}
 			bindsTask(t, sum, good)
+			if language == "go" {
+				liveFileChanged(t, sum, good)
+			}
 
 			badDir := t.TempDir()
 			bad := tripleFile(t, badDir, wrongTriple)
@@ -106,6 +109,46 @@ func bindsTask(t *testing.T, sum Summary, path string) {
 	if err != nil || got.SHA256 != want.SHA256 {
 		t.Fatalf("recorded task: %v %v", got, err)
 	}
+}
+
+// After the run, the task file on disk changes. A replay rebuilds the case from the run's recorded
+// task bytes (its manifest digest is the run's), and a resume given the changed file is refused.
+func liveFileChanged(t *testing.T, sum Summary, path string) {
+	t.Helper()
+	b, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), "returns 3*x for ints", "returns three times x for ints", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store, err := evidence.Open(ctx, sum.StorePath, evidence.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := store.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := PrepareReplay(ctx, store, runs, sum.Cases[0].RunID, ReplayAuthority{})
+	store.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Envelope.ManifestDigest != rc.Run.Envelope.ManifestDigest || rc.c.Task.SHA256 == mustLoad(t, path).SHA256 {
+		t.Fatalf("the replay did not rebuild the case from the recorded task (digest %s, run's %s)", rc.Envelope.ManifestDigest, rc.Run.Envelope.ManifestDigest)
+	}
+	_, err = Resume(ctx, Options{OutDir: sum.OutDir, Task: path}, sum.Cases[0].RunID)
+	if !errors.Is(err, ErrNotResumable) || !errors.Is(err, ErrTaskMismatch) {
+		t.Fatalf("resume with a changed task file: %v", err)
+	}
+}
+
+func mustLoad(t *testing.T, path string) *tasks.Task {
+	t.Helper()
+	task, err := tasks.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
 }
 
 // A malformed task file is refused by Normalize naming file, field and problem, before anything is
