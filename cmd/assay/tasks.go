@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -46,7 +48,7 @@ func NewCmdTasks(io IOStreams, runF func(context.Context, *TasksOptions) error) 
 		Long: longHelp("0 shown; 2 when the task is unknown or its file is invalid (one line naming file, field and problem).",
 			"Read and validate a task (a built-in name or a task file's path) as `assay matrix run --task` would, and print "+
 				"its name, SHA-256, deliverables, test commands and oracle spec; --format json prints the task file's content as "+
-				"JSON with its SHA-256. Reference: docs/cli.md, docs/tasks.md."),
+				"JSON (snake_case keys; file and profile names are values) with its SHA-256. Reference: docs/cli.md, docs/tasks.md."),
 		Example: "  assay tasks show double\n  assay tasks show tasks/triple.yaml --format json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -85,13 +87,84 @@ func runTasks(ctx context.Context, opts *TasksOptions) error {
 	return t.writeText(opts.IO.Out)
 }
 
+// taskShown is `assay tasks show --format json`: the task file's content with snake_case keys
+// throughout (file names and profile names are values, not keys), its SHA-256 and source.
+type taskShown struct {
+	Name      string          `json:"name"`
+	Doc       string          `json:"doc"`
+	Source    string          `json:"source"`
+	SHA256    string          `json:"sha256"`
+	TeamTask  string          `json:"team_task"`
+	Package   string          `json:"package"`
+	Languages []taskLanguage  `json:"languages"`
+	Roles     []taskRole      `json:"roles"`
+	Oracle    taskOracleShown `json:"oracle"`
+}
+
+type taskLanguage struct {
+	Language    string        `json:"language"`
+	Function    string        `json:"function"`
+	TestCommand string        `json:"test_command"`
+	Executor    string        `json:"executor_assignment"`
+	Profiles    []taskProfile `json:"profiles"`
+}
+
+type taskProfile struct {
+	Profile  string     `json:"profile"`
+	Files    []string   `json:"files"`
+	Artifact string     `json:"artifact"`
+	Solution []taskFile `json:"reference_solution"`
+}
+
+type taskFile struct {
+	File    string `json:"file"`
+	SHA256  string `json:"sha256"`
+	Content string `json:"content"`
+}
+
+type taskRole struct {
+	Role       string `json:"role"`
+	Assignment string `json:"assignment"`
+}
+
+type taskOracleShown struct {
+	tasks.OracleSection
+	Checks int `json:"checks"`
+}
+
+func taskJSON(t *tasks.Task) taskShown {
+	out := taskShown{Name: t.Name, Doc: t.Doc, Source: t.File, SHA256: t.SHA256, TeamTask: t.TeamTask, Package: t.Package,
+		Oracle: taskOracleShown{OracleSection: t.Oracle}}
+	if spec, err := t.Spec(tasks.LanguageGo); err == nil {
+		out.Oracle.Checks = spec.Expected()
+	}
+	for _, lang := range tasks.Languages {
+		l := taskLanguage{Language: lang, Function: t.Function[lang], TestCommand: t.TestCommand[lang], Executor: t.Assignment.Executor[lang]}
+		for _, prof := range tasks.Profiles {
+			p := taskProfile{Profile: prof, Files: t.Files(lang, prof), Artifact: t.Artifact(lang, prof)}
+			sol := t.Solution(lang, prof)
+			for _, f := range p.Files {
+				sum := sha256.Sum256([]byte(sol[f]))
+				p.Solution = append(p.Solution, taskFile{File: f, SHA256: hex.EncodeToString(sum[:]), Content: sol[f]})
+			}
+			l.Profiles = append(l.Profiles, p)
+		}
+		out.Languages = append(out.Languages, l)
+	}
+	for _, role := range []string{"supervisor", "critic", "judge", "synthesizer"} {
+		text, _ := t.RoleAssignment(role)
+		out.Roles = append(out.Roles, taskRole{Role: role, Assignment: text})
+	}
+	return out
+}
+
 func showTask(opts *TasksOptions, format string) error {
 	t, err := tasks.Load(opts.Task)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
 	if format == "json" {
-		return writeJSON(opts.IO.Out, map[string]any{"task": t, "sha256": t.SHA256, "source": t.File})
+		return writeJSON(opts.IO.Out, taskJSON(t))
 	}
 	w := opts.IO.Out
 	fmt.Fprintf(w, "task:     %s (%s)\nsource:   %s\nsha256:   %s\nteam:     %s\n", t.Name, t.Doc, t.File, t.SHA256, strings.ReplaceAll(strings.TrimSpace(t.TeamTask), "\n", " / "))
