@@ -184,3 +184,15 @@ func TestTheRecordedTaskMustHashToTheManifest(t *testing.T) {
 		t.Fatalf("the same task: %v", err)
 	}
 }
+
+// Without the run's recorded task the tests and oracle checks cannot know what to run: unknown,
+// never passed.
+func TestChecksWithoutTheRecordedTaskAreUnknown(t *testing.T) {
+	s := &caseState{language: "go", profile: "standard", taskErr: ErrTaskMismatch}
+	for _, c := range []Check{oracleCheck, independentTests} {
+		status, detail, _ := c.run(context.Background(), s)
+		if status != statusUnknown || !strings.Contains(detail, "recorded task file") {
+			t.Errorf("%s: %s %q, want unknown naming the recorded task file", c.Name, status, detail)
+		}
+	}
+}

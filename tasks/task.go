@@ -185,17 +185,23 @@ func Builtin(name string) (*Task, error) {
 // Default is the task a matrix run uses when none is named.
 const Default = "double"
 
-// Load returns the task nameOrPath names: a path to a task file when it names an existing file or
-// looks like one (contains a path separator or ends in .yaml/.yml), else a built-in task. Errors:
+// Load returns the task nameOrPath names: a path to a task file when it looks like one (contains a
+// path separator or ends in .yaml/.yml) or, not being a built-in name, names an existing file; else
+// a built-in task (a file named "double" in the working directory does not shadow the built-in). Errors:
 // *Error (ErrInvalidTask) for a file that does not parse or validate; ErrUnknownTask; the read's
 // error naming the path.
 func Load(nameOrPath string) (*Task, error) {
 	if nameOrPath == "" {
 		nameOrPath = Default
 	}
-	_, statErr := os.Stat(nameOrPath)
-	if statErr != nil && !strings.ContainsAny(nameOrPath, `/\`) && !strings.HasSuffix(nameOrPath, ".yaml") && !strings.HasSuffix(nameOrPath, ".yml") {
-		return Builtin(nameOrPath)
+	looksLikePath := strings.ContainsAny(nameOrPath, `/\`) || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml")
+	if !looksLikePath {
+		if slices.Contains(BuiltinNames(), nameOrPath) {
+			return Builtin(nameOrPath)
+		}
+		if _, err := os.Stat(nameOrPath); err != nil {
+			return Builtin(nameOrPath) // says it is unknown
+		}
 	}
 	b, err := os.ReadFile(nameOrPath)
 	if err != nil {
@@ -308,6 +314,9 @@ func schemaProblem(ve *jsonschema.ValidationError) (string, string) {
 
 // check validates what the schema cannot say, and builds the oracle spec.
 func (t *Task) check(bad func(field, format string, args ...any) error) error {
+	if t.Package == "" {
+		t.Package = t.Name
+	}
 	for _, lang := range []string{LanguageGo, LanguagePython} {
 		for _, prof := range []string{ProfileStandard, ProfileSingleFile} {
 			files := t.Deliverables[lang][prof]
@@ -339,9 +348,6 @@ func (t *Task) check(bad func(field, format string, args ...any) error) error {
 		if _, err := t.ExecutorAssignment(lang, t.Deliverables[lang][ProfileStandard]); err != nil {
 			return bad("assignment.executor."+lang, "%v", err)
 		}
-	}
-	if t.Package == "" {
-		t.Package = t.Name
 	}
 	spec, err := t.buildSpec()
 	if err != nil {

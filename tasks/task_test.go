@@ -203,3 +203,18 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("Load file: %v", err)
 	}
 }
+
+// A file named like a built-in task in the working directory does not shadow the built-in; a
+// path-looking name is always a file.
+func TestLoadPrefersTheBuiltinName(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("double", []byte("not a task"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if task, err := tasks.Load("double"); err != nil || task.File != "builtin:double" {
+		t.Fatalf("Load double: %v %v", task, err)
+	}
+	if _, err := tasks.Load("./double"); !errors.Is(err, tasks.ErrInvalidTask) {
+		t.Fatalf("Load ./double: %v", err)
+	}
+}
