@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -216,5 +217,32 @@ func TestLoadPrefersTheBuiltinName(t *testing.T) {
 	}
 	if _, err := tasks.Load("./double"); !errors.Is(err, tasks.ErrInvalidTask) {
 		t.Fatalf("Load ./double: %v", err)
+	}
+}
+
+// The double task file asks what the matrix asked before tasks were files, word for word, so the
+// default run's members, manifest texts and go.mod are what they were.
+func TestDoubleAsksWhatTheBuiltInAsked(t *testing.T) {
+	task, err := tasks.Builtin("double")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"double.go", "double_test.go"}
+	want := fmt.Sprintf("Implement, in Go package %q, a generic function `func Double[T int | float64](x T) T` that returns "+
+		"2*x, and a test for it. Write exactly these files with the write_file tool, paths relative to your working "+
+		"directory: %s. A go.mod is already there.", "double", strings.Join(files, ", "))
+	if got, _ := task.ExecutorAssignment("go", files); got != want {
+		t.Errorf("go executor:\n%s\nwant\n%s", got, want)
+	}
+	want = "Implement, in Python, a function `double(x)` that returns 2*x for ints and floats, and a pytest " +
+		"test for it. Write exactly these files with the write_file tool, paths relative to your working directory: test_double.py."
+	if got, _ := task.ExecutorAssignment("python", []string{"test_double.py"}); got != want {
+		t.Errorf("python executor:\n%s\nwant\n%s", got, want)
+	}
+	if task.GoModule() != "module example.com/double\n\ngo 1.21\n" || task.TeamTask != "Implement Double in the function file.\nTest Double in the test file.\n" {
+		t.Errorf("go.mod %q, team task %q", task.GoModule(), task.TeamTask)
+	}
+	if c, _ := task.RoleAssignment("critic"); c != "You are the critic of a team implementing Double. Read the generator's files with read_file and judge them." {
+		t.Errorf("critic %q", c)
 	}
 }
