@@ -17,55 +17,24 @@ import (
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/runtime/tool"
+	"github.com/assay-audit/assay/tasks"
 )
 
-// Profile is a task profile: what each implementing member must deliver.
+// Profile is a task profile: what each implementing member must deliver. The files themselves are
+// the task's (the task file's deliverables for the language and profile; Case.Files).
 type Profile struct {
 	// Name is the profile name used on the command line.
 	Name string
 	// Doc says what the profile asks for.
 	Doc string
-	// Files are the deliverables each implementing member writes, relative to its directory.
-	Files func(language string) []string
-	// Artifact is the file the oracle checks, relative to the member's directory.
-	Artifact func(language string) string
 }
 
 // Profiles returns the task profiles by name.
 func Profiles() map[string]Profile {
 	return map[string]Profile{
-		"standard": {
-			Name: "standard",
-			Doc:  "two files per implementing member: the function and its test",
-			Files: func(language string) []string {
-				if language == reference.LanguagePython {
-					return []string{"double.py", "test_double.py"}
-				}
-				return []string{"double.go", "double_test.go"}
-			},
-			Artifact: func(language string) string {
-				if language == reference.LanguagePython {
-					return "double.py"
-				}
-				return "double.go"
-			},
-		},
-		"single-file": {
-			Name: "single-file",
-			Doc:  "one test file per implementing member that also holds the function; the oracle checks that file",
-			Files: func(language string) []string {
-				if language == reference.LanguagePython {
-					return []string{"test_double.py"}
-				}
-				return []string{"double_test.go"}
-			},
-			Artifact: func(language string) string {
-				if language == reference.LanguagePython {
-					return "test_double.py"
-				}
-				return "double_test.go"
-			},
-		},
+		tasks.ProfileStandard: {Name: tasks.ProfileStandard, Doc: "two files per implementing member: the function and its test"},
+		tasks.ProfileSingleFile: {Name: tasks.ProfileSingleFile,
+			Doc: "one test file per implementing member that also holds the function; the oracle checks that file"},
 	}
 }
 
@@ -81,13 +50,6 @@ func ProfileNames() []string {
 
 // Languages returns the artifact languages the matrix can check, a new slice on every call.
 func Languages() []string { return []string{reference.LanguageGo, reference.LanguagePython} }
-
-// goModule is the module file the harness scaffolds in each implementing Go member's directory, so
-// the independent test runner has a module to test. Members write only the declared files.
-const goModule = "module example.com/double\n\ngo 1.21\n"
-
-// packageName is the Go package members are asked to use.
-const packageName = "double"
 
 // MemberTemplate is one member of a catalog entry, before a case gives it a directory and a task.
 type MemberTemplate struct {
@@ -128,14 +90,11 @@ type CatalogEntry struct {
 	// over the catalog's options, in order; nil for the catalog's own case. The manifest records
 	// them, so the manifest digest binds them.
 	FormationOptions []string
-	// Task is the team task (routing and splitting read it); "" is the default.
+	// Task is the team task (routing and splitting read it); "" is the task file's team_task.
 	Task string
 	// Evidence checks the formation's own evidence in the stored trace.
 	Evidence evidenceRule
 }
-
-// defaultTeamTask is the team task of the catalog: what the routers and splitters see.
-const defaultTeamTask = "Implement Double in the function file.\nTest Double in the test file.\n"
 
 func implementer(id string) MemberTemplate {
 	return MemberTemplate{ID: id, Name: "executor " + strings.TrimPrefix(id, "exec-"), DomainRole: "executor", Implements: true}
@@ -244,6 +203,35 @@ type Case struct {
 	Entry    CatalogEntry
 	Profile  Profile
 	Language string
+	// Task is the task file the case runs; nil is the built-in default (tasks.Default).
+	Task *tasks.Task
+}
+
+// task returns the case's task: Task, or the built-in default.
+func (c Case) task() *tasks.Task {
+	if c.Task != nil {
+		return c.Task
+	}
+	t, err := tasks.Builtin(tasks.Default)
+	if err != nil {
+		panic("harness: the built-in task does not parse: " + err.Error()) // a build defect; tasks tests parse it
+	}
+	return t
+}
+
+// Files are the deliverables of each implementing member: the task's for the case's language and
+// profile.
+func (c Case) Files() []string { return c.task().Files(c.Language, c.Profile.Name) }
+
+// Artifact is the file the oracle checks, relative to an implementing member's directory.
+func (c Case) Artifact() string { return c.task().Artifact(c.Language, c.Profile.Name) }
+
+// teamTask is the team task the formation sees: the entry's own, or the task file's team_task.
+func (c Case) teamTask() string {
+	if c.Entry.Task != "" {
+		return c.Entry.Task
+	}
+	return c.task().TeamTask
 }
 
 // Name is the case's display name, "entry/profile/language".
@@ -261,17 +249,6 @@ type memberPlan struct {
 	Optional bool
 }
 
-// implementTask is an implementing member's task in a language.
-func implementTask(language string, files []string) string {
-	if language == reference.LanguagePython {
-		return fmt.Sprintf("Implement, in Python, a function `double(x)` that returns 2*x for ints and floats, and a pytest "+
-			"test for it. Write exactly these files with the write_file tool, paths relative to your working directory: %s.",
-			strings.Join(files, ", "))
-	}
-	return fmt.Sprintf("Implement, in Go package %q, a generic function `func Double[T int | float64](x T) T` that returns "+
-		"2*x, and a test for it. Write exactly these files with the write_file tool, paths relative to your working "+
-		"directory: %s. A go.mod is already there.", packageName, strings.Join(files, ", "))
-}
 
 // publishTask is what a publishing member is asked to do after writing its files.
 func publishTask(memberID string, a reference.Assignment) string {
@@ -283,17 +260,11 @@ func publishTask(memberID string, a reference.Assignment) string {
 		"Do not publish again if it fails; report the failure.", a.Task+"/"+memberID, a.Task+"/"+lang+"/"+strings.Join(a.Files, ","))
 }
 
-// roleTask is the task of a member that does not implement.
-func roleTask(t MemberTemplate) string {
-	switch t.FormationRole {
-	case formation.RoleCritic:
-		return "You are the critic of a team implementing Double. Read the generator's files with read_file and judge them."
-	case formation.RoleJudge:
-		return "You are the judge of a team implementing Double. Judge the candidates from what they report."
-	case formation.RoleSynthesizer:
-		return "You are the synthesizer of a team implementing Double. Compose the candidates' answers."
-	case formation.RoleSupervisor:
-		return "You supervise a team implementing Double. Synthesize what your members report."
+// roleTask is the task of a member that does not implement: the task file's assignment for its
+// formation role (supervisor, critic, judge, synthesizer), or a generic one for other roles.
+func roleTask(task *tasks.Task, t MemberTemplate) string {
+	if text, ok := task.RoleAssignment(t.FormationRole); ok {
+		return text
 	}
 	return fmt.Sprintf("You are the team's %s. Answer the request you are given.", t.DomainRole)
 }
@@ -303,10 +274,18 @@ func roleTask(t MemberTemplate) string {
 // compute the case's manifest).
 // Every implementing member writes in its own directory, so concurrent members never share a path.
 func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
-	files := c.Profile.Files(c.Language)
-	assignment := reference.Assignment{Task: reference.TaskDouble, Language: c.Language, Files: files}
+	task := c.task()
+	files := c.Files()
+	if len(files) == 0 {
+		return nil, fmt.Errorf("case %s: task %s declares no %s deliverables for profile %s", c.Name(), task.Name, c.Language, c.Profile.Name)
+	}
+	assignment := reference.Assignment{Task: task.Name, Language: c.Language, Files: files}
 	if c.Language == reference.LanguageGo {
-		assignment.Package = packageName
+		assignment.Package = task.Package
+	}
+	implement, err := task.ExecutorAssignment(c.Language, files)
+	if err != nil {
+		return nil, fmt.Errorf("case %s: task %s: %w", c.Name(), task.Name, err)
 	}
 	dirs := map[string]string{}
 	for _, t := range c.Entry.Members {
@@ -322,7 +301,7 @@ func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
 			return nil, fmt.Errorf("case %s: member directory: %w", c.Name(), err)
 		}
 		if t.Implements && c.Language == reference.LanguageGo {
-			if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goModule), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(task.GoModule()), 0o644); err != nil {
 				return nil, fmt.Errorf("case %s: scaffold go.mod: %w", c.Name(), err)
 			}
 		}
@@ -334,15 +313,15 @@ func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
 			Dir:  dirs[t.ID], Idempotent: true}
 		p := memberPlan{Optional: t.Optional}
 		if t.Implements {
-			spec.Task = implementTask(c.Language, files) + "\n" + reference.FormatAssignment(assignment)
+			spec.Task = implement + "\n" + reference.FormatAssignment(assignment)
 			spec.AllowedTools = []string{"write_file", "read_file"}
 			if t.Publishes {
-				spec.Task = implementTask(c.Language, files) + "\n" + publishTask(t.ID, assignment) + "\n" + reference.FormatAssignment(assignment)
+				spec.Task = implement + "\n" + publishTask(t.ID, assignment) + "\n" + reference.FormatAssignment(assignment)
 				spec.AllowedTools = append(spec.AllowedTools, tool.RemotePutName)
 			}
-			p.Deliverables, p.Artifact = files, c.Profile.Artifact(c.Language)
+			p.Deliverables, p.Artifact = files, c.Artifact()
 		} else {
-			spec.Task = roleTask(t)
+			spec.Task = roleTask(task, t)
 			spec.AllowedTools = []string{"read_file"}
 			if t.ReadsFrom != "" {
 				d, ok := dirs[t.ReadsFrom]
@@ -363,16 +342,19 @@ func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
 	return plans, nil
 }
 
-// oracleSpec is the oracle spec for a case: double in the case's language. The single-file Go
-// profile's artifact is a _test.go file, which must import "testing"; that import is allowed for
-// it (the package offers a test binary's API, not file or process access without "flag" and "os",
-// which stay forbidden).
-func (c Case) oracleSpec() (oracle.Spec, error) {
-	spec, err := oracle.DoubleSpec().ForLanguage(c.Language)
+// oracleSpec is the oracle spec for a case: the task's, in the case's language (oracleSpecFor).
+func (c Case) oracleSpec() (oracle.Spec, error) { return oracleSpecFor(c.task(), c.Language, c.Profile.Name) }
+
+// oracleSpecFor is task's oracle spec in language for profile. The single-file Go profile's artifact
+// is a _test.go file, which must import "testing"; that import is allowed for it (the package
+// offers a test binary's API, not file or process access without "flag" and "os", which stay
+// forbidden).
+func oracleSpecFor(task *tasks.Task, language, profile string) (oracle.Spec, error) {
+	spec, err := task.Spec(language)
 	if err != nil {
 		return spec, err
 	}
-	if c.Language == reference.LanguageGo && strings.HasSuffix(c.Profile.Artifact(c.Language), "_test.go") {
+	if language == reference.LanguageGo && strings.HasSuffix(task.Artifact(language, profile), "_test.go") {
 		imports := spec.Imports
 		if imports == nil {
 			imports = oracle.DefaultImports()

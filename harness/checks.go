@@ -16,6 +16,7 @@ import (
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/runtime/tool"
+	"github.com/assay-audit/assay/tasks"
 )
 
 // Check statuses as recorded in the evidence store (evidence.CheckStatuses): only statusPassed
@@ -47,6 +48,13 @@ type caseState struct {
 	// language is the artifact language; spec the oracle spec for it.
 	language string
 	spec     oracle.Spec
+	// profile is the task profile's name; goModule the go.mod scaffolded for implementing Go members.
+	profile  string
+	goModule string
+	// task is the case's task re-derived from the run's recorded task file (recordedTask), which
+	// the tests and oracle checks take their test command and spec from; taskErr why it is not.
+	task    *tasks.Task
+	taskErr error
 	// The Python interpreters chosen once per matrix (oracle driver; pytest) and why none was.
 	oraclePythonErr error
 	pytestPython    oracle.Python
@@ -91,6 +99,9 @@ type caseState struct {
 // checks that need it to report unknown.
 func (s *caseState) prepareEvidence(ctx context.Context) error {
 	s.trace, s.traceErr = safeLoadTrace(ctx, s)
+	if s.task == nil && s.taskErr == nil {
+		s.task, s.taskErr = recordedTask(ctx, s.store, s.runID)
+	}
 	s.journal, s.journalErr = lineageToolRecords(ctx, s)
 	s.window, s.windowErr = s.gateway.RecordsIn(ctx, s.gwFrom, s.gwTo)
 	p, err := proveDeliverables(ctx, s)
@@ -192,6 +203,10 @@ var independentTests = Check{
 		"(an interpreter with pytest, chosen once)",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
+		if s.taskErr != nil {
+			return statusUnknown, "the run's recorded task file cannot be re-derived, so its test command is unknown: " + s.taskErr.Error(), nil
+		}
+		command := s.task.TestCommand[s.language]
 		status, parts := statusPassed, []string{}
 		results := map[string]oracle.TestRunResult{}
 		for _, p := range s.plans {
@@ -206,13 +221,16 @@ var independentTests = Check{
 			}
 			var r oracle.TestRunResult
 			var err error
-			if s.language == reference.LanguagePython {
+			switch command {
+			case tasks.TestPytest:
 				if s.pytestPythonErr != nil {
 					return statusFailed, "no Python interpreter with pytest: " + s.pytestPythonErr.Error(), nil
 				}
 				r, err = oracle.RunPytestWith(ctx, s.pytestPython, dir, filepath.Join(s.caseDir, p.Spec.ID+".pytest.log"), s.testTime)
-			} else {
+			case tasks.TestGo:
 				r, err = oracle.RunGoTest(ctx, dir, filepath.Join(s.caseDir, p.Spec.ID+".go-test.json"), s.testTime)
+			default:
+				return statusFailed, fmt.Sprintf("task %s gives no test command assay runs for %s (%q)", s.task.Name, s.language, command), nil
 			}
 			if err != nil {
 				return statusFailed, fmt.Sprintf("%s: %v", p.Spec.ID, err), nil
@@ -236,7 +254,13 @@ var oracleCheck = Check{
 		"with a trusted reference; the artifact's SHA-256 is identical before and after",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		spec := s.spec
+		if s.taskErr != nil {
+			return statusUnknown, "the run's recorded task file cannot be re-derived, so its oracle spec is unknown: " + s.taskErr.Error(), nil
+		}
+		spec, err := oracleSpecFor(s.task, s.language, s.profile)
+		if err != nil {
+			return statusFailed, fmt.Sprintf("task %s: oracle spec: %v", s.task.Name, err), nil
+		}
 		if s.language == reference.LanguagePython && s.oraclePythonErr != nil {
 			return statusFailed, "no Python interpreter for the oracle: " + s.oraclePythonErr.Error(), nil
 		}

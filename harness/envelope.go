@@ -26,7 +26,9 @@ type manifest struct {
 	Options   map[string]any `json:"options"`
 	// FormationOptions are the operator's NAME=VALUE settings over the catalog's options (absent
 	// when there are none, so a catalog case's digest is what it always was).
-	FormationOptions []string             `json:"formation_options,omitempty"`
+	FormationOptions []string `json:"formation_options,omitempty"`
+	// Task is the task file the case runs (name and SHA-256 of its bytes, stored as TaskArtifact).
+	Task             taskManifest         `json:"task"`
 	TeamTask         string               `json:"team_task"`
 	Profile          string               `json:"profile"`
 	Language         string               `json:"language"`
@@ -83,12 +85,10 @@ func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold
 		return caseRun{}, manifest{}, evidence.Envelope{}, fmt.Errorf("oracle spec: %w", err)
 	}
 	fopts := c.Entry.Options()
-	task := c.Entry.Task
-	if task == "" {
-		task = defaultTeamTask
-	}
+	task := c.teamTask()
 	team := runtime.Team{RunID: identityRunID, Formation: c.Entry.Formation, Task: task}
 	m := manifest{Catalog: c.Entry.Name, Formation: c.Entry.Formation, Options: fopts.Summary(), FormationOptions: c.Entry.FormationOptions, TeamTask: task,
+		Task:    taskManifest{Name: c.task().Name, SHA256: c.task().SHA256, ReferenceSolution: opts.BaseURL == ""},
 		Profile: c.Profile.Name, Language: c.Language, Provider: upstreamLabel(opts),
 		Model: opts.Model, Stream: opts.Stream, Deliverables: map[string][]string{}, OracleSpec: newOracleManifest(spec)}
 	for _, p := range plans {

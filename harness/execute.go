@@ -44,6 +44,9 @@ func runCase(ctx context.Context, opts Options, c Case, env caseEnv, phase func(
 	if err := putEnvironment(ctx, store, runID, opts.ToolVersion); err != nil {
 		return CaseResult{}, err
 	}
+	if err := putTask(ctx, store, runID, c.task()); err != nil {
+		return CaseResult{}, err
+	}
 	return executeCase(ctx, opts, c, env, cr)
 }
 
@@ -111,7 +114,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 
 	state := &caseState{runID: runID, caseDir: caseDir, model: opts.Model, team: team, plans: plans, result: result,
 		teamErr: teamErr, gateway: env.gateway, store: store, testTime: opts.TestDeadline,
-		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec,
+		oracle: oracle.Options{WorkDir: caseDir, Python: env.oraclePython}, entry: c.Entry, language: c.Language, spec: spec, profile: c.Profile.Name, goModule: c.task().GoModule(),
 		oraclePythonErr: env.oraclePythonErr, pytestPython: env.pytestPython, pytestPythonErr: env.pytestPythonErr, redactor: env.redactor,
 		mode: opts.Mode, modelAliases: opts.ModelAliases, reference: env.reference != nil, gwFrom: gwFrom, gwTo: gwTo, owned: env.teams.owns,
 		ownsKey: env.teams.ownsKey, teamFrom: windowFrom, teamTo: teamEnd}

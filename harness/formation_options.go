@@ -10,6 +10,7 @@ import (
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/tool"
+	"github.com/assay-audit/assay/tasks"
 )
 
 // rederivedOptions are the formation options (formation.OptionSpec names) a matrix case may set:
@@ -110,7 +111,7 @@ func (o *Options) checkFormationOptions() error {
 		if len(e.FormationOptions) == 0 {
 			continue
 		}
-		if err := checkEntry(e, o.Profile, o.Language); err != nil {
+		if err := checkEntry(e, o.Profile, o.Language, o.task); err != nil {
 			return optionErr("FormationOptions", "case %s: %v", e.Name, err)
 		}
 	}
@@ -165,17 +166,13 @@ func (a accessModes) ToolAccess(name string) (tool.AccessMode, bool) {
 
 // checkEntry runs the formation's configuration checks on the entry's team. The team is planned
 // without scaffolding under a directory that is never created: nothing is read, written or run.
-func checkEntry(e CatalogEntry, profile, language string) error {
-	c := Case{Entry: e, Profile: Profiles()[profile], Language: language}
+func checkEntry(e CatalogEntry, profile, language string, task *tasks.Task) error {
+	c := Case{Entry: e, Profile: Profiles()[profile], Language: language, Task: task}
 	plans, err := c.plan(filepath.Join(os.TempDir(), "assay-formation-check"), false)
 	if err != nil {
 		return err
 	}
-	task := e.Task
-	if task == "" {
-		task = defaultTeamTask
-	}
-	team := runtime.Team{RunID: "run-check", Formation: e.Formation, Task: task}
+	team := runtime.Team{RunID: "run-check", Formation: e.Formation, Task: c.teamTask()}
 	for _, p := range plans {
 		team.Members = append(team.Members, p.Spec)
 	}

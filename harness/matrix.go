@@ -140,7 +140,7 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 	for i, name := range opts.Formations {
 		entry, _ := LookupCase(name)                                 // Normalize resolved every name
 		entry, _ = entry.withFormationOptions(opts.FormationOptions) // and checked these
-		cases[i] = Case{Entry: entry, Profile: profile, Language: opts.Language}
+		cases[i] = Case{Entry: entry, Profile: profile, Language: opts.Language, Task: opts.task}
 	}
 	results := make([]CaseResult, len(cases))
 	errs := make([]error, len(cases))
@@ -204,8 +204,11 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 	upstream := opts.BaseURL
 	var refServer *reference.Server
 	if upstream == "" {
-		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader,
-			EffectsDB: EffectsDBPath(opts.OutDir)})
+		cfg := reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader, EffectsDB: EffectsDBPath(opts.OutDir)}
+		if opts.task != nil {
+			cfg.Solutions = solutions(opts.task)
+		}
+		ref, err := reference.Start(ctx, cfg)
 		if err != nil {
 			return caseEnv{}, closeAll, fmt.Errorf("start the reference provider: %w", err)
 		}
@@ -214,6 +217,10 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 		upstream = ref.BaseURL()
 		sum.Reference = true
 		sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model)"
+		if opts.task != nil {
+			sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model: it answers with task " + opts.task.Name +
+				"'s reference solution from its task file)"
+		}
 	} else {
 		sum.Provider = opts.BaseURL
 	}

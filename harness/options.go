@@ -19,6 +19,7 @@ import (
 	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider/reference"
+	"github.com/assay-audit/assay/tasks"
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
@@ -164,6 +165,12 @@ type Options struct {
 	// setting the formation's own checks refuse for a case's team. The case manifest records them.
 	FormationOptions []string
 
+	// Task names the task file every case runs: a built-in task's name (tasks.BuiltinNames) or a
+	// task file's path; "" is tasks.Default. Normalize reads and validates it (an invalid file is
+	// refused naming the file, field and problem); the case manifest binds its name and SHA-256 and
+	// each case run stores its bytes (TaskArtifact).
+	Task string
+
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks
 
@@ -171,6 +178,8 @@ type Options struct {
 	policyFile   *policy.File
 	policyDigest string
 	approvals    *policy.ApprovalFile
+	// task is Task, read and validated by Normalize.
+	task *tasks.Task
 }
 
 // Default tool-call budgets (Options.MemberToolCalls, Options.TeamToolCalls). The reference
@@ -221,6 +230,11 @@ func (o *Options) Normalize() error {
 	if o.Language == "" {
 		o.Language = "go"
 	}
+	task, err := loadTask(o.Task)
+	if err != nil {
+		return optionErr("Task", "%v", err)
+	}
+	o.task = task
 	if !slices.Contains(Languages(), o.Language) {
 		return optionErr("Language", "%q is unknown (known: %s)", o.Language, strings.Join(Languages(), ", "))
 	}

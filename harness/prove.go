@@ -114,7 +114,7 @@ func proveDeliverables(ctx context.Context, s *caseState) (*proof, error) {
 			}
 		}
 		if !readsFromAnother(s.entry, pl.Spec.ID) { // a reader's directory is its writer's, walked as the writer's
-			p.unaccounted = append(p.unaccounted, unaccountedFiles(pl, s.language, written)...)
+			p.unaccounted = append(p.unaccounted, unaccountedFiles(pl, s.language, s.goModule, written)...)
 		}
 		if len(pl.Deliverables) > 0 && len(proven) == len(pl.Deliverables) {
 			dir, err := s.verifiedCopy(pl.Spec.ID, proven)
@@ -143,7 +143,7 @@ func readsFromAnother(e CatalogEntry, member string) bool {
 // calls re-derive to for that path (written, from recordedWrites), nor the go.mod the harness
 // scaffolds for an implementing Go member, byte for byte. A member acts on its directory only
 // through its recorded tool calls; anything else there is an effect no call accounts for.
-func unaccountedFiles(pl memberPlan, language string, written map[string]string) []string {
+func unaccountedFiles(pl memberPlan, language, goModule string, written map[string]string) []string {
 	dir := pl.Spec.Dir
 	if dir == "" {
 		return nil
@@ -195,7 +195,7 @@ func (s *caseState) verifiedCopy(member string, files map[string][]byte) (string
 		return "", err
 	}
 	if s.language == reference.LanguageGo {
-		files["go.mod"] = []byte(goModule)
+		files["go.mod"] = []byte(s.goModule)
 	}
 	for name, data := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))

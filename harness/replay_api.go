@@ -106,6 +106,11 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 	if entry, err = entry.withFormationOptions(m.FormationOptions); err != nil {
 		return nil, fmt.Errorf("%w: run %s: its formation options: %v", ErrNotACase, runID, err)
 	}
+	// The replay re-applies the run's recorded task file, never a live one.
+	task, err := taskOfRun(ctx, store, run, m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: run %s: its task: %w", ErrNotACase, runID, err)
+	}
 	lineage := []evidence.RunSummary{run}
 	for r := run; r.CorrectsRunID != ""; {
 		parent, ok := byID[r.CorrectsRunID]
@@ -171,12 +176,13 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 	if err := opts.Normalize(); err != nil {
 		return nil, err
 	}
+	opts.task = task
 	if opts.policyFile != nil && opts.policyDigest == run.Envelope.PolicyDigest && rc.Boundary.PolicyFile != "" {
 		// The same policy under another name: it decides, and is named, as the run's file was.
 		opts.PolicyFile = rc.Boundary.PolicyFile
 	}
 	rc.opts = opts
-	rc.c = Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language}
+	rc.c = Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language, Task: task}
 	_, _, env, err := prepareCaseIn(opts, rc.c, rc.identity, filepath.Join(opts.OutDir, "cases", rc.identity), false)
 	if err != nil {
 		return nil, err
@@ -385,7 +391,9 @@ func (t *ReplayTeam) Checks(ctx context.Context, ce ReplayCheckEnv) ([]evidence.
 	state := &caseState{runID: t.runID, caseDir: t.CaseDir, model: rc.opts.Model, team: t.cr.team, plans: t.cr.plans, result: t.Result,
 		teamErr: t.Err, gateway: ce.Gateway, store: t.env.store, testTime: testTime, entry: rc.c.Entry, language: rc.c.Language,
 		spec: t.cr.spec, redactor: t.env.redactor, priorRuns: prior, mode: rc.opts.Mode, modelAliases: ce.ModelAliases,
-		reference: rc.Run.Envelope.BaseURL == "", owned: rc.ownedSession}
+		reference: rc.Run.Envelope.BaseURL == "", owned: rc.ownedSession,
+		// The task is the recorded run's stored task file, re-derived when the replay was prepared.
+		task: rc.c.task(), profile: rc.c.Profile.Name, goModule: rc.c.task().GoModule()}
 	state.oracle = oracle.Options{WorkDir: t.CaseDir}
 	if rc.c.Language == reference.LanguagePython {
 		py := ce.Pythons

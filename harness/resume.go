@@ -178,6 +178,9 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 	if _, err := store.PutArtifact(ctx, newID, manifestArtifact, "application/json", manifestJSON); err != nil {
 		return Summary{}, fmt.Errorf("run %s: store manifest: %w", newID, err)
 	}
+	if err := putTask(ctx, store, newID, c.task()); err != nil {
+		return Summary{}, err
+	}
 	if err := putEnvironment(ctx, store, newID, opts.ToolVersion); err != nil {
 		return Summary{}, err
 	}
@@ -304,6 +307,14 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if entry, err = entry.withFormationOptions(m.FormationOptions); err != nil {
 		return nil, notResumable("its formation options: %v", err)
 	}
+	// The task is the run's recorded task file, re-applied; another one is refused.
+	task, err := taskOfRun(ctx, store, run, m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: run %s: its task: %w", ErrNotResumable, runID, err)
+	}
+	if err := sameTask(opts.Task, task); err != nil {
+		return nil, fmt.Errorf("%w: run %s: %w", ErrNotResumable, runID, err)
+	}
 	opts.Formations, opts.Profile, opts.Language, opts.Stream = []string{entry.Name}, m.Profile, m.Language, m.Stream
 	if opts.BaseURL == "" {
 		opts.BaseURL = run.Envelope.BaseURL
@@ -316,10 +327,12 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if err := budgetsOf(ctx, store, lineage[0], &opts); err != nil {
 		return nil, notResumable("%v", err)
 	}
+	opts.Task = ""
 	if err := opts.Normalize(); err != nil {
 		return nil, err
 	}
-	c := Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language}
+	opts.task = task
+	c := Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language, Task: task}
 	cr, newManifest, envelope, err := prepareCase(opts, c, identity, false)
 	if err != nil {
 		return nil, err

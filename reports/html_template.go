@@ -23,7 +23,8 @@ const evidenceTemplate = `<!doctype html>
 <dt>wall time</dt><dd>{{printf "%.1f" .Totals.WallSeconds}} s summed over cases{{if .Totals.UnknownWall}} ({{.Totals.UnknownWall}} cases without one: not finalized){{end}}</dd>
 </dl>
 {{if .Reference}}<div class="banner" role="note"><strong>Reference results.</strong> Runs marked reference used the embedded
-reference provider (<code>assay-reference-1</code>), a deterministic server that is not a language model. They show that
+reference provider (<code>assay-reference-1</code>), a deterministic server that is not a language model: it writes the
+task file's reference solution back. They show that
 assay's pipeline and checks work end to end; they say nothing about any model's ability.</div>{{end}}
 </header>
 

@@ -14,7 +14,8 @@ import (
 
 // referenceBanner labels results obtained with the embedded reference provider.
 const referenceBanner = "> **Reference results.** These runs used the embedded reference provider (`assay-reference-1`), " +
-	"a deterministic server that is not a language model. They show that assay's pipeline and checks work " +
+	"a deterministic server that is not a language model: it writes the task file's reference solution back " +
+	"(docs/tasks.md). They show that assay's pipeline and checks work " +
 	"end to end; they say nothing about any model's ability.\n\n"
 
 // Markdown writes r as GitHub-flavoured Markdown: totals, then per invocation its provider,

@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, io IOStreams) int {
 func NewCmdRoot(io IOStreams) *cobra.Command {
 	root := newRoot(io)
 	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
-		NewCmdFormations(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
+		NewCmdFormations(io, nil), NewCmdTasks(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
 		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil),
 		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil), NewCmdReport(io, nil), NewCmdAudit(io, nil),
 		NewCmdVersion(io, nil))

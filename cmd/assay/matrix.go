@@ -16,6 +16,7 @@ import (
 	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/reports"
 	"github.com/assay-audit/assay/runtime/provider/reference"
+	"github.com/assay-audit/assay/tasks"
 )
 
 // MatrixRunOptions are the parsed flags of `assay matrix run`: Harness holds the run's options as
@@ -90,6 +91,8 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringVar(&formations, "formations", "sequential,parallel", "comma-separated catalog cases, or \"all\" (catalog: "+strings.Join(harness.CatalogNames(), ", ")+")")
 	f.StringVar(&opts.Harness.Profile, "profile", "standard", "task profile: "+strings.Join(harness.ProfileNames(), " or "))
 	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages(), " or "))
+	f.StringVar(&opts.Harness.Task, "task", "double", "task: a built-in task ("+strings.Join(tasks.BuiltinNames(), ", ")+"; assay tasks lists them) or a task file's path (docs/tasks.md); "+
+		"its name and SHA-256 are bound in each case's manifest and its bytes stored with the run")
 	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once (at least 1)")
 	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")

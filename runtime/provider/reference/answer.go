@@ -201,14 +201,14 @@ func (inv invocation) firstError() (string, bool) {
 }
 
 // answer decides the reply; see the package documentation.
-func answer(req *chatRequest, session string, turn int) reply {
+func answer(req *chatRequest, session string, turn int, solutions []Solution) reply {
 	inv, ok := readInvocation(req)
 	if !ok {
 		return reply{content: NoAssignmentReply, finish: "stop"}
 	}
 	if len(inv.results) == 0 {
 		if inv.writes() {
-			return writeCalls(req, inv.assignment, session, turn)
+			return writeCalls(req, inv.assignment, session, turn, solutions)
 		}
 		if inv.contract.Contract == contractCriticVerdict && len(inv.contract.Files) > 0 && req.offersTool(ReadFileTool) {
 			rep := reply{finish: "tool_calls"}
@@ -261,11 +261,11 @@ func publishCall(inv invocation, session string, turn int) reply {
 
 // writeCalls is one write_file call per file of a, or content saying why
 // there are none.
-func writeCalls(req *chatRequest, a Assignment, session string, turn int) reply {
+func writeCalls(req *chatRequest, a Assignment, session string, turn int, solutions []Solution) reply {
 	if !req.offersTool(WriteFileTool) {
 		return reply{content: ModelID + " needs a " + WriteFileTool + " tool to carry out this assignment, and the request offers none", finish: "stop"}
 	}
-	files, err := planFiles(a)
+	files, err := planFiles(a, solutions)
 	if err != nil {
 		return reply{content: ModelID + " cannot carry out this assignment: " + err.Error(), finish: "stop"}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"go/token"
 	"path"
 	"strings"
@@ -26,7 +28,7 @@ const (
 // Assignment is the structured task the harness puts in a user message, on
 // one line: AssignmentPrefix + compact JSON of Assignment.
 type Assignment struct {
-	// Task is TaskDouble, the only task for now.
+	// Task is TaskDouble, or a task the server has a Config.Solutions entry for.
 	Task string `json:"task"`
 	// Language is LanguageGo (default when empty) or LanguagePython.
 	Language string `json:"language"`
@@ -167,9 +169,33 @@ type plannedFile struct {
 
 // planFiles returns the file contents for a, in a.Files order, or a reason
 // the reference provider cannot carry a out.
-func planFiles(a Assignment) ([]plannedFile, error) {
+func planFiles(a Assignment, solutions []Solution) ([]plannedFile, error) {
+	lang := a.Language
+	if lang == "" {
+		lang = LanguageGo
+	}
+	for _, sol := range solutions {
+		if sol.Task != a.Task || sol.Language != lang || len(sol.Files) != len(a.Files) {
+			continue
+		}
+		out := make([]plannedFile, 0, len(a.Files))
+		for _, f := range a.Files {
+			content, ok := sol.Files[f]
+			if !ok {
+				break
+			}
+			out = append(out, plannedFile{path: f, content: content})
+		}
+		if len(out) == len(a.Files) {
+			return out, nil
+		}
+	}
 	if a.Task != TaskDouble {
-		return nil, fmt.Errorf("unknown task %q (only %q is supported)", a.Task, TaskDouble)
+		known := []string{TaskDouble}
+		for _, sol := range solutions {
+			known = append(known, sol.Task+" ("+sol.Language+": "+strings.Join(slices.Sorted(maps.Keys(sol.Files)), ", ")+")")
+		}
+		return nil, fmt.Errorf("unknown task %q, or no reference solution for its language and files (known: %s)", a.Task, strings.Join(known, "; "))
 	}
 	if len(a.Files) == 0 {
 		return nil, fmt.Errorf("the assignment lists no files")

@@ -137,6 +137,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -318,6 +319,20 @@ type Config struct {
 	// once (a bad path fails Start); New opens it on the first effect
 	// request.
 	EffectsDB string
+	// Solutions are reference solutions the server answers assignments with, besides its own for
+	// TaskDouble: an assignment whose task, language and files (as a set) equal a Solution's is
+	// answered by writing the Solution's files. They come from a task file's reference_solution
+	// (harness: Options.Task); the server is not a model, and such an answer is the task author's
+	// solution written back. A Solution for TaskDouble takes precedence over the built-in one.
+	Solutions []Solution
+}
+
+// Solution is the content the server writes for one task, language and file set.
+type Solution struct {
+	// Task is the assignment's task name, Language LanguageGo or LanguagePython.
+	Task, Language string
+	// Files maps each file name (relative to the member's directory) to its content.
+	Files map[string]string
 }
 
 // DefaultParallelCapacity is the parallel capacity the model object declares
@@ -328,6 +343,8 @@ const DefaultParallelCapacity = 4
 // counters. It is safe for concurrent use.
 type Server struct {
 	faults   []Fault
+	// solutions are Config.Solutions, copied; read-only after New.
+	solutions []Solution
 	header   string
 	capacity int
 	handler  http.Handler
@@ -377,6 +394,12 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.faults = append([]Fault(nil), cfg.Faults...)
+	for i, sol := range cfg.Solutions {
+		if sol.Task == "" || len(sol.Files) == 0 {
+			return nil, fmt.Errorf("%w: solution %d names no task or no files", ErrInvalidConfig, i)
+		}
+		s.solutions = append(s.solutions, Solution{Task: sol.Task, Language: sol.Language, Files: maps.Clone(sol.Files)})
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("GET /v1/models/{id}", s.getModel)
@@ -515,7 +538,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("The model `%s` does not exist; this server serves only %s.", req.Model, ModelID))
 		return
 	}
-	rep := answer(req, session, turn)
+	rep := answer(req, session, turn, s.solutions)
 	if f, ok := s.fault(FaultReplaceReply, session, turn); ok {
 		rep = reply{content: f.Reply, finish: "stop"}
 	}
