@@ -160,6 +160,16 @@ type Options struct {
 	// Normalize refuses any other, a name no selected formation has, a value out of range, and a
 	// setting the formation's own checks refuse for a case's team. The case manifest records them.
 	FormationOptions []string
+	// Capacity turns capacity admission on for the selected cases (only the plain parallel cases
+	// re-derive it; Normalize refuses others): "" leaves each case's own, a positive integer N admits
+	// members through N slots (capacity_aware=true, capacity_declared=N), and "provider" uses the
+	// provider's declared max_parallel_requests for Model (GET {base}/models/{model}, the field the
+	// runtime reads), read by Run before anything is written and recorded as capacity_declared. A
+	// provider that declares none, or no positive integer, is ErrBadOptions: capacity is never
+	// silently unlimited.
+	Capacity string
+	// capacityApplied is set once Capacity's formation options are in FormationOptions.
+	capacityApplied bool
 
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks
@@ -248,6 +258,9 @@ func (o *Options) Normalize() error {
 	}
 	if _, err := reference.New(reference.Config{Faults: o.ReferenceFaults}); err != nil {
 		return optionErr("ReferenceFaults", "are invalid: %v", err)
+	}
+	if err := o.applyCapacity(); err != nil {
+		return err
 	}
 	if err := o.checkFormationOptions(); err != nil {
 		return err
