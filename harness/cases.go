@@ -273,6 +273,9 @@ type memberPlan struct {
 	Artifact string
 	// Optional members need not have run.
 	Optional bool
+	// Repo is, for a member working in its own git worktree (worktree isolation), the case
+	// repository the worktree is of; "" otherwise.
+	Repo string
 }
 
 // implementTask is an implementing member's task in a language.
@@ -368,9 +371,6 @@ func (c Case) plan(caseDir, runID string, scaffold bool) ([]memberPlan, error) {
 				spec.AllowedTools = append(spec.AllowedTools, tool.RemotePutName)
 			}
 			p.Deliverables, p.Artifact = files, c.Profile.Artifact(c.Language)
-			if isolated {
-				isolate(&spec, caseDir, runID, c.Entry.Formation)
-			}
 		} else {
 			spec.Task = roleTask(t)
 			spec.AllowedTools = []string{"read_file"}
@@ -388,6 +388,9 @@ func (c Case) plan(caseDir, runID string, scaffold bool) ([]memberPlan, error) {
 			}
 		}
 		p.Spec = spec
+		if isolated && t.Implements {
+			isolate(&p, caseDir, runID, c.Entry.Formation)
+		}
 		plans = append(plans, p)
 	}
 	return plans, nil

@@ -57,13 +57,14 @@ var rederivedOptions = map[string]func(e CatalogEntry, value string) error{
 func admissionRederived(e CatalogEntry, _ string) error {
 	if e.Formation != "parallel" || e.Options().Ensemble.Mode != "" {
 		return fmt.Errorf("only the plain parallel cases (%s) re-derive admission and worktrees from the recorded events, not %s",
-			strings.Join(plainParallelCases(), ", "), e.Name)
+			strings.Join(PlainParallelCases(), ", "), e.Name)
 	}
 	return nil
 }
 
-// plainParallelCases names the catalog's parallel cases without an ensemble mode.
-func plainParallelCases() []string {
+// PlainParallelCases names the catalog cases of the parallel formation without an ensemble mode, in catalog
+// order: the cases whose formation check re-derives capacity admission and worktree isolation.
+func PlainParallelCases() []string {
 	var out []string
 	for _, e := range Catalog() {
 		if e.Formation == "parallel" && e.Options().Ensemble.Mode == "" {

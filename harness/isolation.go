@@ -1,13 +1,16 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/formation"
 	"github.com/assay-audit/assay/runtime/provider/reference"
@@ -55,6 +58,9 @@ func worktreePath(caseDir, runID, id string) string {
 	return filepath.Join(caseDir, isolationWorktrees, runID+"-"+id)
 }
 
+// pythonIgnore is the .gitignore of a Python case repository.
+const pythonIgnore = "__pycache__/\n.pytest_cache/\n"
+
 // makeCaseRepo makes the case's repository with one commit: go.mod for Go (what the scaffold
 // gives each Go member), a .gitignore for Python. It fails when git is not installed.
 func makeCaseRepo(ctx context.Context, caseDir, language string) error {
@@ -62,7 +68,7 @@ func makeCaseRepo(ctx context.Context, caseDir, language string) error {
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		return err
 	}
-	name, body := ".gitignore", "__pycache__/\n.pytest_cache/\n"
+	name, body := ".gitignore", pythonIgnore
 	if language == reference.LanguageGo {
 		name, body = "go.mod", goModule
 	}
@@ -80,7 +86,59 @@ func makeCaseRepo(ctx context.Context, caseDir, language string) error {
 
 // isolate gives an implementing member of an isolated case its worktree as directory and the
 // worktree session id (formation.WorktreeSessionID), as the runtime will.
-func isolate(spec *runtime.MemberSpec, caseDir, runID, formationName string) {
+func isolate(p *memberPlan, caseDir, runID, formationName string) {
+	spec := &p.Spec
+	if abs, err := filepath.Abs(caseDir); err == nil {
+		caseDir = abs
+	}
+	p.Repo = filepath.Join(caseDir, isolationRepo)
 	spec.Dir = worktreePath(caseDir, runID, spec.ID)
 	spec.SessionID = formation.WorktreeSessionID(runtime.Team{RunID: runID, Formation: formationName}, spec.ID)
+}
+
+// teamRecords returns the gateway's records of team run runID's member sessions, in record id
+// order: sessions "{run}-{member}" and the worktree sessions "{run}:{formation}:{member}".
+func teamRecords(ctx context.Context, gw *gateway.Gateway, runID string) ([]gateway.Record, error) {
+	var out []gateway.Record
+	for _, sep := range []string{"-", ":"} {
+		recs, err := gw.Records(ctx, runID+sep, true)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	slices.SortFunc(out, func(a, b gateway.Record) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// worktreeScaffold reports whether a file an isolated member's worktree holds without a recorded
+// call is git's or the case repository's: the worktree's .git file pointing into the case
+// repository's .git/worktrees, or the Python scaffold's .gitignore byte for byte (the Go go.mod
+// is every Go member's scaffold).
+func worktreeScaffold(pl memberPlan, rel string, data []byte) bool {
+	if pl.Repo == "" {
+		return false
+	}
+	switch rel {
+	case ".git":
+		dir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: ")
+		return ok && !strings.Contains(dir, "\n") && filepath.Dir(dir) == filepath.Join(pl.Repo, ".git", "worktrees")
+	case ".gitignore":
+		return string(data) == pythonIgnore
+	}
+	return false
+}
+
+// worktreeSession reports whether sid is member's worktree session id in a case with worktree
+// isolation: {run}:{formation}:{member}, for an implementing member of the case.
+func (s *caseState) worktreeSession(member, sid string) bool {
+	if !s.entry.Options().Isolation.Enabled {
+		return false
+	}
+	for _, p := range s.plans {
+		if p.Spec.ID == member && p.Repo != "" {
+			return sid == formation.WorktreeSessionID(runtime.Team{RunID: s.team.RunID, Formation: s.entry.Formation}, member)
+		}
+	}
+	return false
 }

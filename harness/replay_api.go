@@ -446,7 +446,7 @@ func (t *ReplayTeam) materialise(ctx context.Context) error {
 // gatewayWindow bounds, by record id, the gateway's records of the team's sessions that arrived
 // while the recorded run was open: the window its sessions check read.
 func (rc *ReplayCase) gatewayWindow(ctx context.Context, gw *gateway.Gateway) (from, to int64) {
-	recs, err := gw.Records(ctx, rc.identity+"-", true)
+	recs, err := teamRecords(ctx, gw, rc.identity)
 	if err != nil {
 		return 0, 0
 	}
