@@ -48,7 +48,9 @@ func (d *derivation) admissionEvidence(ids []string) []string {
 		return []string{"admission: the options leave the capacity to the provider's answer during the run, which the evidence does not record; nothing to re-derive the admission from"}
 	}
 	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, "admission: "+fmt.Sprintf(format, args...)) }
+	bad := func(format string, args ...any) {
+		problems = append(problems, "admission: "+fmt.Sprintf(format, args...))
+	}
 
 	// The recorded options.
 	if starts, at, err := claims[event.TeamStarted](d); err != nil {

@@ -32,7 +32,9 @@ import (
 //     (the member's directory is its worktree).
 func (d *derivation) worktreeEvidence(ids []string) []string {
 	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, "worktrees: "+fmt.Sprintf(format, args...)) }
+	bad := func(format string, args ...any) {
+		problems = append(problems, "worktrees: "+fmt.Sprintf(format, args...))
+	}
 	iso := d.opts.Isolation
 	if starts, at, err := claims[event.TeamStarted](d); err != nil {
 		bad("team_started: %v", err)
