@@ -97,3 +97,50 @@ func TestAdmissionRuleRederivesWhoWaitedAndHowManyRan(t *testing.T) {
 		t.Fatal("a capacity the evidence does not hold was accepted")
 	}
 }
+
+// recordAs returns an event hook that records events of type typ as a warning instead (a runtime
+// that does not emit them).
+func recordAs(typ string) func(runtime.Event) runtime.Event {
+	return func(ev runtime.Event) runtime.Event {
+		if ev.Type != typ {
+			return ev
+		}
+		raw, _ := event.Marshal(event.Warning{Warning: "not a " + typ})
+		ev.Type, ev.Payload = event.TypeWarning, raw
+		return ev
+	}
+}
+
+// claimCapacity is a hook recording capacity declared n in team_started, whatever the runtime ran
+// with.
+func claimCapacity(n int) func(runtime.Event) runtime.Event {
+	return rewrite(func(p *event.TeamStarted) {
+		p.Options["capacity"] = formation.Options{Capacity: formation.CapacityOptions{Aware: true, Declared: n}}.Summary()["capacity"]
+	})
+}
+
+// A runtime variant for each admission rule, on the parallel+capacity case (three members, two
+// slots): each is rejected by the formation check naming the rule.
+func TestAdmissionRuntimeVariantsAreRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the parallel+capacity case four times; skipped with -short")
+	}
+	withSlots := func(n int) func(*formation.Options) {
+		return func(o *formation.Options) { o.Capacity = formation.CapacityOptions{Aware: true, Declared: n} }
+	}
+	for _, c := range []struct {
+		name string
+		h    *testHooks
+		want []string
+	}{
+		{"emits no throttle event", only(recordAs(event.TypeMemberThrottled)), []string{"admission: exec-3 had to wait for a slot in round 1"}},
+		{"ignores the capacity", &testHooks{options: withSlots(3), event: claimCapacity(2)}, []string{"admission: exec-3 had to wait"}},
+		{"throttles without need", &testHooks{options: withSlots(1), event: chain(claimCapacity(2),
+			rewrite(func(p *event.MemberThrottled) { p.Limit = 2 }))}, []string{"admission: exec-2 was recorded throttled in round 1 although a slot was free"}},
+		{"records another capacity", &testHooks{options: withSlots(1)}, []string{"admission: the runtime recorded capacity"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mustFail(t, runHooked(t, "parallel+capacity", nil, c.h), "formation", c.want...)
+		})
+	}
+}
