@@ -28,8 +28,8 @@ import (
 //     detached (nothing is merged back);
 //   - every event of the member is under the worktree session id {run}:{formation}:{member};
 //   - the member's deliverables are in its own worktree — git status there lists each as a new
-//     file — and in no other member's; the files, tests and oracle checks read them from there
-//     (the member's directory is its worktree).
+//     file — and it has no directory outside it; the files, tests and oracle checks read them from
+//     there (the member's directory is its worktree, so a file it did not write there is theirs).
 func (d *derivation) worktreeEvidence(ids []string) []string {
 	var problems []string
 	bad := func(format string, args ...any) {
@@ -103,22 +103,21 @@ func (d *derivation) worktreeEvidence(ids []string) []string {
 	for m, got := range byMember {
 		bad("%d worktree_allocated event(s) for %q, which is not a member of the team", len(got), m)
 	}
-	// Each member's deliverables are new files of its own worktree, and of no other.
+	// Each member's deliverables are new files of its own worktree (a file elsewhere is the files
+	// check's: no recorded call of that member produced it).
 	for i, id := range ids {
 		if i >= len(paths) || len(problems) > 0 {
 			break
 		}
 		p, _ := d.planOf(id)
-		for j, other := range paths {
-			status, err := gitStatus(context.Background(), other)
-			if err != nil {
-				bad("%v", err)
-				continue
-			}
-			for _, f := range p.Deliverables {
-				if has := slices.Contains(status, filepath.ToSlash(f)); j == i && !has {
-					bad("%s's %s is not a new file of its worktree %s (git status does not list it)", id, f, other)
-				}
+		status, err := gitStatus(context.Background(), paths[i])
+		if err != nil {
+			bad("%v", err)
+			continue
+		}
+		for _, f := range p.Deliverables {
+			if !slices.Contains(status, filepath.ToSlash(f)) {
+				bad("%s's %s is not a new file of its worktree %s (git status does not list it)", id, f, paths[i])
 			}
 		}
 		if _, err := os.Stat(filepath.Join(d.s.caseDir, id)); err == nil {
@@ -126,7 +125,7 @@ func (d *derivation) worktreeEvidence(ids []string) []string {
 		}
 	}
 	if len(problems) == 0 {
-		d.worktreeDetail = fmt.Sprintf("; worktrees: %d distinct detached worktrees of %s (git worktree list), each member's files new in its own, sessions %s",
+		d.worktreeDetail = fmt.Sprintf("; worktrees: %d distinct detached worktrees of %s (git worktree list), each member's files new in its own (git status), sessions %s",
 			len(paths), iso.Repo, formation.WorktreeSessionID(runtime.Team{RunID: runID, Formation: d.formation}, "<member>"))
 	}
 	return problems
