@@ -142,3 +142,14 @@ func (s *caseState) worktreeSession(member, sid string) bool {
 	}
 	return false
 }
+
+// CaseDirOf returns the case directory of a member directory as member_started records it:
+// its parent, or for a member in its own worktree (cases/<run>/worktrees/<run>-<member>) the
+// worktrees directory's parent.
+func CaseDirOf(memberDir string) string {
+	d := filepath.Dir(memberDir)
+	if filepath.Base(d) == isolationWorktrees {
+		return filepath.Dir(d)
+	}
+	return d
+}

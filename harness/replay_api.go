@@ -478,7 +478,8 @@ func (rc *ReplayCase) gatewayWindow(ctx context.Context, gw *gateway.Gateway) (f
 // replay's, and the replay reports the difference from the recorded verdict.
 func (rc *ReplayCase) ownedSession(session string, _ int64) bool {
 	for _, r := range rc.runs {
-		if !IsReplayRun(r) && strings.HasPrefix(session, r.RunID+"-") {
+		// {run}-{member}, or a worktree member's {run}:{formation}:{member}.
+		if !IsReplayRun(r) && (strings.HasPrefix(session, r.RunID+"-") || strings.HasPrefix(session, r.RunID+":")) {
 			return true
 		}
 	}
