@@ -34,6 +34,12 @@ func TestRegistriesTieTogether(t *testing.T) {
 			t.Errorf("ensemble mode %s has no catalog case", mode)
 		}
 	}
+	if e, ok := cases["parallel+capacity"]; !ok || e.Options().Capacity.Declared != 2 || len(e.Members) != 3 {
+		t.Error("capacity admission has no catalog case of three members and capacity 2")
+	}
+	if e, ok := cases["parallel+worktrees"]; !ok || !e.Options().Isolation.Enabled || len(e.Members) != 3 {
+		t.Error("worktree isolation has no catalog case of three members")
+	}
 	seen := map[string]bool{}
 	for _, c := range Checks() {
 		if c.Doc == "" || c.run == nil || seen[c.Name] {
@@ -46,7 +52,7 @@ func TestRegistriesTieTogether(t *testing.T) {
 func TestCatalogHasOneCasePerFormationModeAndRemoteEffects(t *testing.T) {
 	names := CatalogNames()
 	want := "sequential,pipeline,parallel,hierarchical,consensus,reflection,dynamic_router,multi_level_hierarchy,adaptive," +
-		"group_chat,debate,handoff,parallel+vote,parallel+judge,parallel+synthesizer,sequential+remote"
+		"group_chat,debate,handoff,parallel+vote,parallel+judge,parallel+synthesizer,sequential+remote,parallel+capacity,parallel+worktrees"
 	if strings.Join(names, ",") != want {
 		t.Fatalf("catalog %v", names)
 	}
