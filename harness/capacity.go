@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -46,6 +47,10 @@ func (o *Options) applyCapacity() error {
 	probe := *o
 	probe.FormationOptions = append(slices.Clone(o.FormationOptions), capacitySettings(n)...)
 	if err := probe.checkFormationOptions(); err != nil {
+		var oe *OptionError
+		if errors.As(err, &oe) {
+			return optionErr("Capacity", "%s cannot be applied: %s", o.Capacity, oe.Reason)
+		}
 		return optionErr("Capacity", "%s cannot be applied: %v", o.Capacity, err)
 	}
 	if o.Capacity != CapacityProvider {

@@ -90,6 +90,9 @@ func TestMatrixRunBadCatalogInput(t *testing.T) {
 		{harness.Options{Profile: "triple"}, `--profile "triple" is unknown (known: single-file, standard)`},
 		{harness.Options{Language: "rust"}, `--language "rust" is unknown (known: go, python)`},
 		{harness.Options{Concurrency: -2}, "--concurrency -2 is negative"},
+		{harness.Options{Formations: []string{"parallel+capacity"}, Capacity: "two"}, `--capacity "two" is neither a number of admission slots`},
+		{harness.Options{Formations: []string{"sequential"}, Capacity: "2"}, "--capacity 2 cannot be applied: capacity_aware=true cannot be set on a matrix case: only the plain parallel cases"},
+		{harness.Options{Formations: []string{"parallel"}, FormationOptions: []string{"worktree_cleanup=true"}}, "--formation-option worktree_cleanup cannot be set on a matrix case"},
 	} {
 		c.opts.OutDir = filepath.Join(dir, "o")
 		r := matrixRun(t, c.opts, "")
