@@ -60,9 +60,10 @@ func optionErrRelated(field string, related []string, format string, args ...any
 type Options struct {
 	// OutDir is the output directory (evidence.duckdb, gateway-usage.db, cases/, reports).
 	OutDir string
-	// Formations are the catalog names to run, in order (see Catalog: the twelve formations and
-	// parallel+vote, parallel+judge, parallel+synthesizer; the bare mode names vote, judge and
-	// synthesizer also select those), or the single name "all" for the whole catalog.
+	// Formations are the catalog names to run, in order (see Catalog: the twelve formations,
+	// parallel+vote, parallel+judge, parallel+synthesizer, sequential+remote, parallel+capacity and
+	// parallel+worktrees; the bare mode names vote, judge and synthesizer also select those), or the
+	// single name "all" for the whole catalog.
 	Formations []string
 	// Profile is the task profile name (default "standard"; see Profiles).
 	Profile string
