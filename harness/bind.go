@@ -229,9 +229,11 @@ const deliverablePrefix = "deliverable/"
 
 // WorkingCopy maps a case run's deliverable artifacts to the files a user
 // opens for them, cases/<first run of the lineage>/<member>/<path> beside the
-// evidence store in storeDir, for evidence.VerifyRequest.WorkingCopy.
+// evidence store in storeDir (a case with worktree isolation: the member's
+// worktree, cases/<run>/worktrees/<run>-<member>/<path>), for
+// evidence.VerifyRequest.WorkingCopy.
 func WorkingCopy(storeDir string) evidence.WorkingCopyFunc {
-	return func(root string, _ evidence.RunSummary, link evidence.ArtifactLink) (string, bool) {
+	return func(root string, run evidence.RunSummary, link evidence.ArtifactLink) (string, bool) {
 		rel, ok := strings.CutPrefix(link.Name, deliverablePrefix)
 		if !ok || rel == "" {
 			return "", false
@@ -239,6 +241,11 @@ func WorkingCopy(storeDir string) evidence.WorkingCopyFunc {
 		clean := filepath.Clean(filepath.FromSlash(rel))
 		if filepath.IsAbs(clean) || clean == "." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || clean == ".." {
 			return "", false
+		}
+		if e, err := LookupCase(run.Envelope.Case); err == nil && e.Options().Isolation.Enabled {
+			if member, file, ok := strings.Cut(clean, string(filepath.Separator)); ok {
+				return filepath.Join(worktreePath(filepath.Join(storeDir, "cases", root), root, member), file), true
+			}
 		}
 		return filepath.Join(storeDir, "cases", root, clean), true
 	}

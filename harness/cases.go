@@ -117,8 +117,9 @@ func roleMember(id, role string) MemberTemplate {
 
 func noOptions() formation.Options { return formation.Options{} }
 
-// Catalog returns the matrix catalog: one case per formation, the three ensemble modes, and
-// sequential+remote (sequential with remote effects), in this order. The slice is new on every call.
+// Catalog returns the matrix catalog: one case per formation, the three ensemble modes,
+// sequential+remote (sequential with remote effects), parallel+capacity (capacity admission) and
+// parallel+worktrees (worktree isolation), in this order. The slice is new on every call.
 func Catalog() []CatalogEntry {
 	ensemble := func(mode string) func() formation.Options {
 		return func() formation.Options { return formation.Options{Ensemble: formation.EnsembleOptions{Mode: mode}} }
@@ -174,6 +175,19 @@ func Catalog() []CatalogEntry {
 		{Name: "sequential+remote", Formation: "sequential", Doc: "two executors one after another, each publishing what it wrote to a remote " +
 			"effect service with remote_put (network); every publish needs a committed receipt, and an effect left unknown rejects the case",
 			Members: []MemberTemplate{publisher("exec-1"), publisher("exec-2")}, Options: noOptions, Evidence: sequentialEvidence},
+		{Name: "parallel+capacity", Formation: "parallel", Doc: "three executors through two admission slots (capacity_declared=2): " +
+			"the third in configuration order waits and records member_throttled; never more than two run at once",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2"), implementer("exec-3")},
+			Options: func() formation.Options {
+				return formation.Options{Capacity: formation.CapacityOptions{Aware: true, Declared: 2}}
+			}, Evidence: parallelEvidence},
+		{Name: "parallel+worktrees", Formation: "parallel", Doc: "three executors, each in its own git worktree of a repository the " +
+			"harness makes in the case directory (cases/<run>/repo; worktrees under cases/<run>/worktrees, kept for inspection), " +
+			"session ids in the colon form {run}:parallel:{member}",
+			Members: []MemberTemplate{implementer("exec-1"), implementer("exec-2"), implementer("exec-3")},
+			Options: func() formation.Options {
+				return formation.Options{Isolation: formation.IsolationOptions{Enabled: true}}
+			}, Evidence: parallelEvidence},
 	}
 }
 
@@ -247,6 +261,9 @@ type memberPlan struct {
 	Artifact string
 	// Optional members need not have run.
 	Optional bool
+	// Repo is, for a member working in its own git worktree (worktree isolation), the case
+	// repository the worktree is of; "" otherwise.
+	Repo string
 }
 
 
@@ -273,11 +290,21 @@ func roleTask(task *tasks.Task, t MemberTemplate) string {
 // and scaffold (a first run), without it it touches nothing (a resumed run, or a plan made only to
 // compute the case's manifest).
 // Every implementing member writes in its own directory, so concurrent members never share a path.
-func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
+//
+// In a case with worktree isolation each implementing member works in its worktree
+// (worktreePath) under the worktree session id; the scaffold is the case repository
+// (makeCaseRepo), from which the runtime makes the worktrees.
+func (c Case) plan(caseDir, runID string, scaffold bool) ([]memberPlan, error) {
 	task := c.task()
 	files := c.Files()
 	if len(files) == 0 {
 		return nil, fmt.Errorf("case %s: task %s declares no %s deliverables for profile %s", c.Name(), task.Name, c.Language, c.Profile.Name)
+	}
+	isolated := c.Entry.Options().Isolation.Enabled
+	if isolated && scaffold {
+		if err := makeCaseRepo(context.Background(), caseDir, c.Language, task.GoModule()); err != nil {
+			return nil, fmt.Errorf("case %s: %w", c.Name(), err)
+		}
 	}
 	assignment := reference.Assignment{Task: task.Name, Language: c.Language, Files: files}
 	if c.Language == reference.LanguageGo {
@@ -293,8 +320,11 @@ func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
 			continue
 		}
 		dir := filepath.Join(caseDir, t.ID)
+		if isolated && t.Implements {
+			dir = worktreePath(caseDir, runID, t.ID)
+		}
 		dirs[t.ID] = dir
-		if !scaffold {
+		if !scaffold || isolated && t.Implements {
 			continue // a resumed case works in the directories its first run made, as they are
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -337,6 +367,9 @@ func (c Case) plan(caseDir string, scaffold bool) ([]memberPlan, error) {
 			}
 		}
 		p.Spec = spec
+		if isolated && t.Implements {
+			isolate(&p, caseDir, runID, c.Entry.Formation)
+		}
 		plans = append(plans, p)
 	}
 	return plans, nil

@@ -34,6 +34,12 @@ func TestRegistriesTieTogether(t *testing.T) {
 			t.Errorf("ensemble mode %s has no catalog case", mode)
 		}
 	}
+	if e, ok := cases["parallel+capacity"]; !ok || e.Options().Capacity.Declared != 2 || len(e.Members) != 3 {
+		t.Error("capacity admission has no catalog case of three members and capacity 2")
+	}
+	if e, ok := cases["parallel+worktrees"]; !ok || !e.Options().Isolation.Enabled || len(e.Members) != 3 {
+		t.Error("worktree isolation has no catalog case of three members")
+	}
 	seen := map[string]bool{}
 	for _, c := range Checks() {
 		if c.Doc == "" || c.run == nil || seen[c.Name] {
@@ -46,7 +52,7 @@ func TestRegistriesTieTogether(t *testing.T) {
 func TestCatalogHasOneCasePerFormationModeAndRemoteEffects(t *testing.T) {
 	names := CatalogNames()
 	want := "sequential,pipeline,parallel,hierarchical,consensus,reflection,dynamic_router,multi_level_hierarchy,adaptive," +
-		"group_chat,debate,handoff,parallel+vote,parallel+judge,parallel+synthesizer,sequential+remote"
+		"group_chat,debate,handoff,parallel+vote,parallel+judge,parallel+synthesizer,sequential+remote,parallel+capacity,parallel+worktrees"
 	if strings.Join(names, ",") != want {
 		t.Fatalf("catalog %v", names)
 	}
@@ -65,7 +71,7 @@ func TestCatalogHasOneCasePerFormationModeAndRemoteEffects(t *testing.T) {
 		}
 	}
 	o := Options{OutDir: t.TempDir(), Formations: []string{"all"}}
-	if err := o.Normalize(); err != nil || len(o.Formations) != 16 {
+	if err := o.Normalize(); err != nil || len(o.Formations) != len(Catalog()) {
 		t.Fatalf("all: %v %v", o.Formations, err)
 	}
 	o = Options{OutDir: t.TempDir(), Formations: []string{"vote", "judge"}}
@@ -110,7 +116,7 @@ func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
 		t.Run(c.language+"/"+c.profile, func(t *testing.T) {
 			var progress strings.Builder
 			sum := runMatrix(t, Options{Formations: []string{"all"}, Language: c.language, Profile: c.profile, Concurrency: 2, Progress: &progress})
-			if len(sum.Cases) != 16 || !sum.Accepted() {
+			if len(sum.Cases) != len(Catalog()) || !sum.Accepted() {
 				for _, cr := range sum.Cases {
 					if cr.Verdict.Verdict != "accepted" {
 						t.Errorf("%s: %s %v", cr.Case, cr.Verdict.Verdict, cr.Verdict.Reasons)
@@ -123,7 +129,7 @@ func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
 					t.Fatalf("case %d: %s %s %s %s timings %v", i, cr.Catalog, cr.Language, cr.Profile, cr.Verdict.Verdict, cr.Timings)
 				}
 			}
-			if n := strings.Count(progress.String(), ": accepted in "); n != 16 {
+			if n := strings.Count(progress.String(), ": accepted in "); n != len(Catalog()) {
 				t.Fatalf("%d progress lines for accepted cases:\n%s", n, progress.String())
 			}
 		})

@@ -33,7 +33,7 @@ var routing = Check{
 		"model leaves routing unknown",
 	Required: true,
 	run: func(ctx context.Context, s *caseState) (string, string, any) {
-		records, err := s.gateway.Records(ctx, s.team.RunID+"-", true)
+		records, err := teamRecords(ctx, s.gateway, s.team.RunID)
 		if err != nil {
 			return statusUnknown, "gateway records unavailable: " + err.Error(), nil
 		}

@@ -76,7 +76,8 @@ func describeUnattributed(recs []gateway.Record) string {
 
 var sessions = Check{
 	Name: "sessions",
-	Doc: "member session ids are distinct and each is {run_id}-{member_id}; the gateway saw exactly those sessions for this " +
+	Doc: "member session ids are distinct and each is {run_id}-{member_id} (a member in its own git worktree: " +
+		"{run_id}:{formation}:{member_id}); the gateway saw exactly those sessions for this " +
 		"team run (a resumed run: the ids of the run it continues), with as many requests per session as the runtime recorded " +
 		"sending, and a provider that echoed the session header echoed the one sent (the embedded reference provider, which " +
 		"echoes every one, must echo it on every chat response); every stored request and response is the " +
@@ -91,7 +92,7 @@ var sessions = Check{
 		if s.windowErr != nil {
 			return statusUnknown, "the gateway's records of the case's window are unavailable: " + s.windowErr.Error(), nil
 		}
-		records, err := s.gateway.Records(ctx, s.team.RunID+"-", true)
+		records, err := teamRecords(ctx, s.gateway, s.team.RunID)
 		if err != nil {
 			return statusUnknown, "gateway records unavailable: " + err.Error(), nil
 		}
@@ -104,7 +105,7 @@ var sessions = Check{
 		used := map[string]string{}
 		for _, member := range slices.Sorted(mapKeys(sessionOf)) {
 			sid := sessionOf[member]
-			if want := s.team.RunID + "-" + member; sid != want {
+			if want := s.team.RunID + "-" + member; sid != want && !s.worktreeSession(member, sid) {
 				problems = append(problems, fmt.Sprintf("%s used session %q, want %q", member, sid, want))
 			}
 			if other, dup := used[sid]; dup {

@@ -116,7 +116,7 @@ func collectUsage(ctx context.Context, s *caseState) ([]evidence.UsageCall, []st
 			}
 		}
 	}
-	records, err := s.gateway.Records(ctx, s.team.RunID+"-", true)
+	records, err := teamRecords(ctx, s.gateway, s.team.RunID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway records: %w", err)
 	}

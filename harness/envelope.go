@@ -76,7 +76,7 @@ func prepareCase(opts Options, c Case, identityRunID string, scaffold bool) (cas
 // prepareCaseIn is prepareCase with the members' directories under caseDir (a replay works in its
 // own directories; nothing that defines the case depends on where they are).
 func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold bool) (caseRun, manifest, evidence.Envelope, error) {
-	plans, err := c.plan(caseDir, scaffold)
+	plans, err := c.plan(caseDir, identityRunID, scaffold)
 	if err != nil {
 		return caseRun{}, manifest{}, evidence.Envelope{}, err
 	}
@@ -84,17 +84,19 @@ func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold
 	if err != nil {
 		return caseRun{}, manifest{}, evidence.Envelope{}, fmt.Errorf("oracle spec: %w", err)
 	}
-	fopts := c.Entry.Options()
+	fopts := caseOptions(c.Entry, caseDir)
 	task := c.teamTask()
 	team := runtime.Team{RunID: identityRunID, Formation: c.Entry.Formation, Task: task}
-	m := manifest{Catalog: c.Entry.Name, Formation: c.Entry.Formation, Options: fopts.Summary(), FormationOptions: c.Entry.FormationOptions, TeamTask: task,
+	m := manifest{Catalog: c.Entry.Name, Formation: c.Entry.Formation, Options: manifestOptions(fopts), FormationOptions: c.Entry.FormationOptions, TeamTask: task,
 		Task:    taskManifest{Name: c.task().Name, SHA256: c.task().SHA256, ReferenceSolution: opts.BaseURL == ""},
 		Profile: c.Profile.Name, Language: c.Language, Provider: upstreamLabel(opts),
 		Model: opts.Model, Stream: opts.Stream, Deliverables: map[string][]string{}, OracleSpec: newOracleManifest(spec)}
 	for _, p := range plans {
 		team.Members = append(team.Members, p.Spec)
 		spec := p.Spec
-		spec.Dir = "" // directories are per-run locations, not part of what defines the case
+		// Directories are per-run locations, not part of what defines the case; so is a worktree
+		// session id, which holds the run id.
+		spec.Dir, spec.SessionID = "", ""
 		m.Members = append(m.Members, spec)
 		m.Deliverables[p.Spec.ID] = p.Deliverables
 	}

@@ -73,10 +73,13 @@ type derivation struct {
 	// wants are the contracts the formation asks of the turns (want); shared by the attempts of an
 	// adaptive run, whose turns are distinct.
 	wants map[*memberTurn]runtime.ContractLine
+	// admissionDetail and worktreeDetail, set by the admission and worktree rules when they pass,
+	// extend a passing rule's detail with what they re-derived.
+	admissionDetail, worktreeDetail string
 }
 
 func newDerivation(s *caseState, t *caseTrace) *derivation {
-	d := &derivation{s: s, t: t, opts: s.entry.Options(), turns: t.turns, formation: s.entry.Formation,
+	d := &derivation{s: s, t: t, opts: caseOptions(s.entry, s.caseDir), turns: t.turns, formation: s.entry.Formation,
 		wants: map[*memberTurn]runtime.ContractLine{}}
 	for _, p := range s.plans {
 		d.members = append(d.members, p.Spec)

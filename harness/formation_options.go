@@ -15,9 +15,9 @@ import (
 
 // rederivedOptions are the formation options (formation.OptionSpec names) a matrix case may set:
 // those every check that depends on them re-derives from the recorded options (rules_*.go,
-// formation_evidence.go read the case's options, never the runtime's conclusion). The value check,
-// when there is one, refuses values the re-derivation cannot follow.
-var rederivedOptions = map[string]func(value string) error{
+// formation_evidence.go read the case's options, never the runtime's conclusion). The check, when
+// there is one, refuses a value, or a case, the re-derivation cannot follow.
+var rederivedOptions = map[string]func(e CatalogEntry, value string) error{
 	"consensus_rounds":          nil,
 	"consensus_threshold":       nil,
 	"reflection_max_iterations": nil,
@@ -35,12 +35,44 @@ var rederivedOptions = map[string]func(value string) error{
 	"max_switches":              nil,
 	"min_score":                 nil,
 	"initial_formation_hint":    nil,
-	"adaptive_strategy": func(v string) error {
+	"adaptive_strategy": func(_ CatalogEntry, v string) error {
 		if v == formation.StrategyPerformance {
 			return fmt.Errorf("the performance strategy scores wall time, which the recorded replies do not carry, so the adaptive check cannot re-derive its switches")
 		}
 		return nil
 	},
+	// Capacity admission is re-derived by the admission rule (rules_admission.go) for plain
+	// parallel cases, from the recorded slots and the members' start and end order.
+	"capacity_aware":    admissionRederived,
+	"capacity_declared": admissionRederived,
+	"max_workers":       admissionRederived,
+	// Worktree isolation is re-derived by the worktree rule for plain parallel cases; the harness
+	// makes the repository in the case directory (worktree_repo is its own) and keeps the
+	// worktrees for the check (worktree_cleanup would remove what the check reads).
+	"worktree_isolation": admissionRederived,
+}
+
+// admissionRederived refuses capacity admission and worktree isolation on a case whose evidence
+// rule does not re-derive them: only plain parallel cases (no ensemble mode) have the admission
+// and worktree rules.
+func admissionRederived(e CatalogEntry, _ string) error {
+	if e.Formation != "parallel" || e.Options().Ensemble.Mode != "" {
+		return fmt.Errorf("only the plain parallel cases (%s) re-derive admission and worktrees from the recorded events, not %s",
+			strings.Join(PlainParallelCases(), ", "), e.Name)
+	}
+	return nil
+}
+
+// PlainParallelCases names the catalog cases of the parallel formation without an ensemble mode, in catalog
+// order: the cases whose formation check re-derives capacity admission and worktree isolation.
+func PlainParallelCases() []string {
+	var out []string
+	for _, e := range Catalog() {
+		if e.Formation == "parallel" && e.Options().Ensemble.Mode == "" {
+			out = append(out, e.Name)
+		}
+	}
+	return out
 }
 
 // notRederived says why an option the registry lists cannot be set on a matrix case.
@@ -48,8 +80,10 @@ func notRederived(name string) string {
 	switch name {
 	case "ensemble_mode":
 		return "the ensemble mode decides the members' roles: select the catalog's ensemble cases (parallel+vote, parallel+judge, parallel+synthesizer)"
-	case "worktree_isolation", "worktree_repo", "worktree_cleanup":
-		return "matrix members already work in their own directories; worktree isolation needs a git repository the matrix does not have"
+	case "worktree_repo":
+		return "the harness makes the repository of an isolated case in its case directory (set worktree_isolation=true, or select parallel+worktrees)"
+	case "worktree_cleanup":
+		return "the worktree check reads each member's files and git's worktree list after the team; removed worktrees leave it nothing to read"
 	}
 	return "no check re-derives it from the recorded evidence yet, so a run could be accepted without following it"
 }
@@ -89,7 +123,7 @@ func (o *Options) checkFormationOptions() error {
 				return optionErr("FormationOptions", "%s cannot be set on a matrix case: %s", s.name, notRederived(s.name))
 			}
 			if check != nil {
-				if err := check(s.value); err != nil {
+				if err := check(e, s.value); err != nil {
 					return optionErr("FormationOptions", "%s=%s cannot be set on a matrix case: %v", s.name, s.value, err)
 				}
 			}
@@ -132,8 +166,14 @@ func (e CatalogEntry) withFormationOptions(settings []string) (CatalogEntry, err
 		if err != nil {
 			continue
 		}
-		if _, ok := rederivedOptions[name]; !ok {
+		check, ok := rederivedOptions[name]
+		if !ok {
 			return e, fmt.Errorf("%s cannot be set on a matrix case: %s", name, notRederived(name))
+		}
+		if check != nil {
+			if err := check(e, value); err != nil {
+				return e, fmt.Errorf("%s=%s cannot be set on case %s: %v", name, value, e.Name, err)
+			}
 		}
 		var probe formation.Options
 		if err := spec.Set(&probe, value); err != nil {
@@ -153,6 +193,11 @@ func (e CatalogEntry) withFormationOptions(settings []string) (CatalogEntry, err
 		return o
 	}
 	e.FormationOptions = applied
+	if o := e.Options(); o.Capacity.Aware && o.Capacity.Declared == 0 {
+		return e, fmt.Errorf("capacity_aware without capacity_declared lets the runtime ask the provider during the run, and the evidence " +
+			"does not record the answer the admission rule would re-derive from; use --capacity provider (the harness reads the " +
+			"provider's declared max_parallel_requests before anything runs and records it as capacity_declared) or --capacity N")
+	}
 	return e, nil
 }
 
@@ -168,7 +213,8 @@ func (a accessModes) ToolAccess(name string) (tool.AccessMode, bool) {
 // without scaffolding under a directory that is never created: nothing is read, written or run.
 func checkEntry(e CatalogEntry, profile, language string, task *tasks.Task) error {
 	c := Case{Entry: e, Profile: Profiles()[profile], Language: language, Task: task}
-	plans, err := c.plan(filepath.Join(os.TempDir(), "assay-formation-check"), false)
+	caseDir := filepath.Join(os.TempDir(), "assay-formation-check")
+	plans, err := c.plan(caseDir, "run-check", false)
 	if err != nil {
 		return err
 	}
@@ -180,5 +226,5 @@ func checkEntry(e CatalogEntry, profile, language string, task *tasks.Task) erro
 	if e.publishes() {
 		tools[tool.RemotePutName] = tool.RemotePut("http://127.0.0.1:0", nil)
 	}
-	return formation.Check(tools, team, e.Options())
+	return formation.Check(tools, team, caseOptions(e, caseDir))
 }

@@ -3,12 +3,14 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/assay-audit/assay/runtime/formation"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
 // A formation option that is malformed, unknown, out of range, refused by the formation's own
@@ -24,7 +26,12 @@ func TestFormationOptionsAreRefusedBeforeAnythingRuns(t *testing.T) {
 		{"no selected formation has it", "sequential", []string{"consensus_rounds=2"}, "none of the selected formations"},
 		{"unknown", "consensus", []string{"quorum=2"}, "none of the selected formations"},
 		{"out of range", "consensus", []string{"consensus_threshold=0.5"}, "(0.5,1]"},
-		{"not re-derived: capacity", "parallel", []string{"max_workers=1"}, "no check re-derives it"},
+		{"capacity on a case whose rule does not re-derive it", "sequential", []string{"max_workers=1"}, "only the plain parallel cases"},
+		{"capacity on an ensemble case", "parallel+vote", []string{"capacity_aware=true", "capacity_declared=2"}, "only the plain parallel cases"},
+		{"capacity left to the provider during the run", "parallel", []string{"capacity_aware=true"}, "--capacity provider"},
+		{"worktrees on a case whose rule does not re-derive them", "sequential", []string{"worktree_isolation=true"}, "none of the selected formations"},
+		{"not re-derived: worktree repository", "parallel", []string{"worktree_repo=/tmp/x"}, "the harness makes the repository"},
+		{"not re-derived: worktree cleanup", "parallel", []string{"worktree_cleanup=true"}, "leave it nothing to read"},
 		{"not re-derived: retries", "parallel", []string{"parallel_member_retries=2"}, "no check re-derives it"},
 		{"not re-derived: ensemble mode", "consensus", []string{"ensemble_mode=vote"}, "ensemble cases"},
 		{"not re-derived: performance", "adaptive", []string{"adaptive_strategy=performance"}, "wall time"},
@@ -153,4 +160,74 @@ func TestATreeDeeperThanMaxDepthThatRanIsRejected(t *testing.T) {
 	}
 	c := runHooked(t, "multi_level_hierarchy", nil, &testHooks{checks: recordedMaxDepth2})
 	mustFail(t, c, "formation", "the tree of depth 3 ran although max_depth is 2")
+}
+
+// --capacity: a number of slots or the provider's declared capacity, on the plain parallel cases
+// only; anything else is refused before anything runs, naming the field.
+func TestCapacityIsRefusedBeforeAnythingRuns(t *testing.T) {
+	for _, c := range []struct {
+		name, formations, capacity string
+		settings                   []string
+		want                       string
+	}{
+		{"not a number", "parallel+capacity", "two", nil, "neither a number"},
+		{"zero slots", "parallel+capacity", "0", nil, "neither a number"},
+		{"too many", "parallel+capacity", "1025", nil, "neither a number"},
+		{"a case that does not re-derive it", "parallel,sequential", "2", nil, "only the plain parallel cases"},
+		{"provider, on a case that does not re-derive it", "consensus", CapacityProvider, nil, "only the plain parallel cases"},
+		{"set twice", "parallel", "2", []string{"capacity_declared=3"}, "both set the capacity"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			opts := Options{OutDir: out, Formations: strings.Split(c.formations, ","), Capacity: c.capacity, FormationOptions: c.settings}
+			err := opts.Normalize()
+			var oe *OptionError
+			if !errors.As(err, &oe) || oe.Field != "Capacity" || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Normalize: %v, want a Capacity refusal naming %q", err, c.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Fatalf("the output directory was created: %v", err)
+			}
+		})
+	}
+	// A number becomes the recorded options, once however often Normalize runs.
+	opts := Options{OutDir: t.TempDir(), Formations: []string{"parallel", "parallel+capacity"}, Capacity: "3"}
+	for range 2 {
+		if err := opts.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(opts.FormationOptions, " "); got != "capacity_aware=true capacity_declared=3" {
+		t.Fatalf("FormationOptions %q", got)
+	}
+}
+
+// --capacity provider reads the provider's declared max_parallel_requests before anything is
+// written; a provider that declares none is refused (never unlimited).
+func TestCapacityProviderIsTheDeclaredCapacityOrRefused(t *testing.T) {
+	opts := Options{OutDir: t.TempDir(), Formations: []string{"parallel+capacity"}, Capacity: CapacityProvider}
+	if err := opts.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := opts.resolveCapacity(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(opts.FormationOptions, " "), fmt.Sprintf("capacity_aware=true capacity_declared=%d", reference.DefaultParallelCapacity); got != want {
+		t.Fatalf("FormationOptions %q, want %q", got, want)
+	}
+	// A provider whose model object declares no capacity.
+	ref, err := reference.Start(t.Context(), reference.Config{ParallelCapacity: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	_, err = Run(t.Context(), Options{OutDir: out, BaseURL: ref.BaseURL(), Model: reference.ModelID, Formations: []string{"parallel+capacity"}, Capacity: CapacityProvider})
+	var oe *OptionError
+	if !errors.As(err, &oe) || oe.Field != "Capacity" || !strings.Contains(err.Error(), "declares no usable capacity") {
+		t.Fatalf("Run: %v, want a Capacity refusal", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("the output directory was created: %v", err)
+	}
 }

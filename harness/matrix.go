@@ -113,6 +113,9 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 			return Summary{}, fmt.Errorf("%w: %v", ErrBadOptions, err)
 		}
 	}
+	if err := opts.resolveCapacity(ctx); err != nil {
+		return Summary{}, err
+	}
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("create output directory: %w", err)
 	}

@@ -61,9 +61,10 @@ func optionErrRelated(field string, related []string, format string, args ...any
 type Options struct {
 	// OutDir is the output directory (evidence.duckdb, gateway-usage.db, cases/, reports).
 	OutDir string
-	// Formations are the catalog names to run, in order (see Catalog: the twelve formations and
-	// parallel+vote, parallel+judge, parallel+synthesizer; the bare mode names vote, judge and
-	// synthesizer also select those), or the single name "all" for the whole catalog.
+	// Formations are the catalog names to run, in order (see Catalog: the twelve formations,
+	// parallel+vote, parallel+judge, parallel+synthesizer, sequential+remote, parallel+capacity and
+	// parallel+worktrees; the bare mode names vote, judge and synthesizer also select those), or the
+	// single name "all" for the whole catalog.
 	Formations []string
 	// Profile is the task profile name (default "standard"; see Profiles).
 	Profile string
@@ -164,6 +165,16 @@ type Options struct {
 	// Normalize refuses any other, a name no selected formation has, a value out of range, and a
 	// setting the formation's own checks refuse for a case's team. The case manifest records them.
 	FormationOptions []string
+	// Capacity turns capacity admission on for the selected cases (only the plain parallel cases
+	// re-derive it; Normalize refuses others): "" leaves each case's own, a positive integer N admits
+	// members through N slots (capacity_aware=true, capacity_declared=N), and "provider" uses the
+	// provider's declared max_parallel_requests for Model (GET {base}/models/{model}, the field the
+	// runtime reads), read by Run before anything is written and recorded as capacity_declared. A
+	// provider that declares none, or no positive integer, is ErrBadOptions: capacity is never
+	// silently unlimited.
+	Capacity string
+	// capacityApplied is set once Capacity's formation options are in FormationOptions.
+	capacityApplied bool
 
 	// Task names the task file every case runs: a built-in task's name (tasks.BuiltinNames) or a
 	// task file's path; "" is tasks.Default. Normalize reads and validates it (an invalid file is
@@ -272,6 +283,9 @@ func (o *Options) Normalize() error {
 	}
 	if _, err := reference.New(reference.Config{Faults: o.ReferenceFaults}); err != nil {
 		return optionErr("ReferenceFaults", "are invalid: %v", err)
+	}
+	if err := o.applyCapacity(); err != nil {
+		return err
 	}
 	if err := o.checkFormationOptions(); err != nil {
 		return err

@@ -173,6 +173,7 @@ func unaccountedFiles(pl memberPlan, language, goModule string, written map[stri
 		switch {
 		case ok && want == hex.EncodeToString(sum[:]):
 		case !ok && rel == "go.mod" && language == reference.LanguageGo && string(data) == goModule:
+		case !ok && worktreeScaffold(pl, filepath.ToSlash(rel), data):
 		case ok:
 			out = append(out, fmt.Sprintf("%s (sha256 %.12s, the recorded calls re-derive to %.12s)", id, hex.EncodeToString(sum[:]), labelOr(want, "no file")))
 		default:

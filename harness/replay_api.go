@@ -454,7 +454,7 @@ func (t *ReplayTeam) materialise(ctx context.Context) error {
 // gatewayWindow bounds, by record id, the gateway's records of the team's sessions that arrived
 // while the recorded run was open: the window its sessions check read.
 func (rc *ReplayCase) gatewayWindow(ctx context.Context, gw *gateway.Gateway) (from, to int64) {
-	recs, err := gw.Records(ctx, rc.identity+"-", true)
+	recs, err := teamRecords(ctx, gw, rc.identity)
 	if err != nil {
 		return 0, 0
 	}
@@ -486,7 +486,8 @@ func (rc *ReplayCase) gatewayWindow(ctx context.Context, gw *gateway.Gateway) (f
 // replay's, and the replay reports the difference from the recorded verdict.
 func (rc *ReplayCase) ownedSession(session string, _ int64) bool {
 	for _, r := range rc.runs {
-		if !IsReplayRun(r) && strings.HasPrefix(session, r.RunID+"-") {
+		// {run}-{member}, or a worktree member's {run}:{formation}:{member}.
+		if !IsReplayRun(r) && (strings.HasPrefix(session, r.RunID+"-") || strings.HasPrefix(session, r.RunID+":")) {
 			return true
 		}
 	}

@@ -138,10 +138,17 @@ func parallelEvidence(d *derivation) (string, string) {
 		}
 	}
 	problems = append(problems, d.independent(ids)...)
+	if !d.attempt {
+		problems = append(problems, d.admissionEvidence(ids)...)
+		if d.opts.Isolation.Enabled {
+			problems = append(problems, d.worktreeEvidence(ids)...)
+		}
+	}
 	failed, why := d.failedMembers(ids)
 	problems = append(problems, d.failedSummary(failed)...)
 	problems = append(problems, d.teamClaim(len(failed) == 0, why)...)
-	return d.verdict(problems, fmt.Sprintf("%d members ran independently (none shown another's reply), each reply valid", len(ids)))
+	return d.verdict(problems, fmt.Sprintf("%d members ran independently (none shown another's reply), each reply valid%s%s",
+		len(ids), d.admissionDetail, d.worktreeDetail))
 }
 
 // independent checks no member of ids was shown another's outcome ("[other] ..." in any of its

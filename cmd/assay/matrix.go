@@ -106,6 +106,9 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	f.StringArrayVar(&opts.Harness.FormationOptions, "formation-option", nil, "NAME=VALUE: set a formation option (assay formations lists them with defaults and ranges) on every selected case whose formation has it; "+
 		"only options the checks re-derive are accepted, checked by the formation's own validation before anything runs, and recorded in the case manifest; repeatable")
+	f.StringVar(&opts.Harness.Capacity, "capacity", "", "capacity admission of the plain parallel cases ("+strings.Join(harness.PlainParallelCases(), ", ")+
+		"): N admits members through N slots, queuing the rest with a member_throttled event each; provider uses the provider's declared "+
+		"max_parallel_requests from GET /models/{model} (none declared is an error, never unlimited); recorded as capacity_declared and re-derived by the formation check")
 	f.StringArrayVar(&aliases, "model-alias", nil, "REQUESTED=ANSWERED: a model id the provider may answer with for the one asked for (routing accepts and shows it; a dated snapshot such as gpt-4o-mini-2024-07-18 needs none); repeatable")
 	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file (YAML or JSON) deciding every tool call; its SHA-256 is each run's policy digest (default: allow every call within a member's allowed tools)")
 	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants are preloaded for unattended runs (assay approve writes one); a call policy asks about that no grant covers fails its member as paused for approval")

@@ -32,11 +32,11 @@ func TestMatrixRunAllAcceptsEveryCaseThroughTheCLI(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 				t.Fatal(err)
 			}
-			if len(sum.Cases) != 16 || !sum.Accepted() || !sum.Reference {
+			if len(sum.Cases) != len(harness.Catalog()) || !sum.Accepted() || !sum.Reference {
 				t.Fatalf("%d cases, accepted %v", len(sum.Cases), sum.Accepted())
 			}
 			// Progress went to stderr, one line per step, never to stdout.
-			if strings.Count(r.stderr, ": running") != 16 || strings.Count(r.stderr, ": accepted in ") != 16 {
+			if strings.Count(r.stderr, ": running") != len(harness.Catalog()) || strings.Count(r.stderr, ": accepted in ") != len(harness.Catalog()) {
 				t.Fatalf("progress on stderr:\n%s", r.stderr)
 			}
 			if v := runCLI(t, "verify", "--out", out); v.code != 0 {
@@ -94,6 +94,9 @@ func TestMatrixRunBadCatalogInput(t *testing.T) {
 		{harness.Options{Profile: "triple"}, `--profile "triple" is unknown (known: single-file, standard)`},
 		{harness.Options{Language: "rust"}, `--language "rust" is unknown (known: go, python)`},
 		{harness.Options{Concurrency: -2}, "--concurrency -2 is negative"},
+		{harness.Options{Formations: []string{"parallel+capacity"}, Capacity: "two"}, `--capacity "two" is neither a number of admission slots`},
+		{harness.Options{Formations: []string{"sequential"}, Capacity: "2"}, "--capacity 2 cannot be applied: capacity_aware=true cannot be set on a matrix case: only the plain parallel cases"},
+		{harness.Options{Formations: []string{"parallel"}, FormationOptions: []string{"worktree_cleanup=true"}}, "--formation-option worktree_cleanup cannot be set on a matrix case"},
 	} {
 		c.opts.OutDir = filepath.Join(dir, "o")
 		r := matrixRun(t, c.opts, "")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/assay-audit/assay/evidence"
@@ -65,7 +64,7 @@ func load(ctx context.Context, store *evidence.Store, r evidence.RunSummary) (*r
 		case event.TypeMemberStarted:
 			p, err := event.Decode[event.MemberStarted](ev.Type, ev.Payload)
 			if err == nil && p.Dir != "" && rec.caseDir == "" {
-				rec.caseDir = filepath.Dir(p.Dir)
+				rec.caseDir = harness.CaseDirOf(p.Dir)
 			}
 		case event.TypeProviderExchange:
 			p, err := event.Decode[event.ProviderExchange](ev.Type, ev.Payload)

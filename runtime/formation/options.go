@@ -330,11 +330,54 @@ func newAdmission(ctx context.Context, e *runtime.Engine, c CapacityOptions) (*a
 	return a, nil
 }
 
-// run runs fn for every member concurrently, each admitted through a slot (admit). Results are in
-// the order of members.
+// run runs fn for every member concurrently, admitted through the slots in configuration order:
+// at the start of the round each member in turn takes a free slot or is queued, and every queued
+// member emits member_throttled (carrying the limit) before the first of them waits; queued members
+// then take slots in configuration order as they free. So which members wait is decided by the
+// order and the slots free when the round starts, never by goroutine scheduling: with an empty
+// pool of N slots and k members, exactly the members after the N-th wait (k-N of them). Results
+// are in the order of members.
 func (a *admission) run(ctx context.Context, e *runtime.Engine, team runtime.Team, members []runtime.MemberSpec,
 	fn func(m runtime.MemberSpec) runtime.MemberResult) []runtime.MemberResult {
-	return concurrently(members, func(m runtime.MemberSpec) runtime.MemberResult { return a.admit(ctx, e, team, m, fn) })
+	if a == nil || a.slots == nil {
+		return concurrently(members, fn)
+	}
+	results := make([]runtime.MemberResult, len(members))
+	var wg sync.WaitGroup
+	start := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-a.slots }()
+			results[i] = fn(members[i])
+		}()
+	}
+	var queued []int
+	for i := range members {
+		select {
+		case a.slots <- struct{}{}:
+			start(i)
+		default:
+			queued = append(queued, i)
+		}
+	}
+	for _, i := range queued {
+		m := members[i]
+		_ = e.Emit(ctx, m.ID, team.SessionID(m), event.MemberThrottled{Limit: a.limit,
+			Warning: fmt.Sprintf("member %s queued: %d admission slot(s) in use", m.ID, a.limit)})
+	}
+	for _, i := range queued {
+		select {
+		case a.slots <- struct{}{}:
+			start(i)
+		case <-ctx.Done():
+			m := members[i]
+			results[i] = runtime.MemberResult{MemberID: m.ID, SessionID: team.SessionID(m), Turns: 1,
+				Error: "cancelled while waiting for admission: " + ctx.Err().Error()}
+		}
+	}
+	wg.Wait()
+	return results
 }
 
 // admit runs fn for m once a slot is free; a member that has to wait first emits member_throttled

@@ -61,8 +61,9 @@ func TestCapacityAdmissionThrottlesAndRecordsTheLimit(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	throttled := sink.ofType("member_throttled")
-	if len(throttled) == 0 {
-		t.Fatal("three members through one slot: none was throttled")
+	// Admission is in configuration order: a takes the one slot, b and c wait.
+	if len(throttled) != 2 || throttled[0].MemberID != "b" || throttled[1].MemberID != "c" {
+		t.Fatalf("three members through one slot: throttled %v, want b then c", throttled)
 	}
 	for _, ev := range throttled {
 		if p := payload(t, ev); p["limit"] != float64(1) {
@@ -76,8 +77,27 @@ func TestCapacityAdmissionThrottlesAndRecordsTheLimit(t *testing.T) {
 	// The provider-declared capacity is overridden downward by max_workers and by a declared value.
 	e2, sink2, _ := setupWith(t, reference.Config{ParallelCapacity: 8})
 	mustRun(t, e2, build(t, "parallel", writer("a"), writer("b")), Options{Capacity: CapacityOptions{Aware: true, MaxWorkers: 1}})
-	if len(sink2.ofType("member_throttled")) == 0 {
-		t.Fatal("max_workers 1 did not throttle two members")
+	if th := sink2.ofType("member_throttled"); len(th) != 1 || th[0].MemberID != "b" {
+		t.Fatalf("max_workers 1 and two members: throttled %v, want b alone", th)
+	}
+}
+
+// Which members wait is decided by configuration order and the free slots, never by scheduling:
+// two slots and three members queue exactly the third, every time; the first two never wait.
+func TestCapacityAdmissionQueuesExactlyTheMembersBeyondTheSlots(t *testing.T) {
+	for range 5 {
+		e, sink, _ := setupWith(t, reference.Config{ParallelCapacity: 2})
+		res := mustRun(t, e, build(t, "parallel", writer("a"), writer("b"), writer("c")), Options{Capacity: CapacityOptions{Aware: true}})
+		if !res.Success {
+			t.Fatalf("%+v", res)
+		}
+		th := sink.ofType("member_throttled")
+		if len(th) != 1 || th[0].MemberID != "c" {
+			t.Fatalf("capacity 2, members a b c: throttled %v, want c alone", th)
+		}
+		if p := payload(t, th[0]); p["limit"] != float64(2) {
+			t.Fatalf("throttle limit %v, want 2", p)
+		}
 	}
 }
 
