@@ -262,6 +262,11 @@ func replay(t testing.TB, dir, tolerance, verdict string, drift func(started map
 	b.Event("p1", "replay_started", "", started)
 	b.Exchange("p1", "exec-1", 0)
 	b.ToolCall("p1", "exec-1", "c1", "succeeded", nil)
+	// replay verify --checks re-runs the acceptance checks on the replay: check_completed events,
+	// and no check rows (the replay run is accepted on its replay check).
+	for _, name := range CaseChecks {
+		b.Event("p1", "check_completed", "", map[string]any{"check": name, "required": true, "status": "passed", "detail": "re-derived on the replay"})
+	}
 	b.Event("p1", "replay_verdict", "", map[string]any{"verdict": verdict, "first_divergence": nil})
 	b.Must(b.Store.RecordCheck(b.ctx, "p1", evidence.Check{Name: "replay", Required: true, Status: evidence.CheckPassed, Detail: fmt.Sprintf("replay %s", verdict)}))
 	b.Finalize("p1", evidence.VerdictAccepted)
