@@ -244,10 +244,21 @@ type Case struct {
 	Entry    CatalogEntry
 	Profile  Profile
 	Language string
+	// Task is the team task's name recorded in the envelope ("double", BuiltinTask, for the
+	// built-in task; "" only when re-applying a run recorded before schema v7, which named none).
+	Task string
+	// Repeat is the case's repeat index, 1-based; 0 when the matrix does not repeat.
+	Repeat int
 }
 
-// Name is the case's display name, "entry/profile/language".
-func (c Case) Name() string { return c.Entry.Name + "/" + c.Profile.Name + "/" + c.Language }
+// Name is the case's display name, "entry/profile/language", with "#N" for repeat N.
+func (c Case) Name() string {
+	n := c.Entry.Name + "/" + c.Profile.Name + "/" + c.Language
+	if c.Repeat > 0 {
+		n += fmt.Sprintf("#%d", c.Repeat)
+	}
+	return n
+}
 
 // memberPlan is one member of a case with what it must deliver.
 type memberPlan struct {

@@ -108,10 +108,10 @@ func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold
 	envelope := evidence.Envelope{
 		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: opts.Mode, PolicyDigest: opts.policyDigest,
 		EnvironmentFingerprint: environmentFingerprint(opts.ToolVersion),
-		Case:                   c.Entry.Name, InvocationID: opts.InvocationID,
+		Case:                   c.Entry.Name, InvocationID: opts.InvocationID, Task: c.Task, Repeat: c.Repeat,
 		EntropySources:  []string{"provider_responses", "wall_clock", "run_id"},
 		ReplayTolerance: opts.ReplayTolerance,
-		Provider:        upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
+		Provider:        providerName(opts), BaseURL: opts.BaseURL, Model: opts.Model,
 		Formation: c.Entry.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
 	}
 	return caseRun{caseDir: caseDir, plans: plans, spec: spec, team: team, fopts: fopts}, m, envelope, nil
@@ -126,9 +126,18 @@ func newRunID() string { return runid.New("run-", time.Now()) }
 // (internal/runid), for Options.InvocationID: one per CLI invocation.
 func NewInvocationID() string { return runid.New("inv-", time.Now()) }
 
+// providerName is the provider the envelope names: Options.ProviderName (a matrix file's provider
+// name) when set, else upstreamLabel's.
+func providerName(o Options) string {
+	if o.ProviderName != "" {
+		return o.ProviderName
+	}
+	return upstreamLabel(o)
+}
+
 func upstreamLabel(o Options) string {
 	if o.BaseURL == "" {
-		return "reference"
+		return ReferenceProviderName
 	}
 	return o.BaseURL
 }

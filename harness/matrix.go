@@ -37,7 +37,14 @@ type CaseResult struct {
 	Formation string `json:"formation"`
 	Profile   string `json:"profile"`
 	Language  string `json:"language"`
-	Members   int    `json:"members"`
+	// Provider and Model are the provider and model id the envelope names (a matrix file's provider
+	// name, else "reference" or the base URL); Task the team task ("double"); Repeat the repeat
+	// index, 1-based, 0 when the matrix does not repeat.
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Task     string `json:"task"`
+	Repeat   int    `json:"repeat,omitempty"`
+	Members  int    `json:"members"`
 	// ElapsedSeconds is the case's wall time, seconds.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	// Timings splits ElapsedSeconds, in seconds: "team" (the formation run: orchestration, provider
@@ -127,11 +134,17 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		prog.line("mode %s, policy %s (sha256 %s), approvals %s", opts.Mode, labelOr(opts.PolicyFile, "built-in"),
 			labelOr(opts.policyDigest, "none"), labelOr(opts.ApprovalsFile, "none"))
 	}
-	cases := make([]Case, len(opts.Formations))
-	for i, name := range opts.Formations {
+	// Each repeat is its own case, run and verdict: a repeat is never a retry of another.
+	var cases []Case
+	for _, name := range opts.Formations {
 		entry, _ := LookupCase(name)                                 // Normalize resolved every name
 		entry, _ = entry.withFormationOptions(opts.FormationOptions) // and checked these
-		cases[i] = Case{Entry: entry, Profile: profile, Language: opts.Language}
+		if opts.Repeat == 0 {
+			cases = append(cases, Case{Entry: entry, Profile: profile, Language: opts.Language, Task: opts.Task})
+		}
+		for r := 1; r <= opts.Repeat; r++ {
+			cases = append(cases, Case{Entry: entry, Profile: profile, Language: opts.Language, Task: opts.Task, Repeat: r})
+		}
 	}
 	results := make([]CaseResult, len(cases))
 	errs := make([]error, len(cases))
@@ -196,7 +209,7 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 	var refServer *reference.Server
 	if upstream == "" {
 		ref, err := reference.Start(ctx, reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader,
-			EffectsDB: EffectsDBPath(opts.OutDir)})
+			EffectsDB: EffectsDBPath(opts.OutDir), Model: opts.Model})
 		if err != nil {
 			return caseEnv{}, closeAll, fmt.Errorf("start the reference provider: %w", err)
 		}
@@ -204,7 +217,7 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 		refServer = ref.Server()
 		upstream = ref.BaseURL()
 		sum.Reference = true
-		sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model)"
+		sum.Provider = "reference (embedded, " + opts.Model + ", not a language model)"
 	} else {
 		sum.Provider = opts.BaseURL
 	}
