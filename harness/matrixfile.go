@@ -235,7 +235,11 @@ func checkNames(bad func(field, format string, args ...any) error, axis string, 
 	for i, n := range names {
 		at := fmt.Sprintf("%s[%d]", axis, i)
 		if err := known(n); err != nil {
-			return bad(at, "%s", strings.TrimPrefix(err.Error(), ErrBadOptions.Error()+": "))
+			var oe *OptionError
+			if errors.As(err, &oe) {
+				return bad(at, "%s", oe.Reason) // the reason alone: the file names no Options field
+			}
+			return bad(at, "%s", err)
 		}
 		if j, dup := seen[n]; dup {
 			return bad(at, "%q is also %s[%d]: each value runs once per cell (use repeat: N to run cases again)", n, axis, j)
