@@ -97,6 +97,9 @@ repeat: 2
 	if len(sum.Cases) != 12 || !sum.Accepted() || !sum.Reference {
 		t.Fatalf("%d cases, accepted %v, reference %v", len(sum.Cases), sum.Accepted(), sum.Reference)
 	}
+	if problems := jsonConventionProblems(r.stdout); len(problems) > 0 {
+		t.Fatalf("matrix run --group-by --format json breaks docs/json.md: %v", problems)
+	}
 	if sum.GroupBy != "provider" || len(sum.Groups) != 2 || sum.Groups[0].Key != "ref-a" || sum.Groups[0].Cases != 6 ||
 		sum.Groups[0].Accepted != 6 || sum.Groups[1].Key != "ref-b" || sum.Groups[1].Accepted != 6 {
 		t.Fatalf("summary groups %+v", sum.Groups)
@@ -190,5 +193,30 @@ repeat: 2
 				t.Fatalf("report case %+v", c)
 			}
 		}
+	}
+	// A replay re-applies the run's recorded provider, model, task and repeat, never anything given now.
+	target := seen[cell{"ref-b", "pipeline", 2}]
+	if rr := runCLI(t, "replay", "verify", target, "--out", out, "--format", "json"); rr.code != 0 {
+		t.Fatalf("replay verify %s: exit %d\n%s\n%s", target, rr.code, rr.stdout, rr.stderr)
+	}
+	store, err = evidence.Open(ctx, filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs, err = store.Runs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	replays := 0
+	for _, run := range runs {
+		if run.CorrectsRunID == target {
+			replays++
+			if e := run.Envelope; e.Model != "ref-model-b" || e.Task != "double" || e.Repeat != 2 || e.Case != "pipeline" {
+				t.Fatalf("replay run %s envelope %+v, want the replayed run's model, task and repeat", run.RunID, e)
+			}
+		}
+	}
+	if replays != 1 {
+		t.Fatalf("%d replay runs of %s, want 1", replays, target)
 	}
 }
