@@ -142,4 +142,3 @@ func jsonFloat(f float64) any {
 	}
 	return v
 }
-
