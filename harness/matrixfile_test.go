@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/assay-audit/assay/evidence"
 )
 
 func writeMatrixFile(t *testing.T, body string) string {
@@ -151,5 +153,28 @@ func TestOptionsTaskAndRepeat(t *testing.T) {
 	o := Options{OutDir: filepath.Join(t.TempDir(), "out")}
 	if err := o.Normalize(); err != nil || o.Task != BuiltinTask || o.Repeat != 0 {
 		t.Fatalf("defaults: task %q repeat %d %v", o.Task, o.Repeat, err)
+	}
+}
+
+// Resume and replay re-apply a run's recorded provider name and task: the default labels map back
+// to no name, a matrix name to itself, and a run recorded before schema v7 to the built-in task
+// (its case's Task stays the recorded "").
+func TestRecordedProviderNameAndTask(t *testing.T) {
+	for _, tc := range []struct {
+		e          evidence.Envelope
+		name, task string
+	}{
+		{evidence.Envelope{Provider: "reference"}, "", BuiltinTask},
+		{evidence.Envelope{Provider: "http://127.0.0.1:1/v1", BaseURL: "http://127.0.0.1:1/v1", Task: "double"}, "", "double"},
+		{evidence.Envelope{Provider: "ref-b", Model: "ref-model-b", Task: "double", Repeat: 2}, "ref-b", "double"},
+		{evidence.Envelope{Provider: "openai", BaseURL: "https://api.openai.com/v1"}, "openai", BuiltinTask},
+	} {
+		if n, task := recordedProviderName(tc.e), recordedTask(tc.e); n != tc.name || task != tc.task {
+			t.Errorf("%+v: name %q task %q, want %q %q", tc.e, n, task, tc.name, tc.task)
+		}
+		o := Options{BaseURL: tc.e.BaseURL, ProviderName: recordedProviderName(tc.e)}
+		if got := providerName(o); got != tc.e.Provider {
+			t.Errorf("%+v: the re-applied envelope names provider %q", tc.e, got)
+		}
 	}
 }
