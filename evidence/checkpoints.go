@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,11 @@ type ResumeRequest struct {
 	// both the run and the request name one (schema v6; the manifest digest
 	// covers the catalog case either way). The harness always names it.
 	Case string
+	// Task and Repeat are the team task and repeat index of the resuming
+	// request (schema v7), compared like Case: only when both the run and
+	// the request record one (a non-empty task, a repeat index above 0).
+	Task   string
+	Repeat int
 }
 
 type checkpointObject struct {
@@ -197,8 +203,9 @@ func (s *Store) LoadCheckpoint(ctx context.Context, runID string, seq int64, req
 		{"tenant", env.Tenant, req.Tenant}, {"manifest_digest", env.ManifestDigest, req.ManifestDigest},
 		{"mode", env.Mode, req.Mode}, {"policy_digest", env.PolicyDigest, req.PolicyDigest},
 		{"dataset_digest", env.DatasetDigest, req.DatasetDigest}, {"case", env.Case, req.Case},
+		{"task", env.Task, req.Task}, {"repeat", repeatLabel(env.Repeat), repeatLabel(req.Repeat)},
 	} {
-		if f.name == "case" && (f.run == "" || f.req == "") {
+		if (f.name == "case" || f.name == "task" || f.name == "repeat") && (f.run == "" || f.req == "") {
 			continue
 		}
 		if f.run != f.req {
@@ -260,3 +267,12 @@ func (e *EnvelopeMismatchError) Error() string {
 
 // Unwrap returns ErrEnvelopeMismatch.
 func (e *EnvelopeMismatchError) Unwrap() error { return ErrEnvelopeMismatch }
+
+// repeatLabel is a repeat index as LoadCheckpoint compares it: "" for 0 (not
+// a repeat run, or not recorded).
+func repeatLabel(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}

@@ -220,6 +220,9 @@ type envelopeObject struct {
 	// digest of every envelope recorded before them is unchanged.
 	Case         string `json:"case,omitempty"`
 	InvocationID string `json:"invocation_id,omitempty"`
+	// Task and Repeat (schema v7) are omitted when empty or 0, likewise.
+	Task   string `json:"task,omitempty"`
+	Repeat int    `json:"repeat,omitempty"`
 }
 
 // Digest returns the envelope digest: SHA-256 hex of the RFC 8785 form of
@@ -227,7 +230,8 @@ type envelopeObject struct {
 // "environment_fingerprint","entropy_sources","replay_tolerance","provider",
 // "base_url","model","formation","task_profile","language"} (a nil
 // EntropySources hashes as []), plus "case" and "invocation_id" only when
-// they are not empty (schema v6), so an envelope without them has the digest
+// they are not empty (schema v6), and "task" and "repeat" only when not
+// empty and not 0 (schema v7), so an envelope without them has the digest
 // it had before. Replay compares envelopes by this digest.
 func (e Envelope) Digest() (string, error) {
 	sources := e.EntropySources
@@ -240,7 +244,7 @@ func (e Envelope) Digest() (string, error) {
 		EnvironmentFingerprint: e.EnvironmentFingerprint, EntropySources: sources,
 		ReplayTolerance: e.ReplayTolerance, Provider: e.Provider, BaseURL: e.BaseURL,
 		Model: e.Model, Formation: e.Formation, TaskProfile: e.TaskProfile, Language: e.Language,
-		Case: e.Case, InvocationID: e.InvocationID,
+		Case: e.Case, InvocationID: e.InvocationID, Task: e.Task, Repeat: e.Repeat,
 	})
 	if err != nil {
 		return "", fmt.Errorf("evidence: canonicalize envelope: %w", err)

@@ -143,6 +143,14 @@ func migrations() []migration {
 			`ALTER TABLE envelopes ADD COLUMN case_name VARCHAR`,
 			`ALTER TABLE envelopes ADD COLUMN invocation_id VARCHAR`,
 		},
+	}, {
+		From: 6,
+		Doc: "v6 -> v7: envelopes record the team task (task_name) and the repeat index (repeat_index); both are NULL " +
+			"for existing runs (task not recorded, not a repeat run), whose envelope digests are unchanged (the digest covers them only when set)",
+		Stmts: []string{
+			`ALTER TABLE envelopes ADD COLUMN task_name VARCHAR`,
+			`ALTER TABLE envelopes ADD COLUMN repeat_index INTEGER`,
+		},
 	}}
 }
 

@@ -52,6 +52,14 @@ type Envelope struct {
 	// recorded. It is identity, not authority: a resume is a new invocation
 	// and is not compared on it.
 	InvocationID string
+	// Task is the team task the run executes, e.g. "double" (the built-in
+	// task) (schema v7); "" for a run recorded before (task not recorded).
+	Task string
+	// Repeat is the run's repeat index within its matrix cell, 1-based
+	// (`repeat: N` of a matrix file gives 1..N) (schema v7); 0 when the run
+	// is not a repeat run or was recorded before. Each repeat is its own
+	// run with its own verdict, never a retry of another.
+	Repeat int
 }
 
 // ArtifactLink is one artifact linked to a run under a name.
@@ -159,7 +167,7 @@ func (e Envelope) validate() error {
 		{"policy_digest", e.PolicyDigest}, {"dataset_digest", e.DatasetDigest},
 		{"environment_fingerprint", e.EnvironmentFingerprint}, {"replay_tolerance", e.ReplayTolerance},
 		{"provider", e.Provider}, {"base_url", e.BaseURL}, {"model", e.Model}, {"formation", e.Formation},
-		{"task_profile", e.TaskProfile}, {"language", e.Language}, {"case", e.Case},
+		{"task_profile", e.TaskProfile}, {"language", e.Language}, {"case", e.Case}, {"task", e.Task},
 	}
 	for _, f := range fields {
 		if !utf8.ValidString(f.value) {
@@ -182,6 +190,9 @@ func (e Envelope) validate() error {
 	}
 	if e.InvocationID != "" && !validRunID(e.InvocationID) {
 		return bad("invocation_id", "%q is not 1..128 characters of [A-Za-z0-9._-]", e.InvocationID)
+	}
+	if e.Repeat < 0 {
+		return bad("repeat", "%d is negative (1-based; 0 = not a repeat run)", e.Repeat)
 	}
 	for i, src := range e.EntropySources {
 		if src == "" || !utf8.ValidString(src) {
@@ -266,10 +277,12 @@ func (s *Store) OpenRun(ctx context.Context, runID string, env Envelope, correct
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO envelopes (run_id, tenant, manifest_digest, mode, policy_digest,
 		dataset_digest, environment_fingerprint, entropy_sources, replay_tolerance, provider, base_url, model,
-		formation, task_profile, language, case_name, invocation_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		formation, task_profile, language, case_name, invocation_id, task_name, repeat_index)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		runID, env.Tenant, env.ManifestDigest, env.Mode, env.PolicyDigest, env.DatasetDigest,
 		env.EnvironmentFingerprint, sources, env.ReplayTolerance, env.Provider, env.BaseURL, env.Model,
-		env.Formation, env.TaskProfile, env.Language, nullIfEmpty(env.Case), nullIfEmpty(env.InvocationID)); err != nil {
+		env.Formation, env.TaskProfile, env.Language, nullIfEmpty(env.Case), nullIfEmpty(env.InvocationID),
+		nullIfEmpty(env.Task), sql.NullInt64{Int64: int64(env.Repeat), Valid: env.Repeat != 0}); err != nil {
 		return fmt.Errorf("evidence: open run %s: store envelope: %w", runID, err)
 	}
 	if _, err := appendAdmission(ctx, tx, Admission{Ordinal: ordinal, RunID: runID, EnvelopeDigest: digest,

@@ -46,7 +46,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 			(SELECT count(*) FROM events ev WHERE ev.run_id = r.run_id),
 			e.tenant, e.manifest_digest, e.mode, e.policy_digest, e.dataset_digest, e.environment_fingerprint,
 			e.entropy_sources, e.replay_tolerance, e.provider, e.base_url, e.model, e.formation, e.task_profile, e.language,
-			coalesce(e.case_name, ''), coalesce(e.invocation_id, ''),
+			coalesce(e.case_name, ''), coalesce(e.invocation_id, ''), coalesce(e.task_name, ''), coalesce(e.repeat_index, 0),
 			coalesce((SELECT min(a.hash) FROM admissions a WHERE a.run_id = r.run_id), ''), coalesce(r.writer_id, 0)
 		FROM runs r LEFT JOIN envelopes e ON e.run_id = r.run_id
 		WHERE ? = '' OR r.run_id = ?
@@ -67,7 +67,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 		var sources any
 		if err := rows.Scan(&r.RunID, &corrects, &r.Status, &r.EnvelopeDigest, &r.CreatedAt, &finalized, &storedCount,
 			&terminal, &r.TerminalVersion, &liveCount, &tenant, &manifest, &mode, &policy, &dataset, &fingerprint, &sources, &tolerance,
-			&provider, &baseURL, &model, &formation, &profile, &language, &r.Envelope.Case, &r.Envelope.InvocationID, &r.AdmissionHash, &r.WriterID); err != nil {
+			&provider, &baseURL, &model, &formation, &profile, &language, &r.Envelope.Case, &r.Envelope.InvocationID, &r.Envelope.Task, &r.Envelope.Repeat, &r.AdmissionHash, &r.WriterID); err != nil {
 			return nil, fmt.Errorf("evidence: load runs: %w", err)
 		}
 		r.CorrectsRunID = corrects.String
@@ -81,7 +81,7 @@ func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error
 			r.FinalizedAt = &t
 		}
 		r.CreatedAt = r.CreatedAt.UTC()
-		r.Envelope = Envelope{Case: r.Envelope.Case, InvocationID: r.Envelope.InvocationID,
+		r.Envelope = Envelope{Case: r.Envelope.Case, InvocationID: r.Envelope.InvocationID, Task: r.Envelope.Task, Repeat: r.Envelope.Repeat,
 			Tenant: tenant.String, ManifestDigest: manifest.String, Mode: mode.String, PolicyDigest: policy.String,
 			DatasetDigest: dataset.String, EnvironmentFingerprint: fingerprint.String, ReplayTolerance: tolerance.String,
 			Provider: provider.String, BaseURL: baseURL.String, Model: model.String, Formation: formation.String,

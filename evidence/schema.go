@@ -11,8 +11,9 @@ package evidence
 // chains the writer sessions and the finalizations store-wide, seals interrupted runs, binds the
 // records a run rests on outside the store (run_bindings), and finalizes with terminal hash
 // version 5, which covers every column of the run's rows; version 6 records the catalog case and the
-// CLI invocation in the envelope (envelopes.case_name, envelopes.invocation_id).
-const SchemaVersion = 6
+// CLI invocation in the envelope (envelopes.case_name, envelopes.invocation_id); version 7 records
+// the team task and the repeat index in the envelope (envelopes.task_name, envelopes.repeat_index).
+const SchemaVersion = 7
 
 // appMarker is the value of meta.app that identifies a DuckDB file as an assay
 // evidence store.
@@ -63,7 +64,9 @@ func schemaDDL() []string {
 		task_profile            VARCHAR NOT NULL,
 		language                VARCHAR NOT NULL,
 		case_name               VARCHAR,
-		invocation_id           VARCHAR
+		invocation_id           VARCHAR,
+		task_name               VARCHAR,
+		repeat_index            INTEGER
 	)`,
 		`CREATE TABLE events (
 		run_id     VARCHAR NOT NULL,

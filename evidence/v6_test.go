@@ -10,12 +10,13 @@ import (
 
 // envelopesBeforeV6 selects the envelope columns schemas 1 to 5 had from an
 // attached store named src written through today's API.
-const envelopesBeforeV6 = `SELECT * EXCLUDE (case_name, invocation_id) FROM src.envelopes`
+const envelopesBeforeV6 = `SELECT * EXCLUDE (case_name, invocation_id, task_name, repeat_index) FROM src.envelopes`
 
-// downgradeToV5Columns drops the envelope columns schema v6 added (the
-// caller sets schema_version).
+// downgradeToV5Columns drops the envelope columns schemas v6 and v7 added
+// (the caller sets schema_version).
 func downgradeToV5Columns(t *testing.T, path string) {
 	t.Helper()
+	downgradeToV6Columns(t, path)
 	rawExec(t, path, `ALTER TABLE envelopes DROP COLUMN case_name`, `ALTER TABLE envelopes DROP COLUMN invocation_id`)
 }
 
@@ -124,7 +125,7 @@ func TestMigrateV5AddsCaseAndInvocation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if res.From != 5 || len(res.Steps) != 1 || !strings.Contains(res.Steps[0], "case_name") || len(res.Unverified()) != 0 {
+	if res.From != 5 || len(res.Steps) != SchemaVersion-5 || !strings.Contains(res.Steps[0], "case_name") || len(res.Unverified()) != 0 {
 		t.Fatalf("Migrate result %+v", res)
 	}
 	s = mustOpen(t, path, OpenOptions{})

@@ -219,6 +219,8 @@ type Case struct {
 	Language string
 	// Task is the task file the case runs; nil is the built-in default (tasks.Default).
 	Task *tasks.Task
+	// Repeat is the case's repeat index, 1-based; 0 when the matrix does not repeat.
+	Repeat int
 }
 
 // task returns the case's task: Task, or the built-in default.
@@ -248,8 +250,14 @@ func (c Case) teamTask() string {
 	return c.task().TeamTask
 }
 
-// Name is the case's display name, "entry/profile/language".
-func (c Case) Name() string { return c.Entry.Name + "/" + c.Profile.Name + "/" + c.Language }
+// Name is the case's display name, "entry/profile/language", with "#N" for repeat N.
+func (c Case) Name() string {
+	n := c.Entry.Name + "/" + c.Profile.Name + "/" + c.Language
+	if c.Repeat > 0 {
+		n += fmt.Sprintf("#%d", c.Repeat)
+	}
+	return n
+}
 
 // memberPlan is one member of a case with what it must deliver.
 type memberPlan struct {
@@ -265,7 +273,6 @@ type memberPlan struct {
 	// repository the worktree is of; "" otherwise.
 	Repo string
 }
-
 
 // publishTask is what a publishing member is asked to do after writing its files.
 func publishTask(memberID string, a reference.Assignment) string {
@@ -376,7 +383,9 @@ func (c Case) plan(caseDir, runID string, scaffold bool) ([]memberPlan, error) {
 }
 
 // oracleSpec is the oracle spec for a case: the task's, in the case's language (oracleSpecFor).
-func (c Case) oracleSpec() (oracle.Spec, error) { return oracleSpecFor(c.task(), c.Language, c.Profile.Name) }
+func (c Case) oracleSpec() (oracle.Spec, error) {
+	return oracleSpecFor(c.task(), c.Language, c.Profile.Name)
+}
 
 // oracleSpecFor is task's oracle spec in language for profile. The single-file Go profile's artifact
 // is a _test.go file, which must import "testing"; that import is allowed for it (the package

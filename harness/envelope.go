@@ -28,17 +28,17 @@ type manifest struct {
 	// when there are none, so a catalog case's digest is what it always was).
 	FormationOptions []string `json:"formation_options,omitempty"`
 	// Task is the task file the case runs (name and SHA-256 of its bytes, stored as TaskArtifact).
-	Task             taskManifest         `json:"task"`
-	TeamTask         string               `json:"team_task"`
-	Profile          string               `json:"profile"`
-	Language         string               `json:"language"`
-	Provider         string               `json:"provider"`
-	Model            string               `json:"model"`
-	Stream           bool                 `json:"stream"`
-	Members          []runtime.MemberSpec `json:"members"`
-	Deliverables     map[string][]string  `json:"deliverables"`
-	Checks           []string             `json:"checks"`
-	OracleSpec       oracleManifest       `json:"oracle_spec"`
+	Task         taskManifest         `json:"task"`
+	TeamTask     string               `json:"team_task"`
+	Profile      string               `json:"profile"`
+	Language     string               `json:"language"`
+	Provider     string               `json:"provider"`
+	Model        string               `json:"model"`
+	Stream       bool                 `json:"stream"`
+	Members      []runtime.MemberSpec `json:"members"`
+	Deliverables map[string][]string  `json:"deliverables"`
+	Checks       []string             `json:"checks"`
+	OracleSpec   oracleManifest       `json:"oracle_spec"`
 }
 
 // oracleManifest is the part of an oracle spec that defines what it checks (the reference itself is
@@ -110,10 +110,10 @@ func prepareCaseIn(opts Options, c Case, identityRunID, caseDir string, scaffold
 	envelope := evidence.Envelope{
 		Tenant: opts.Tenant, ManifestDigest: manifestDigest, Mode: opts.Mode, PolicyDigest: opts.policyDigest,
 		EnvironmentFingerprint: environmentFingerprint(opts.ToolVersion),
-		Case:                   c.Entry.Name, InvocationID: opts.InvocationID,
+		Case:                   c.Entry.Name, InvocationID: opts.InvocationID, Task: c.task().Name, Repeat: c.Repeat,
 		EntropySources:  []string{"provider_responses", "wall_clock", "run_id"},
 		ReplayTolerance: opts.ReplayTolerance,
-		Provider:        upstreamLabel(opts), BaseURL: opts.BaseURL, Model: opts.Model,
+		Provider:        providerName(opts), BaseURL: opts.BaseURL, Model: opts.Model,
 		Formation: c.Entry.Formation, TaskProfile: c.Profile.Name, Language: c.Language,
 	}
 	return caseRun{caseDir: caseDir, plans: plans, spec: spec, team: team, fopts: fopts}, m, envelope, nil
@@ -128,9 +128,18 @@ func newRunID() string { return runid.New("run-", time.Now()) }
 // (internal/runid), for Options.InvocationID: one per CLI invocation.
 func NewInvocationID() string { return runid.New("inv-", time.Now()) }
 
+// providerName is the provider the envelope names: Options.ProviderName (a matrix file's provider
+// name) when set, else upstreamLabel's.
+func providerName(o Options) string {
+	if o.ProviderName != "" {
+		return o.ProviderName
+	}
+	return upstreamLabel(o)
+}
+
 func upstreamLabel(o Options) string {
 	if o.BaseURL == "" {
-		return "reference"
+		return ReferenceProviderName
 	}
 	return o.BaseURL
 }

@@ -153,6 +153,7 @@ func executeCase(ctx context.Context, opts Options, c Case, env caseEnv, cr case
 	}
 	timings["finalize"] = time.Since(finStart).Seconds()
 	out := CaseResult{RunID: runID, Case: c.Name(), Catalog: c.Entry.Name, Formation: c.Entry.Formation, Profile: c.Profile.Name,
+		Provider: providerName(opts), Model: opts.Model, Task: c.task().Name, Repeat: c.Repeat,
 		Language: c.Language, Members: len(team.Members), ElapsedSeconds: time.Since(start).Seconds(), Timings: timings, Checks: checks,
 		Verdict: fin.Verdict, EventCount: fin.EventCount, TerminalHash: fin.TerminalHash, Paused: paused, Tokens: tokens}
 	if cr.resume != nil {

@@ -38,7 +38,14 @@ type CaseResult struct {
 	Formation string `json:"formation"`
 	Profile   string `json:"profile"`
 	Language  string `json:"language"`
-	Members   int    `json:"members"`
+	// Provider and Model are the provider and model id the envelope names (a matrix file's provider
+	// name, else "reference" or the base URL); Task the team task ("double"); Repeat the repeat
+	// index, 1-based, 0 when the matrix does not repeat.
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Task     string `json:"task"`
+	Repeat   int    `json:"repeat,omitempty"`
+	Members  int    `json:"members"`
 	// ElapsedSeconds is the case's wall time, seconds.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	// Timings splits ElapsedSeconds, in seconds: "team" (the formation run: orchestration, provider
@@ -139,11 +146,17 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 		prog.line("mode %s, policy %s (sha256 %s), approvals %s", opts.Mode, labelOr(opts.PolicyFile, "built-in"),
 			labelOr(opts.policyDigest, "none"), labelOr(opts.ApprovalsFile, "none"))
 	}
-	cases := make([]Case, len(opts.Formations))
-	for i, name := range opts.Formations {
+	// Each repeat is its own case, run and verdict: a repeat is never a retry of another.
+	var cases []Case
+	for _, name := range opts.Formations {
 		entry, _ := LookupCase(name)                                 // Normalize resolved every name
 		entry, _ = entry.withFormationOptions(opts.FormationOptions) // and checked these
-		cases[i] = Case{Entry: entry, Profile: profile, Language: opts.Language, Task: opts.task}
+		if opts.Repeat == 0 {
+			cases = append(cases, Case{Entry: entry, Profile: profile, Language: opts.Language, Task: opts.task})
+		}
+		for r := 1; r <= opts.Repeat; r++ {
+			cases = append(cases, Case{Entry: entry, Profile: profile, Language: opts.Language, Task: opts.task, Repeat: r})
+		}
 	}
 	results := make([]CaseResult, len(cases))
 	errs := make([]error, len(cases))
@@ -207,7 +220,7 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 	upstream := opts.BaseURL
 	var refServer *reference.Server
 	if upstream == "" {
-		cfg := reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader, EffectsDB: EffectsDBPath(opts.OutDir)}
+		cfg := reference.Config{Faults: opts.ReferenceFaults, SessionHeader: opts.SessionHeader, EffectsDB: EffectsDBPath(opts.OutDir), Model: opts.Model}
 		if opts.task != nil {
 			cfg.Solutions = solutions(opts.task)
 		}
@@ -219,9 +232,9 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 		refServer = ref.Server()
 		upstream = ref.BaseURL()
 		sum.Reference = true
-		sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model)"
+		sum.Provider = "reference (embedded, " + opts.Model + ", not a language model)"
 		if opts.task != nil {
-			sum.Provider = "reference (embedded, " + reference.ModelID + ", not a language model: it answers with task " + opts.task.Name +
+			sum.Provider = "reference (embedded, " + opts.Model + ", not a language model: it answers with task " + opts.task.Name +
 				"'s reference solution from its task file)"
 		}
 	} else {

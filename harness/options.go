@@ -19,8 +19,8 @@ import (
 	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/runtime/policy"
 	"github.com/assay-audit/assay/runtime/provider/reference"
-	"github.com/assay-audit/assay/tasks"
 	"github.com/assay-audit/assay/runtime/tool"
+	"github.com/assay-audit/assay/tasks"
 )
 
 // ErrBadOptions is returned (wrapped, naming the problem) for options or a request that cannot
@@ -75,8 +75,17 @@ type Options struct {
 	Concurrency int
 	// BaseURL is an OpenAI-compatible endpoint ("https://host/v1"); "" starts the embedded reference provider.
 	BaseURL string
-	// Model is the model id; required with BaseURL, default reference.ModelID without.
+	// Model is the model id; required with BaseURL, default reference.ModelID without (the embedded
+	// reference provider then serves and answers with this id, reference.Config.Model).
 	Model string
+	// ProviderName names the provider in every run's envelope (evidence.Envelope.Provider), e.g. a
+	// matrix file's provider name "ref-a"; "" names it "reference" (embedded) or by its BaseURL. A
+	// provider with a BaseURL may not be named "reference", which names the embedded one.
+	ProviderName string
+	// Repeat is how many times each selected case runs (a matrix file's `repeat: N`), each repeat
+	// its own case, run and verdict, recorded with its 1-based index (evidence.Envelope.Repeat) and
+	// never a retry of another; 0 runs each case once without a repeat index. Negative is refused.
+	Repeat int
 	// APIKey is sent to the provider; it is never recorded. It needs BaseURL (the embedded
 	// reference provider takes no key). When it is empty and APIKeyEnv is set, Normalize reads it
 	// from that environment variable.
@@ -193,6 +202,13 @@ type Options struct {
 	task *tasks.Task
 }
 
+// BuiltinTask is the name of the catalog's built-in team task (implement and test Double), recorded
+// in every run's envelope.
+const BuiltinTask = "double"
+
+// ReferenceProviderName is the provider name of the embedded reference provider.
+const ReferenceProviderName = "reference"
+
 // Default tool-call budgets (Options.MemberToolCalls, Options.TeamToolCalls). The reference
 // provider's members call one or two tools per invocation; these leave room for real models and
 // iterating formations while bounding a runaway member.
@@ -272,6 +288,17 @@ func (o *Options) Normalize() error {
 		}
 	} else if o.Model == "" {
 		o.Model = reference.ModelID
+	}
+	if o.BaseURL == "" {
+		if _, err := reference.New(reference.Config{Model: o.Model}); err != nil {
+			return optionErr("Model", "%q cannot be served by the embedded reference provider: %v", o.Model, err)
+		}
+	}
+	if o.ProviderName != "" && o.BaseURL != "" && o.ProviderName == ReferenceProviderName {
+		return optionErrRelated("ProviderName", []string{"BaseURL"}, "%q names the embedded reference provider; a provider with BaseURL needs another name", o.ProviderName)
+	}
+	if o.Repeat < 0 {
+		return optionErr("Repeat", "%d is negative (at least 1; 0 runs each case once without a repeat index)", o.Repeat)
 	}
 	for req, ans := range o.ModelAliases {
 		if req == "" || ans == "" || req == ans {

@@ -149,6 +149,7 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 	}
 	opts := Options{OutDir: filepath.Dir(store.Path()), Formations: []string{entry.Name}, Profile: m.Profile, Language: m.Language,
 		Stream: m.Stream, BaseURL: run.Envelope.BaseURL, Model: run.Envelope.Model, Tenant: a.Tenant, Mode: a.Mode,
+		ProviderName:    recordedProviderName(run.Envelope),
 		ReplayTolerance: run.Envelope.ReplayTolerance, ToolVersion: a.ToolVersion, Command: "assay replay verify",
 		MemberToolCalls: rc.Boundary.MemberToolCalls, TeamToolCalls: rc.Boundary.TeamToolCalls,
 		MemberTokens: rc.Boundary.MemberTokens, TeamTokens: rc.Boundary.TeamTokens}
@@ -182,7 +183,7 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 		opts.PolicyFile = rc.Boundary.PolicyFile
 	}
 	rc.opts = opts
-	rc.c = Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language, Task: task}
+	rc.c = Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language, Task: task, Repeat: run.Envelope.Repeat}
 	_, _, env, err := prepareCaseIn(opts, rc.c, rc.identity, filepath.Join(opts.OutDir, "cases", rc.identity), false)
 	if err != nil {
 		return nil, err
@@ -308,7 +309,7 @@ func (rc *ReplayCase) resumePoint(ctx context.Context, store *evidence.Store) (*
 	}
 	env := cpRun.Envelope
 	cp, err := store.LoadCheckpoint(ctx, cpRun.RunID, p.CheckpointSeq, evidence.ResumeRequest{Tenant: env.Tenant, ManifestDigest: env.ManifestDigest,
-		Mode: env.Mode, PolicyDigest: env.PolicyDigest, DatasetDigest: env.DatasetDigest, Case: env.Case})
+		Mode: env.Mode, PolicyDigest: env.PolicyDigest, DatasetDigest: env.DatasetDigest, Case: env.Case, Task: env.Task, Repeat: env.Repeat})
 	if err != nil {
 		return nil, fmt.Errorf("run %s: its checkpoint: %w", rc.Run.RunID, err)
 	}
@@ -501,4 +502,13 @@ func NewRunID() string { return newRunID() }
 // payload is verified before use, RISKS.md R11).
 func VerifiedArtifact(ctx context.Context, store *evidence.Store, digest string) ([]byte, error) {
 	return verifiedArtifact(ctx, store, digest)
+}
+
+// recordedProviderName is the ProviderName that names a recorded run's provider as its envelope
+// did: "" for the default label ("reference", or the base URL), else the recorded name.
+func recordedProviderName(e evidence.Envelope) string {
+	if e.Provider == upstreamLabel(Options{BaseURL: e.BaseURL}) {
+		return ""
+	}
+	return e.Provider
 }

@@ -322,6 +322,9 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	if opts.Model == "" {
 		opts.Model = run.Envelope.Model
 	}
+	// The provider name and repeat index are the run's as recorded, never the current invocation's
+	// (the task is the run's recorded task file, re-applied below).
+	opts.ProviderName, opts.Repeat = recordedProviderName(run.Envelope), 0
 	// The budgets are the team run's, as its first run recorded them: a pause does not reset them
 	// (and what was consumed before is charged again on restore).
 	if err := budgetsOf(ctx, store, lineage[0], &opts); err != nil {
@@ -332,7 +335,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 		return nil, err
 	}
 	opts.task = task
-	c := Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language, Task: task}
+	c := Case{Entry: entry, Profile: Profiles()[opts.Profile], Language: opts.Language, Task: task, Repeat: run.Envelope.Repeat}
 	cr, newManifest, envelope, err := prepareCase(opts, c, identity, false)
 	if err != nil {
 		return nil, err
@@ -341,7 +344,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 		return nil, notResumable("formation %s does not resume durably", c.Entry.Formation)
 	}
 	req := evidence.ResumeRequest{Tenant: envelope.Tenant, ManifestDigest: envelope.ManifestDigest, Mode: envelope.Mode,
-		PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest, Case: envelope.Case}
+		PolicyDigest: envelope.PolicyDigest, DatasetDigest: envelope.DatasetDigest, Case: envelope.Case, Task: envelope.Task, Repeat: envelope.Repeat}
 	// A resume that stopped before its first checkpoint continues from the checkpoint it started
 	// from (its parent's): what it did meanwhile is in its journal, which recovery reads.
 	cpRun := runID

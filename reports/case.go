@@ -31,7 +31,7 @@ func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary, evs []evid
 	e := r.Envelope
 	c := Case{Name: e.Case, NameRecorded: e.Case != "", Formation: e.Formation, Profile: e.TaskProfile, Language: e.Language,
 		RunID: r.RunID, Kind: "case", Tenant: e.Tenant, Mode: e.Mode, Status: r.Status, Interrupted: r.Interrupted,
-		Provider: e.Provider, BaseURL: e.BaseURL, Model: e.Model, Reference: isReference(e),
+		Provider: e.Provider, BaseURL: e.BaseURL, Model: e.Model, Reference: isReference(e), Task: e.Task, Repeat: e.Repeat,
 		CreatedAt: r.CreatedAt, FinalizedAt: r.FinalizedAt, TerminalHash: r.TerminalHash, TerminalVersion: r.TerminalVersion,
 		ManifestDigest: e.ManifestDigest, EnvelopeDigest: r.EnvelopeDigest, PolicyDigest: e.PolicyDigest,
 		EnvironmentFingerprint: e.EnvironmentFingerprint, EventCount: r.EventCount, InvocationID: e.InvocationID,
@@ -73,8 +73,12 @@ func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary, evs []evid
 	return c, env, nil
 }
 
+// isReference reports whether e's run used the embedded reference provider: named "reference",
+// answering as its default model, or (a matrix file names it, e.g. "ref-a", and gives it another
+// model id) with no base URL on a run that is not a replay's cassette. Saying "reference" of a run
+// that was is never wrong; saying nothing of one would present reference results as a model's.
 func isReference(e evidence.Envelope) bool {
-	return e.Provider == referenceProvider || e.Model == referenceModel
+	return e.Provider == referenceProvider || e.Model == referenceModel || (e.BaseURL == "" && e.Provider != replayProvider)
 }
 
 // membersOf lists the run's members from its usage rows and its members' events, with each

@@ -41,7 +41,7 @@ func LookupFormat(name string) (Format, bool) {
 }
 
 // invocationFormats are the formats `matrix run` and `resume` write for their invocation.
-var invocationFormats = []string{"md", "html", "junit"}
+var invocationFormats = []string{"md", "html", "json", "junit"}
 
 // InvocationReports are the files WriteInvocationReports wrote.
 type InvocationReports struct {
@@ -53,16 +53,17 @@ type InvocationReports struct {
 
 // WriteInvocationReports renders the report of runIDs (the runs one invocation wrote or sealed),
 // read back from the evidence store at storePath opened read-only, into
-// OUT/reports/<invocationID>/ (report.md, report.html, junit.xml) and copies in OUT (the store's directory)
+// OUT/reports/<invocationID>/ (report.md, report.html, report.json, junit.xml) and copies in OUT (the store's directory)
 // that point to the latest invocation: each file is rendered for its own directory, so its
 // relative links to evidence files resolve from where it is. Files are written atomically, mode
 // 0644; no report of an earlier invocation is lost. Every run is verified as Load verifies it,
-// with bindings recomputing the records outside the store (nil: their hashes only).
+// with bindings recomputing the records outside the store (nil: their hashes only); groupBy, when not
+// "", also groups the cases by that axis (Selection.GroupBy).
 //
 // Errors: evidence.Open's; an error wrapping evidence.ErrNoRun for a run the store lacks; an
 // invocation id that is not 1..128 characters of [A-Za-z0-9._-] (it names a directory); the file
 // system's errors, naming the path.
-func WriteInvocationReports(ctx context.Context, storePath, invocationID string, runIDs []string, bindings []evidence.BindingChecker) (InvocationReports, error) {
+func WriteInvocationReports(ctx context.Context, storePath, invocationID string, runIDs []string, bindings []evidence.BindingChecker, groupBy string) (InvocationReports, error) {
 	if !validName(invocationID) {
 		return InvocationReports{}, fmt.Errorf("reports: invocation id %q is not 1..128 characters of [A-Za-z0-9._-]", invocationID)
 	}
@@ -72,7 +73,7 @@ func WriteInvocationReports(ctx context.Context, storePath, invocationID string,
 	}
 	var r Report
 	if len(runIDs) > 0 {
-		r, err = Load(ctx, store, Selection{RunIDs: runIDs, Bindings: bindings})
+		r, err = Load(ctx, store, Selection{RunIDs: runIDs, Bindings: bindings, GroupBy: groupBy})
 	} else {
 		// No runs is an empty report, never "the latest" (what an empty RunIDs selects).
 		r, err = emptyReport(store)

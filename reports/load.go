@@ -33,6 +33,13 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 	if err != nil {
 		return Report{}, err
 	}
+	var axis GroupAxis
+	if sel.GroupBy != "" {
+		var ok bool
+		if axis, ok = LookupGroupAxis(sel.GroupBy); !ok {
+			return Report{}, fmt.Errorf("reports: group by %q: not one of %s", sel.GroupBy, strings.Join(GroupAxisNames(), ", "))
+		}
+	}
 	runs, what, err := selectRuns(all, sel)
 	if err != nil {
 		return Report{}, err
@@ -48,7 +55,7 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		}
 	}
 	rep := Report{SchemaVersion: ReportSchemaVersion, GeneratedAt: time.Now().UTC(), StorePath: store.Path(),
-		Selection: what + filtersText(sel), OutDir: outDir, LinkBase: outDir, StoreFindings: []string{}}
+		Selection: what + filtersText(sel), OutDir: outDir, LinkBase: outDir, StoreFindings: []string{}, Groups: []Group{}}
 	ids := make([]string, len(runs))
 	for i, r := range runs {
 		ids[i] = r.RunID
@@ -142,6 +149,10 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		cases = append(cases, inv.Cases...)
 	}
 	rep.Totals = totalsOf(cases)
+	rep.Groups = []Group{}
+	if sel.GroupBy != "" {
+		rep.GroupBy, rep.Groups = axis.Name, groupCases(axis, cases)
+	}
 	return rep, nil
 }
 

@@ -47,6 +47,7 @@ func Markdown(w io.Writer, r Report) error {
 	if len(r.Invocations) == 0 {
 		b.WriteString("\nNo runs match the selection.\n")
 	}
+	writeGroups(&b, r)
 	for _, inv := range r.Invocations {
 		writeInvocation(&b, inv)
 	}
@@ -148,15 +149,15 @@ func writeInvocation(b *strings.Builder, inv Invocation) {
 	}
 	fmt.Fprintf(b, "- policy digest: %s\n- mode: %s\n", strings.Join(pols, ", "), strings.Join(inv.Modes, ", "))
 	writeTotals(b, "- ", inv.Totals)
-	b.WriteString("\n| case | formation | profile | language | run | status | verdict | wall (s) | wire tokens |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("\n| case | formation | profile | language | provider | model | repeat | run | status | verdict | wall (s) | wire tokens |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range inv.Cases {
 		status := c.Status
 		if c.Interrupted {
 			status = "interrupted"
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | `%s` | %s | **%s** | %s | %s |\n", cell(c.Name), c.Formation, c.Profile, c.Language,
-			c.RunID, status, verdictCell(c), secs(c.WallSeconds), memberTokens(c, "wire"))
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | `%s` | %s | `%s` | %s | **%s** | %s | %s |\n", cell(c.Name), c.Formation, c.Profile, c.Language,
+			cell(c.Provider), cell(c.Model), repeatText(c.Repeat), c.RunID, status, verdictCell(c), secs(c.WallSeconds), memberTokens(c, "wire"))
 	}
 	for _, c := range inv.Cases {
 		writeCase(b, c)
@@ -202,7 +203,7 @@ func writeCase(b *strings.Builder, c Case) {
 	}
 	fmt.Fprintf(b, "- formation %s, profile %s, language %s, kind %s, mode %s, tenant %s, status %s\n", c.Formation, c.Profile,
 		c.Language, c.Kind, c.Mode, c.Tenant, c.Status)
-	fmt.Fprintf(b, "- provider %s, model `%s`\n", c.Provider, c.Model)
+	fmt.Fprintf(b, "- provider %s, model `%s`, task %s, repeat %s\n", c.Provider, c.Model, orNotRecorded(c.Task), repeatText(c.Repeat))
 	fmt.Fprintf(b, "- created %s, finalized %s, wall time %s s\n", stamp(c.CreatedAt), fin, secs(c.WallSeconds))
 	fmt.Fprintf(b, "- terminal hash: `%s` (version %d, %d events)\n", orNone(c.TerminalHash), c.TerminalVersion, c.EventCount)
 	fmt.Fprintf(b, "- manifest digest: `%s`\n- envelope digest: `%s`\n- policy digest: %s\n", c.ManifestDigest, c.EnvelopeDigest,
@@ -441,4 +442,12 @@ func fenced(s string) string {
 	}
 	fence := strings.Repeat("`", max(3, longest+1))
 	return fence + "\n" + s + "\n" + fence
+}
+
+// repeatText is a repeat index as reports show it: "#N", or "—" for a run that is not a repeat run.
+func repeatText(n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("#%d", n)
 }

@@ -50,6 +50,11 @@ type Report struct {
 	// Invocations are the CLI invocations the selected runs belong to, the latest first; runs
 	// recorded before schema v6 (no invocation id) are grouped in one invocation whose ID is "".
 	Invocations []Invocation `json:"invocations"`
+	// GroupBy is the axis the cases are also grouped by (Selection.GroupBy: provider, model, task,
+	// language, profile, case or repeat); "" when not grouped.
+	GroupBy string `json:"group_by"`
+	// Groups are every case of the report grouped by GroupBy, keys ascending; empty when not grouped.
+	Groups []Group `json:"groups"`
 }
 
 // Invocation is one `assay matrix run`, `assay resume` or `assay replay verify` (its runs share
@@ -65,8 +70,9 @@ type Invocation struct {
 	WallSeconds *float64 `json:"wall_seconds"`
 	// Providers are the distinct provider identities of its runs (envelope provider and base URL).
 	Providers []Provider `json:"providers"`
-	// Reference is true when any run used the embedded reference provider (provider "reference" or
-	// model "assay-reference-1"): its results are reference results, not a language model's.
+	// Reference is true when any run used the embedded reference provider (provider "reference",
+	// model "assay-reference-1", or no base URL on a run that is not a replay): its results are
+	// reference results, not a language model's.
 	Reference bool `json:"reference"`
 	// Environments are the distinct environment fingerprints of its runs, each with its preimage.
 	Environments []Environment `json:"environments"`
@@ -186,6 +192,10 @@ type Case struct {
 	// VerificationDetail says what failed ("" when nothing did).
 	Verification       string `json:"verification"`
 	VerificationDetail string `json:"verification_detail"`
+	// Task is the team task the envelope records ("double"); "" for a run recorded before schema v7
+	// (not recorded). Repeat is the repeat index, 1-based; 0 when the run is not a repeat run.
+	Task   string `json:"task"`
+	Repeat int    `json:"repeat"`
 	// Provider, Model and Reference are the envelope's.
 	Provider  string `json:"provider"`
 	BaseURL   string `json:"base_url"`
@@ -361,6 +371,9 @@ type Selection struct {
 	// database, the effect service's receipts: harness.BindingCheckers) when Load verifies the
 	// selected runs; nil verifies only their hashes, as part of the terminal hash.
 	Bindings []evidence.BindingChecker
+	// GroupBy names a GroupAxes axis to group the selected cases by (Report.Groups); "" groups them
+	// by invocation only, as always. Load refuses an unknown axis.
+	GroupBy string
 	// NoVerify skips the store's recomputation of the selected runs (it costs about as much as
 	// `assay verify` of them): every case's Verification is then "" and the report says in its
 	// header that its verdicts are as recorded, not verified.

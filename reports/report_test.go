@@ -253,7 +253,7 @@ func TestJUnitFailsWhatWasNotAccepted(t *testing.T) {
 func TestWriteInvocationReports(t *testing.T) {
 	f := buildFixture(t)
 	ctx := context.Background()
-	w, err := WriteInvocationReports(ctx, f.store, "inv-a", []string{f.rejected}, nil)
+	w, err := WriteInvocationReports(ctx, f.store, "inv-a", []string{f.rejected}, nil, "")
 	must(t, err)
 	if len(w.Files) != len(invocationFormats) || len(w.Latest) != len(invocationFormats) || w.Dir != filepath.Join(f.out, "reports", "inv-a") {
 		t.Fatalf("wrote %+v", w)
@@ -268,13 +268,13 @@ func TestWriteInvocationReports(t *testing.T) {
 	if !strings.Contains(string(md), f.rejected) || strings.Contains(string(md), f.accepted) {
 		t.Fatalf("inv-a report.md holds other runs than the one given:\n%s", md)
 	}
-	w, err = WriteInvocationReports(ctx, f.store, "inv-empty", nil, nil)
+	w, err = WriteInvocationReports(ctx, f.store, "inv-empty", nil, nil, "")
 	must(t, err)
 	md, _ = os.ReadFile(filepath.Join(w.Dir, "report.md"))
 	if !strings.Contains(string(md), "No runs match") || strings.Contains(string(md), f.replay) {
 		t.Fatalf("an invocation without runs shows runs:\n%s", md)
 	}
-	if _, err := WriteInvocationReports(ctx, f.store, "../escape", nil, nil); err == nil {
+	if _, err := WriteInvocationReports(ctx, f.store, "../escape", nil, nil, ""); err == nil {
 		t.Fatal("an invocation id naming another directory was accepted")
 	}
 }

@@ -113,7 +113,7 @@ func TestExprReferenceGoSemantics(t *testing.T) {
 		t.Fatalf("float: %v, want %v (Go's own)", got, want)
 	}
 	q, _ := tasks.ExprReference("-x / 2 % 3", []string{"x"}, doms[:1])
-	if got, want := q.IntN([]int64{-7}), int64(-(-7) / 2 % 3); got != want {
+	if got, want := q.IntN([]int64{-7}), int64(-(-7)/2%3); got != want {
 		t.Fatalf("division: %d, want %d", got, want)
 	}
 	for expr, why := range map[string]string{

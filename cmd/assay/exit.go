@@ -112,6 +112,7 @@ var flagOf = map[string]string{
 	"PolicyFile": "--policy", "ApprovalsFile": "--approvals", "Mode": "--mode",
 	"MemberToolCalls": "--member-tool-calls", "TeamToolCalls": "--team-tool-calls",
 	"MemberTokens": "--member-tokens", "TeamTokens": "--team-tokens", "ModelAliases": "--model-alias", "FormationOptions": "--formation-option", "Task": "--task", "Capacity": "--capacity",
+	"Repeat": "--matrix", "ProviderName": "--matrix",
 	// harness.EffectsQuery, ReconcileRequest, ApprovalRequest, PendingApproval.Grant
 	"State": "--state", "Lookup": "--lookup", "EffectsDB": "--effects-db", "Outcome": "--outcome",
 	"Note": "--note", "Operator": "--operator", "Expires": "--expires", "Approver": "--approver",

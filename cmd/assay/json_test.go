@@ -52,7 +52,7 @@ var jsonInvocations = map[string]func(t *testing.T, w jsonWorld) ([]string, *res
 		r := approvedResumeRun(t).r
 		return nil, &r
 	},
-	"assay index": func(t *testing.T, w jsonWorld) ([]string, *result) { return nil, &w.index },
+	"assay index":      func(t *testing.T, w jsonWorld) ([]string, *result) { return nil, &w.index },
 	"assay tasks show": func(t *testing.T, w jsonWorld) ([]string, *result) { return []string{"clamp"}, nil },
 	"assay sql": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		return []string{"--out", w.out, "SELECT run_id, verdict, '<&>' AS escaped FROM verdicts ORDER BY run_id"}, nil

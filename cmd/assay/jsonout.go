@@ -19,6 +19,9 @@ import (
 type summaryJSON struct {
 	harness.Summary
 	Cases []caseJSON `json:"cases"`
+	// GroupBy and Groups are --group-by's axis and its groups ("" and [] without it).
+	GroupBy string      `json:"group_by"`
+	Groups  []caseGroup `json:"groups"`
 }
 
 // caseJSON is harness.CaseResult as printed: timings as a list of phases with their seconds, and
@@ -42,7 +45,7 @@ type checkJSON struct {
 }
 
 func presentSummary(sum harness.Summary) (summaryJSON, error) {
-	out := summaryJSON{Summary: sum, Cases: []caseJSON{}}
+	out := summaryJSON{Summary: sum, Cases: []caseJSON{}, Groups: []caseGroup{}}
 	for _, c := range sum.Cases {
 		pc, err := presentCase(c)
 		if err != nil {
@@ -81,10 +84,14 @@ func conventionalEvidence(raw json.RawMessage) (json.RawMessage, error) {
 func snakeCase(name string) string { return jsonconv.SnakeCase(name) }
 
 // writeSummaryJSON prints a matrix run's summary as presentSummary shapes it.
-func writeSummaryJSON(w io.Writer, sum harness.Summary) error {
+func writeSummaryJSON(w io.Writer, sum harness.Summary, groupBy string) error {
 	p, err := presentSummary(sum)
 	if err != nil {
 		return err
+	}
+	p.Groups = []caseGroup{}
+	if groupBy != "" {
+		p.GroupBy, p.Groups = groupBy, groupCases(sum, groupBy)
 	}
 	return writeJSON(w, p)
 }

@@ -30,6 +30,21 @@ type MatrixRunOptions struct {
 	SignKey string
 	// Progress is --progress: auto, tty, plain or none (progressSetting).
 	Progress string
+	// MatrixFile is --matrix FILE: a matrix file (docs/matrix-file.md) whose axes replace the flags'.
+	MatrixFile string
+	// AxisFlags are the axis flags given on the command line, by matrix file axis (e.g.
+	// "languages": "--language"): a file that sets the same axis is refused naming both.
+	AxisFlags map[string][]string
+	// GroupBy is --group-by: the axis the table, the JSON and the reports also group cases by
+	// (reports.GroupAxisNames); "" groups by nothing but the invocation, as before.
+	GroupBy string
+}
+
+// axisFlags are the flags that set each matrix file axis.
+var axisFlags = []struct{ axis, flag string }{
+	{harness.AxisProviders, "base-url"}, {harness.AxisProviders, "model"}, {harness.AxisProviders, "api-key-env"},
+	{harness.AxisProviders, "stream"}, {harness.AxisCases, "formations"}, {harness.AxisLanguages, "language"},
+	{harness.AxisProfiles, "profile"},
 }
 
 // NewCmdMatrix builds `assay matrix` and its `run` subcommand. runF replaces runMatrixRun in tests.
@@ -59,6 +74,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
   assay matrix run --formations reflection,parallel+vote --profile single-file --language python
   assay matrix run --formations parallel --format json
   assay matrix run --policy policy.yaml --approvals assay-out/approvals.json
+  assay matrix run --matrix matrix.yaml --group-by provider
   assay matrix run --mode dry_run
   assay matrix run --member-tokens 20000 --team-tokens 100000
   OPENAI_API_KEY=... assay matrix run --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY`,
@@ -79,6 +95,17 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 			}
 			if c.Flags().Changed("concurrency") && opts.Harness.Concurrency == 0 {
 				return usageErrorf("--concurrency 0: at least one case must run at a time (the default is 1)")
+			}
+			opts.AxisFlags = map[string][]string{}
+			for _, a := range axisFlags {
+				if c.Flags().Changed(a.flag) {
+					opts.AxisFlags[a.axis] = append(opts.AxisFlags[a.axis], "--"+a.flag)
+				}
+			}
+			if opts.GroupBy != "" {
+				if _, ok := reports.LookupGroupAxis(opts.GroupBy); !ok {
+					return usageErrorf("--group-by %q is not one of %s", opts.GroupBy, strings.Join(reports.GroupAxisNames(), ", "))
+				}
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -104,6 +131,9 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringArrayVar(&faults, "reference-fault", nil, "inject a fault into the embedded reference provider: MEMBER:TURN:KIND[:ARG] (TURN -1 = every turn; KIND "+
 		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
+	f.StringVar(&opts.MatrixFile, "matrix", "", "matrix file (YAML, docs/matrix-file.md): providers x cases x tasks x languages x profiles x repeat, run into one "+
+		"evidence store; an axis the file sets may not also be given by its flag (--base-url/--model/--api-key-env/--stream, --formations, --language, --profile)")
+	f.StringVar(&opts.GroupBy, "group-by", "", "also group the cases in the table, the JSON and the reports by one axis: "+strings.Join(reports.GroupAxisNames(), ", "))
 	f.StringArrayVar(&opts.Harness.FormationOptions, "formation-option", nil, "NAME=VALUE: set a formation option (assay formations lists them with defaults and ranges) on every selected case whose formation has it; "+
 		"only options the checks re-derive are accepted, checked by the formation's own validation before anything runs, and recorded in the case manifest; repeatable")
 	f.StringVar(&opts.Harness.Capacity, "capacity", "", "capacity admission of the plain parallel cases ("+strings.Join(harness.PlainParallelCases(), ", ")+
@@ -139,10 +169,17 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	}
 	h.ToolVersion, h.Command, h.Progress, h.ProgressStyle = version, "assay matrix run", progressOut, style
 	h.InvocationID = harness.NewInvocationID()
+	cells, err := matrixCells(opts, h)
+	if err != nil {
+		return err
+	}
 	if err := setSigner(&h, opts.SignKey); err != nil {
 		return err
 	}
-	sum, err := harness.Run(ctx, h)
+	for i := range cells {
+		cells[i].Signer = h.Signer
+	}
+	sum, err := harness.RunMatrix(ctx, cells)
 	if err != nil && ctx.Err() != nil {
 		// Interrupted: the case in progress stays open in the store and is marked interrupted (never
 		// accepted) when a writer next opens it; finished cases stay finalized.
@@ -154,7 +191,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 	if err != nil {
 		return err
 	}
-	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID)
+	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID, opts.GroupBy)
 	if err != nil {
 		return err
 	}
@@ -162,12 +199,18 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 		writeRunTotals(opts.IO.ErrOut, sum, reportPath)
 	}
 	if format == "json" {
-		if err := writeSummaryJSON(opts.IO.Out, sum); err != nil {
+		if err := writeSummaryJSON(opts.IO.Out, sum, opts.GroupBy); err != nil {
 			return err
 		}
 	} else {
-		if err := matrixTable(sum).writeText(opts.IO.Out); err != nil {
+		if err := matrixTable(sum, opts.MatrixFile != "").writeText(opts.IO.Out); err != nil {
 			return err
+		}
+		if opts.GroupBy != "" {
+			fmt.Fprintln(opts.IO.Out)
+			if err := groupTable(sum, opts.GroupBy).writeText(opts.IO.Out); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(opts.IO.Out, "\nprovider: %s\nevidence: %s\nreport:   %s\n", sum.Provider, sum.StorePath, reportPath)
 		writePausedHint(opts.IO.Out, sum.Cases, sum.OutDir)
@@ -231,9 +274,31 @@ func parseFaults(flag string, specs []string) ([]reference.Fault, error) {
 	return out, nil
 }
 
-// matrixTable is the printed table: one row per case.
-func matrixTable(sum harness.Summary) table {
+// matrixCells is the matrix the options run: the cells of --matrix FILE (refused, naming both,
+// when a flag gives an axis the file sets too), or the one cell the flags give.
+func matrixCells(opts *MatrixRunOptions, h harness.Options) ([]harness.Options, error) {
+	if opts.MatrixFile == "" {
+		return []harness.Options{h}, nil
+	}
+	m, err := harness.LoadMatrixFile(opts.MatrixFile)
+	if err != nil {
+		return nil, err
+	}
+	for _, axis := range m.Axes() {
+		if flags := opts.AxisFlags[axis]; len(flags) > 0 {
+			return nil, usageErrorf("--matrix %s sets %s and %s gives it too: give the axis in one place", opts.MatrixFile, axis, strings.Join(flags, " and "))
+		}
+	}
+	return m.Cells(h)
+}
+
+// matrixTable is the printed table: one row per case, with its provider, model and repeat index
+// when a matrix file ran it (withMatrix).
+func matrixTable(sum harness.Summary, withMatrix bool) table {
 	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "EVIDENCE", "EFFECTS", "SESSIONS", "USAGE", "VERDICT"}}
+	if withMatrix {
+		t.header = append([]string{"CASE", "PROVIDER", "MODEL", "REPEAT"}, t.header[1:]...)
+	}
 	for _, c := range sum.Cases {
 		status := map[string]string{}
 		for _, ch := range c.Checks {
@@ -249,8 +314,86 @@ func matrixTable(sum harness.Summary) table {
 		if usage == "passed" {
 			usage = "conserved"
 		}
-		t.rows = append(t.rows, []string{c.RunID, c.Catalog, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
-			get("files"), get("tests"), get("oracle"), get("formation"), get("effects"), get("sessions"), usage, verdictLabel(c)})
+		row := []string{c.RunID, c.Catalog, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
+			get("files"), get("tests"), get("oracle"), get("formation"), get("effects"), get("sessions"), usage, verdictLabel(c)}
+		if withMatrix {
+			row = append([]string{c.RunID, c.Provider, c.Model, repeatCell(c.Repeat)}, row[1:]...)
+		}
+		t.rows = append(t.rows, row)
+	}
+	return t
+}
+
+// repeatCell is a repeat index as the table shows it: "-" for a case that is not a repeat.
+func repeatCell(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+// caseGroup is the cases of a matrix run sharing one key on a --group-by axis; each repeat is its
+// own case, counted on its own.
+type caseGroup struct {
+	Key         string   `json:"key"`
+	Cases       int      `json:"cases"`
+	Accepted    int      `json:"accepted"`
+	NotAccepted int      `json:"not_accepted"`
+	RunIDs      []string `json:"run_ids"`
+}
+
+// groupCases groups sum's cases by axis (reports.GroupAxes keys, read from each case as the
+// harness recorded it), keys in order of first appearance.
+func groupCases(sum harness.Summary, axis string) []caseGroup {
+	key := func(c harness.CaseResult) string {
+		switch axis {
+		case "provider":
+			return c.Provider
+		case "model":
+			return c.Model
+		case "task":
+			return c.Task
+		case "language":
+			return c.Language
+		case "profile":
+			return c.Profile
+		case "case":
+			return c.Catalog
+		case "repeat":
+			if c.Repeat == 0 {
+				return reports.NotARepeat
+			}
+			return fmt.Sprint(c.Repeat)
+		}
+		return ""
+	}
+	var out []caseGroup
+	index := map[string]int{}
+	for _, c := range sum.Cases {
+		k := key(c)
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, caseGroup{Key: k, RunIDs: []string{}})
+		}
+		g := &out[i]
+		g.Cases++
+		if c.Verdict.Verdict == "accepted" {
+			g.Accepted++
+		} else {
+			g.NotAccepted++
+		}
+		g.RunIDs = append(g.RunIDs, c.RunID)
+	}
+	return out
+}
+
+// groupTable is the printed table of groupCases.
+func groupTable(sum harness.Summary, axis string) table {
+	t := table{header: []string{strings.ToUpper(axis), "CASES", "ACCEPTED", "NOT ACCEPTED"}}
+	for _, g := range groupCases(sum, axis) {
+		t.rows = append(t.rows, []string{g.Key, fmt.Sprint(g.Cases), fmt.Sprint(g.Accepted), fmt.Sprint(g.NotAccepted)})
 	}
 	return t
 }
@@ -280,12 +423,12 @@ func verdictLabel(c harness.CaseResult) string {
 // writeMatrixReport writes the reports of invocation's runs (and the interrupted runs it sealed),
 // from what the evidence store holds, under OUT/reports/<invocation>/ with copies in OUT
 // (reports.WriteInvocationReports), and returns the path of the invocation's report.md.
-func writeMatrixReport(ctx context.Context, sum harness.Summary, invocation string) (string, error) {
+func writeMatrixReport(ctx context.Context, sum harness.Summary, invocation, groupBy string) (string, error) {
 	runIDs := append([]string(nil), sum.Sealed...) // interrupted runs this invocation sealed: shown, rejected
 	for _, c := range sum.Cases {
 		runIDs = append(runIDs, c.RunID)
 	}
-	w, err := reports.WriteInvocationReports(ctx, sum.StorePath, invocation, runIDs, harness.BindingCheckers(filepath.Dir(sum.StorePath)))
+	w, err := reports.WriteInvocationReports(ctx, sum.StorePath, invocation, runIDs, harness.BindingCheckers(filepath.Dir(sum.StorePath)), groupBy)
 	if err != nil {
 		return "", err
 	}

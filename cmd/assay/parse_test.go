@@ -56,6 +56,10 @@ func TestParseMatrixRun(t *testing.T) {
 	full.Harness.ModelAliases = map[string]string{"gpt-4o-mini": "gpt-4o-mini-2025"}
 	full.Harness.BaseURL, full.Harness.Model, full.Harness.APIKeyEnv = "http://127.0.0.1:8000/v1", "m", "OPENAI_API_KEY"
 	full.Harness.MemberToolCalls, full.Harness.TeamToolCalls, full.Harness.RequestTimeout = 0, 0, 0
+	full.AxisFlags = map[string][]string{"cases": {"--formations"}, "providers": {"--base-url", "--model", "--api-key-env"}}
+	withFile := matrixDefaults()
+	withFile.MatrixFile, withFile.GroupBy, withFile.Harness.Language = "m.yaml", "repeat", "python"
+	withFile.AxisFlags = map[string][]string{"languages": {"--language"}}
 	for _, c := range []struct {
 		args []string
 		want MatrixRunOptions
@@ -64,6 +68,7 @@ func TestParseMatrixRun(t *testing.T) {
 		{[]string{"matrix", "run", "--format", "json", "--formations", "reflection, parallel+vote", "--reference-fault", "exec-1:0:drop_usage",
 			"--reference-fault", "critic:-1:replace_reply:a:b", "--model-alias", "gpt-4o-mini = gpt-4o-mini-2025", "--base-url", "http://127.0.0.1:8000/v1",
 			"--model", "m", "--api-key-env", "OPENAI_API_KEY", "--member-tool-calls", "0", "--team-tool-calls", "0", "--request-timeout", "0s"}, full},
+		{[]string{"matrix", "run", "--matrix", "m.yaml", "--group-by", "repeat", "--language", "python"}, withFile},
 	} {
 		got, code := parse(t, NewCmdMatrix, c.args...)
 		if code != 0 || got == nil {
@@ -192,7 +197,7 @@ func TestParseOtherCommands(t *testing.T) {
 			t.Fatalf("%q: exit %d", args, code)
 		}
 		same(t, args, &ProviderServeOptions{Addr: "127.0.0.1:0", Faults: []reference.Fault{{Member: "a", Turn: 1, Kind: reference.FaultHTTP500}},
-			SessionHeader: reference.DefaultSessionHeader, Capacity: 0, Format: "text", EffectsDB: "e.db"}, got)
+			SessionHeader: reference.DefaultSessionHeader, Capacity: 0, Format: "text", EffectsDB: "e.db", Model: reference.ModelID}, got)
 		if _, code := parse(t, NewCmdProvider, "provider", "serve", "--faults", "a:zero:drop_usage"); code != 2 {
 			t.Errorf("a fault that does not parse: exit %d, want 2", code)
 		}

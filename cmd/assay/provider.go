@@ -18,6 +18,8 @@ type ProviderServeOptions struct {
 	Capacity      int
 	Format        string
 	EffectsDB     string
+	// Model is --model: the model id served and answered with ("" = reference.ModelID).
+	Model string
 }
 
 // NewCmdProvider builds `assay provider` and its `serve` subcommand. runF replaces runProviderServe
@@ -33,7 +35,7 @@ func NewCmdProvider(io IOStreams, runF func(context.Context, *ProviderServeOptio
 		Use:   "serve",
 		Short: "Serve the reference provider (an OpenAI-compatible endpoint, not a language model) on an address",
 		Long: longHelp("0 when interrupted; 1 when it could not serve (the port is taken); 2 on bad input: a malformed "+
-			"address, fault or session header, a file that is not an effects database.",
+			"address, fault, model id or session header, a file that is not an effects database.",
 			"Serve the embedded reference provider (model "+reference.ModelID+", not a language model: it answers assay's "+
 				"task assignments deterministically) on --addr for any OpenAI-compatible client: POST /v1/chat/completions "+
 				"(plain or SSE, tool calls), GET /v1/models; and the reference effect service (PUT and GET /v1/effects/{key}), "+
@@ -61,6 +63,7 @@ func NewCmdProvider(io IOStreams, runF func(context.Context, *ProviderServeOptio
 	f.StringVar(&opts.SessionHeader, "session-header", reference.DefaultSessionHeader, "request header carrying each member's session id (echoed on responses)")
 	f.IntVar(&opts.Capacity, "parallel-capacity", reference.DefaultParallelCapacity, "max_parallel_requests the model object declares (0 = the default; -1 declares none)")
 	f.StringVar(&opts.Format, "format", "text", "how the base URL line is printed: text or json")
+	f.StringVar(&opts.Model, "model", reference.ModelID, "model id the server serves and answers with (two servers with different ids stand for two models of a matrix; the answers are the same)")
 	f.StringVar(&opts.EffectsDB, "effects-db", "", "SQLite file keeping the effect service's receipts (default: in memory)")
 	cmd.AddCommand(serve)
 	return cmd
@@ -71,21 +74,25 @@ func runProviderServe(ctx context.Context, opts *ProviderServeOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := reference.Config{SessionHeader: opts.SessionHeader, ParallelCapacity: opts.Capacity, EffectsDB: opts.EffectsDB, Faults: opts.Faults}
+	cfg := reference.Config{SessionHeader: opts.SessionHeader, ParallelCapacity: opts.Capacity, EffectsDB: opts.EffectsDB, Faults: opts.Faults, Model: opts.Model}
+	model := opts.Model
+	if model == "" {
+		model = reference.ModelID
+	}
 	run, err := reference.StartOn(ctx, opts.Addr, cfg)
 	if err != nil {
 		return err
 	}
 	defer run.Close()
 	if format == "json" {
-		if err := writeJSON(opts.IO.Out, map[string]any{"base_url": run.BaseURL(), "model": reference.ModelID, "faults": len(cfg.Faults)}); err != nil {
+		if err := writeJSON(opts.IO.Out, map[string]any{"base_url": run.BaseURL(), "model": model, "faults": len(cfg.Faults)}); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintln(opts.IO.Out, run.BaseURL())
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "assay: reference provider %s (not a language model) serving %s with %d fault(s); interrupt to stop\n",
-		reference.ModelID, run.BaseURL(), len(cfg.Faults))
+		model, run.BaseURL(), len(cfg.Faults))
 	select {
 	case <-ctx.Done():
 	case <-run.Done():

@@ -94,6 +94,7 @@ func TestProviderServeBadInput(t *testing.T) {
 		{ProviderServeOptions{Addr: "127.0.0.1:99999"}, "the port must be a number from 0 to 65535"},
 		{ProviderServeOptions{Addr: "127.0.0.1:0", SessionHeader: "X Y"}, "session header"},
 		{ProviderServeOptions{Addr: "127.0.0.1:0", Format: "xml"}, `--format "xml"`},
+		{ProviderServeOptions{Addr: "127.0.0.1:0", Model: "ref model"}, `model id "ref model"`},
 	} {
 		r := call(t, "", func(ctx context.Context, io IOStreams) error {
 			c.opts.IO = io

@@ -33,6 +33,8 @@ type ReportOptions struct {
 	Output     string
 	Wait       time.Duration
 	NoVerify   bool
+	// GroupBy is --group-by: the axis the report also groups its cases by ("" = by invocation only).
+	GroupBy string
 	// Graph is --graph DB: render the code-graph report of that database instead (runGraphReport).
 	Graph     string
 	graphOpts graphReportOptions
@@ -88,6 +90,7 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 	f.StringVar(&opts.Format, "format", "md", "report format: "+strings.Join(reportFormatNames(), ", "))
 	f.StringVar(&opts.Output, "output", "", "write the report to this file (atomically, mode 0644) instead of stdout")
 	f.DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
+	f.StringVar(&opts.GroupBy, "group-by", "", "also group the cases by one axis (a section in md, group_by and groups in json): "+strings.Join(reports.GroupAxisNames(), ", "))
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "do not recompute the runs' evidence (faster on large stores); the report then says its verdicts are unverified")
 	addGraphReportFlags(f, &opts.Graph, &opts.graphOpts)
 	return cmd
@@ -95,7 +98,7 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 
 // graphReport runs `assay report --graph DB`: the code-graph report, which takes no run selection.
 func graphReport(c *cobra.Command, opts *ReportOptions) error {
-	for _, name := range []string{"latest", "all", "since", "formation", "case", "verdict", "store", "wait", "no-verify"} {
+	for _, name := range []string{"latest", "all", "since", "formation", "case", "verdict", "store", "wait", "no-verify", "group-by"} {
 		if c.Flags().Changed(name) {
 			return usageErrorf("--%s selects evidence runs; --graph renders a graph database: leave one out", name)
 		}
@@ -163,7 +166,10 @@ var reportVerdicts = []string{evidence.VerdictAccepted, evidence.VerdictRejected
 // bad usage.
 func reportSelection(opts *ReportOptions) (reports.Selection, error) {
 	sel := reports.Selection{RunIDs: opts.Runs, Latest: opts.Latest, All: opts.All, Formations: opts.Formations,
-		Cases: opts.Cases, Verdicts: opts.Verdicts}
+		Cases: opts.Cases, Verdicts: opts.Verdicts, GroupBy: opts.GroupBy}
+	if _, ok := reports.LookupGroupAxis(opts.GroupBy); opts.GroupBy != "" && !ok {
+		return sel, usageErrorf("--group-by %q is not one of %s", opts.GroupBy, strings.Join(reports.GroupAxisNames(), ", "))
+	}
 	n := 0
 	for _, set := range []bool{len(opts.Runs) > 0, opts.Latest, opts.All, opts.Since != ""} {
 		if set {

@@ -205,7 +205,7 @@ func TestReportBadInputWritesNothing(t *testing.T) {
 }
 
 // checkInvocationReports checks what a matrix run wrote under out: OUT/reports/<invocation>/ holds
-// report.md, report.html and junit.xml, mode 0644; the copies in OUT are the same reports; every
+// report.md, report.html, report.json and junit.xml, mode 0644; the copies in OUT are the same reports; every
 // evidence link of each Markdown file resolves from its own directory.
 func checkInvocationReports(t *testing.T, out string) {
 	t.Helper()
@@ -214,7 +214,7 @@ func checkInvocationReports(t *testing.T, out string) {
 		t.Fatalf("reports/<invocation>/: %v %v", dirs, err)
 	}
 	for _, dir := range []string{dirs[0], out} {
-		for _, name := range []string{"report.md", "report.html", "junit.xml"} {
+		for _, name := range []string{"report.md", "report.html", "report.json", "junit.xml"} {
 			fi, err := os.Stat(filepath.Join(dir, name))
 			if err != nil || fi.Mode().Perm() != 0o644 || fi.Size() == 0 {
 				t.Fatalf("%s/%s: %v %v, want a non-empty file of mode 0644", dir, name, fi, err)

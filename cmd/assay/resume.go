@@ -108,7 +108,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 		return err
 	}
 	cr := sum.Cases[0]
-	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID)
+	reportPath, err := writeMatrixReport(ctx, sum, h.InvocationID, "")
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 			return err
 		}
 	} else {
-		if err := matrixTable(sum).writeText(opts.IO.Out); err != nil {
+		if err := matrixTable(sum, false).writeText(opts.IO.Out); err != nil {
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "\nresumed %s as %s\nevidence: %s\nreport:   %s\n", opts.Run, cr.RunID, sum.StorePath, reportPath)

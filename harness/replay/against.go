@@ -65,7 +65,8 @@ func against(ctx context.Context, store *evidence.Store, runs []evidence.RunSumm
 }
 
 // sameEnvelope refuses two runs whose envelopes differ in anything but the environment
-// fingerprint (two machines may record the same case) and the invocation (each run is its own).
+// fingerprint (two machines may record the same case), the invocation and the repeat index (each
+// run is its own: two repeats of one case are the same case).
 func sameEnvelope(a, b evidence.RunSummary) *decision {
 	x, y := a.Envelope, b.Envelope
 	var drift []string
@@ -75,10 +76,13 @@ func sameEnvelope(a, b evidence.RunSummary) *decision {
 		{"entropy sources", strings.Join(x.EntropySources, ","), strings.Join(y.EntropySources, ",")},
 		{"replay tolerance", x.ReplayTolerance, y.ReplayTolerance}, {"provider", x.Provider, y.Provider}, {"base URL", x.BaseURL, y.BaseURL},
 		{"model", x.Model, y.Model}, {"formation", x.Formation, y.Formation}, {"task profile", x.TaskProfile, y.TaskProfile},
-		{"language", x.Language, y.Language}, {"case", x.Case, y.Case},
+		{"language", x.Language, y.Language}, {"case", x.Case, y.Case}, {"task", x.Task, y.Task},
 	} {
 		if f.name == "case" && (f.a == "" || f.b == "") {
 			continue // a run recorded before schema v6 has no case; its manifest digest names it
+		}
+		if f.name == "task" && (f.a == "" || f.b == "") {
+			continue // a run recorded before schema v7 names no task
 		}
 		if f.a != f.b {
 			drift = append(drift, fmt.Sprintf("%s %s and %s", f.name, labelEmpty(f.a), labelEmpty(f.b)))

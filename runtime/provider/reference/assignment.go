@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"go/token"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 )
 

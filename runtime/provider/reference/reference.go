@@ -319,6 +319,11 @@ type Config struct {
 	// once (a bad path fails Start); New opens it on the first effect
 	// request.
 	EffectsDB string
+	// Model is the model id the server serves and answers with (GET
+	// /v1/models, every completion's "model"); "" means ModelID. Two
+	// servers with different ids stand for two models of a matrix; what
+	// they answer is the same.
+	Model string
 	// Solutions are reference solutions the server answers assignments with, besides its own for
 	// TaskDouble: an assignment whose task, language and files (as a set) equal a Solution's is
 	// answered by writing the Solution's files. They come from a task file's reference_solution
@@ -342,12 +347,13 @@ const DefaultParallelCapacity = 4
 // Server is the reference provider's HTTP handler and its per-session turn
 // counters. It is safe for concurrent use.
 type Server struct {
-	faults   []Fault
+	faults []Fault
 	// solutions are Config.Solutions, copied; read-only after New.
 	solutions []Solution
-	header   string
-	capacity int
-	handler  http.Handler
+	header    string
+	model     string
+	capacity  int
+	handler   http.Handler
 
 	mu    sync.Mutex
 	turns map[string]int
@@ -378,7 +384,13 @@ func (s *Server) HandlerTime() time.Duration { return time.Duration(s.busy.Load(
 // header that is not a valid header name.
 func New(cfg Config) (*Server, error) {
 	s := &Server{header: cfg.SessionHeader, turns: map[string]int{}, toolCallLast: map[string]bool{}, capacity: cfg.ParallelCapacity,
-		issued: map[string]issuedCall{}, effectsPath: cfg.EffectsDB}
+		issued: map[string]issuedCall{}, effectsPath: cfg.EffectsDB, model: cfg.Model}
+	if s.model == "" {
+		s.model = ModelID
+	}
+	if !validModelID(s.model) {
+		return nil, fmt.Errorf("%w: model id %q is not 1..128 printable characters without spaces", ErrInvalidConfig, s.model)
+	}
 	if s.capacity == 0 {
 		s.capacity = DefaultParallelCapacity
 	}
@@ -472,7 +484,7 @@ type modelList struct {
 }
 
 func (s *Server) referenceModel() modelObject {
-	m := modelObject{ID: ModelID, Object: "model", Created: Created, OwnedBy: "assay"}
+	m := modelObject{ID: s.model, Object: "model", Created: Created, OwnedBy: "assay"}
 	if s.capacity > 0 {
 		c := s.capacity
 		m.MaxParallelRequests = &c
@@ -485,9 +497,9 @@ func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
-	if id := r.PathValue("id"); id != ModelID {
+	if id := r.PathValue("id"); id != s.model {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
-			fmt.Sprintf("The model `%s` does not exist; this server serves only %s.", id, ModelID))
+			fmt.Sprintf("The model `%s` does not exist; this server serves only %s.", id, s.model))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.referenceModel())
@@ -533,9 +545,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid_body", err.Error())
 		return
 	}
-	if req.Model != ModelID {
+	if req.Model != s.model {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
-			fmt.Sprintf("The model `%s` does not exist; this server serves only %s.", req.Model, ModelID))
+			fmt.Sprintf("The model `%s` does not exist; this server serves only %s.", req.Model, s.model))
 		return
 	}
 	rep := answer(req, session, turn, s.solutions)
@@ -561,10 +573,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Stream {
 		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-		writeStream(w, id, rep, usage, includeUsage, s.faulted(FaultSplitToolArgs, session, turn))
+		writeStream(w, s.model, id, rep, usage, includeUsage, s.faulted(FaultSplitToolArgs, session, turn))
 		return
 	}
-	writeJSON(w, http.StatusOK, completionBody(id, rep, usage))
+	body := completionBody(id, rep, usage)
+	body.Model = s.model
+	writeJSON(w, http.StatusOK, body)
 }
 
 // reply is the assistant turn the server decided on.
@@ -593,4 +607,18 @@ func compactJSON[T writeFileArgs | readFileArgs | remotePutArgs | EffectReceipt 
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// validModelID reports whether id is 1..128 bytes of printable ASCII without
+// spaces: it travels in URLs (/v1/models/{id}) and JSON bodies.
+func validModelID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' || id[i] == '/' {
+			return false
+		}
+	}
+	return true
 }

@@ -379,6 +379,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"empty kind", reference.Config{Faults: []reference.Fault{{Turn: 0}}}},
 		{"turn below -1", reference.Config{Faults: []reference.Fault{{Kind: reference.FaultHTTP500, Turn: -2}}}},
 		{"bad header", reference.Config{SessionHeader: "X Session"}},
+		{"model id with a space", reference.Config{Model: "ref model"}},
+		{"model id with a slash", reference.Config{Model: "ref/model"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -553,5 +555,40 @@ func TestStartOnRefusesAnAddressThatIsNotHostPort(t *testing.T) {
 	taken := strings.TrimSuffix(strings.TrimPrefix(run.BaseURL(), "http://"), "/v1")
 	if _, err := reference.StartOn(t.Context(), taken, reference.Config{}); err == nil || errors.Is(err, reference.ErrInvalidConfig) {
 		t.Fatalf("a taken port %s: %v, want the listen error", taken, err)
+	}
+}
+
+// A server given a model id serves that id and no other, and answers with it
+// on the plain and the streamed wire; the default stays ModelID.
+func TestConfiguredModelID(t *testing.T) {
+	run := startReference(t, reference.Config{Model: "ref-model-a"})
+	body := strings.Replace(userTurn(reference.FormatAssignment(doubleAssignment()), writeFileToolJSON), reference.ModelID, "ref-model-a", 1)
+	code, raw := post(t, run, "run-1-m", body)
+	if code != http.StatusOK || decodeCompletion(t, raw).Model != "ref-model-a" {
+		t.Fatalf("plain answer %d %s, want model ref-model-a", code, raw)
+	}
+	stream := strings.Replace(body, `"messages"`, `"stream":true,"stream_options":{"include_usage":true},"messages"`, 1)
+	code, raw = post(t, run, "run-2-m", stream)
+	if code != http.StatusOK || !strings.Contains(string(raw), `"model":"ref-model-a"`) || strings.Contains(string(raw), reference.ModelID) {
+		t.Fatalf("streamed answer %d %s, want every chunk's model ref-model-a", code, raw)
+	}
+	// The default id is refused by a server configured with another: the routing check
+	// compares what was asked with what answered, and a server must not answer for a model it is not.
+	code, raw = post(t, run, "run-3-m", userTurn("hi", writeFileToolJSON))
+	if code != http.StatusNotFound || !strings.Contains(string(raw), "serves only ref-model-a") {
+		t.Fatalf("request for %s: %d %s, want 404 naming ref-model-a", reference.ModelID, code, raw)
+	}
+	resp, err := http.Get(run.BaseURL() + "/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	list, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(list), `"id":"ref-model-a"`) {
+		t.Fatalf("GET /v1/models = %s, want ref-model-a", list)
+	}
+	def := startReference(t, reference.Config{})
+	if code, raw := post(t, def, "run-1-m", userTurn("hi", writeFileToolJSON)); code != http.StatusOK || decodeCompletion(t, raw).Model != reference.ModelID {
+		t.Fatalf("default server answered %d %s, want model %s", code, raw, reference.ModelID)
 	}
 }

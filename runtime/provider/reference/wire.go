@@ -381,15 +381,16 @@ func streamChunks(id string, rep reply, usage *usageObject, includeUsage, split 
 	return out
 }
 
-// writeStream sends rep as a server-sent event stream ended by
+// writeStream sends rep, answered by model, as a server-sent event stream ended by
 // "data: [DONE]", flushing after every event.
-func writeStream(w http.ResponseWriter, id string, rep reply, usage *usageObject, includeUsage, split bool) {
+func writeStream(w http.ResponseWriter, model, id string, rep reply, usage *usageObject, includeUsage, split bool) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	for _, c := range streamChunks(id, rep, usage, includeUsage, split) {
+		c.Model = model
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", compactJSON(c)); err != nil {
 			return // the client went away; nothing more can be said to it
 		}
