@@ -107,7 +107,9 @@ func (s Summary) Accepted() bool {
 // gateway that could not start); a rejected case is not an error.
 func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 	start := time.Now()
-	defer func() { sum.Totals = SummarizeRun(sum.Cases, len(opts.Formations), time.Since(start)) }()
+	defer func() {
+		sum.Totals = SummarizeRun(sum.Cases, len(opts.Formations)*max(opts.Repeat, 1), time.Since(start))
+	}()
 	if err := opts.Normalize(); err != nil {
 		return Summary{}, err
 	}

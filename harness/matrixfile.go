@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -374,6 +375,9 @@ func RunMatrix(ctx context.Context, cells []Options) (Summary, error) {
 	}
 	var sum Summary
 	var providers, models []string
+	start, planned := time.Now(), 0
+	// The totals are the whole matrix's: every cell's cases, planned and finished, and its wall time.
+	defer func() { sum.Totals = SummarizeRun(sum.Cases, planned, time.Since(start)) }()
 	for i, c := range cells {
 		if c.OutDir != cells[0].OutDir || c.InvocationID != cells[0].InvocationID {
 			return sum, fmt.Errorf("%w: cell %d: every cell shares one out directory and invocation", ErrBadOptions, i)
@@ -382,6 +386,7 @@ func RunMatrix(ctx context.Context, cells []Options) (Summary, error) {
 		if i == 0 {
 			sum = Summary{OutDir: s.OutDir, StorePath: s.StorePath, GatewayDB: s.GatewayDB}
 		}
+		planned += s.Totals.Cases
 		sum.Cases = append(sum.Cases, s.Cases...)
 		sum.Sealed = append(sum.Sealed, s.Sealed...)
 		sum.Reference = sum.Reference || s.Reference

@@ -90,6 +90,10 @@ repeat: 2
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
+	// The end-of-run summary is the whole matrix's, not its last cell's.
+	if !strings.Contains(r.stderr, "summary:  12 case(s): 12 accepted;") {
+		t.Fatalf("the summary does not count the matrix's 12 cases:\n%s", r.stderr)
+	}
 	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatal(err)
