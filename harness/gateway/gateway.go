@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,12 @@ const (
 	// (e.g. WebSocket). The gateway cannot observe usage on an upgraded
 	// connection, so it refuses with 501 rather than open an unobserved channel.
 	RelayUpgradeRefused = "upgrade_refused"
+	// RelayStreamUnterminated: a 2xx event stream answering a streaming chat
+	// completions (or completions) request ended without its final
+	// "data: [DONE]" event (OpenAI API reference, streaming): the upstream cut
+	// the stream, so whatever usage it carried so far is not the request's
+	// usage and is recorded as unknown.
+	RelayStreamUnterminated = "stream_unterminated"
 )
 
 // ErrConfig is returned (wrapped) by Start when the Config is unusable.
@@ -90,8 +97,18 @@ type Config struct {
 	// Required; must be an absolute http or https URL.
 	Upstream string
 	// SessionHeader is the request header carrying the member session id;
-	// default DefaultSessionHeader ("X-Session-Id").
+	// default DefaultSessionHeader ("X-Session-Id") when SessionHeaders is
+	// empty too.
 	SessionHeader string
+	// SessionHeaders are further headers that carry the session id (e.g.
+	// "X-Inferflux-Session-Id"), read after SessionHeader. A request's session
+	// id is the value these headers carry; a request whose session headers
+	// carry different values is recorded with no session id (unattributed):
+	// the gateway does not pick one.
+	SessionHeaders []string
+	// Addr is the TCP address to listen on, host:port; port 0 picks a free
+	// port. Default "127.0.0.1:0".
+	Addr string
 	// DBPath is the SQLite usage database file, created (with its parent
 	// directory) if missing, e.g. "assay-out/gateway-usage.db". Required.
 	DBPath string
@@ -111,8 +128,10 @@ type Config struct {
 // Gateway is a running observing gateway. Its methods are safe for concurrent
 // use.
 type Gateway struct {
-	url           string
-	sessionHeader string
+	url            string
+	sessionHeader  string
+	sessionHeaders []string // canonical, sessionHeader first, no duplicates
+	upstream       string   // scheme://host of Config.Upstream (no user info, path or query), for /admin/health
 	grace         time.Duration
 
 	srv        *http.Server
@@ -152,11 +171,34 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.DBPath == "" {
 		return nil, fmt.Errorf("%w: DBPath is empty", ErrConfig)
 	}
-	header := cfg.SessionHeader
-	if header == "" {
-		header = DefaultSessionHeader
+	var headers []string
+	for _, h := range append([]string{cfg.SessionHeader}, cfg.SessionHeaders...) {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if !validHeaderName(h) {
+			return nil, fmt.Errorf("%w: session header %q is not an HTTP header name", ErrConfig, h)
+		}
+		if h = http.CanonicalHeaderKey(h); !slices.Contains(headers, h) {
+			headers = append(headers, h)
+		}
 	}
-	header = http.CanonicalHeaderKey(header)
+	if len(headers) == 0 {
+		headers = []string{DefaultSessionHeader}
+	}
+	for _, h := range headers {
+		if credentialHeader(h) {
+			return nil, fmt.Errorf("%w: session header %q carries credentials, which the gateway never stores", ErrConfig, h)
+		}
+	}
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("%w: listen address %q: %w", ErrConfig, addr, err)
+	}
 	grace := cfg.ShutdownGrace
 	if grace <= 0 {
 		grace = DefaultShutdownGrace
@@ -170,9 +212,9 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("gateway: listen on 127.0.0.1:0: %w", err), st.close())
+		return nil, errors.Join(fmt.Errorf("gateway: listen on %s: %w", addr, err), st.close())
 	}
 
 	transport, ok := http.DefaultTransport.(*http.Transport)
@@ -187,8 +229,10 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 
 	g := &Gateway{
-		url:           "http://" + ln.Addr().String(),
-		sessionHeader: header,
+		url:            "http://" + ln.Addr().String(),
+		sessionHeader:  headers[0],
+		sessionHeaders: headers,
+		upstream:       upstream.Scheme + "://" + upstream.Host,
 		grace:         grace,
 		transport:     transport,
 		baseCtx:       baseCtx,
@@ -234,9 +278,55 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 // trailing slash. The runtime's OpenAI-compatible client uses URL()+"/v1".
 func (g *Gateway) URL() string { return g.url }
 
-// SessionHeader returns the canonical name of the header the gateway reads the
-// session id from.
+// SessionHeader returns the canonical name of the first header the gateway
+// reads the session id from.
 func (g *Gateway) SessionHeader() string { return g.sessionHeader }
+
+// SessionHeaders returns the canonical names of every header the gateway reads
+// the session id from, in order.
+func (g *Gateway) SessionHeaders() []string { return slices.Clone(g.sessionHeaders) }
+
+// sessionOf returns the session id the request's session headers carry: ""
+// when none carries one, or when they carry different values (a request
+// attributed to two sessions is attributed to none).
+func (g *Gateway) sessionOf(h http.Header) string {
+	session := ""
+	for _, name := range g.sessionHeaders {
+		for _, v := range h.Values(name) {
+			switch {
+			case v == "":
+			case session == "":
+				session = v
+			case session != v:
+				return ""
+			}
+		}
+	}
+	return session
+}
+
+// validHeaderName reports whether name is an RFC 9110 field name (a token).
+func validHeaderName(name string) bool {
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// credentialHeader reports whether a header (canonical name) carries
+// credentials: Authorization, Proxy-Authorization, Cookie, and any *-Key /
+// Api-Key style header (OpenAI's Authorization, Azure's Api-Key, Anthropic's
+// X-Api-Key, Google's X-Goog-Api-Key).
+func credentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie":
+		return true
+	}
+	return strings.HasSuffix(n, "-key") || strings.HasSuffix(n, "api-key") || strings.Contains(n, "token") || strings.Contains(n, "secret")
+}
 
 // Close stops accepting requests, lets in-flight requests finish for up to the
 // shutdown grace (then cuts their connections), waits until every request has
@@ -310,7 +400,7 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 	defer g.handlers.Done()
 	x := &exchange{
 		started:   time.Now(),
-		session:   r.Header.Get(g.sessionHeader),
+		session:   g.sessionOf(r.Header),
 		recordCtx: context.WithoutCancel(r.Context()),
 	}
 	seq := g.inflight.begin(x.session)
@@ -426,11 +516,14 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
 		ResponseBytes:  rw.n,
 		RelayError:     x.relayErr,
 		StartedAt:      x.started.UTC(),
-		EchoedSession:  strings.Join(rw.Header().Values(g.sessionHeader), ", "),
+		EchoedSession:  g.echoedSession(rw.Header()),
+	}
+	if x.relayErr == RelayOK && !rw.overflow && streamUnterminated(r.URL.Path, rw.status, rw.Header(), meta.stream, rw.buf.Bytes()) {
+		rec.RelayError = RelayStreamUnterminated
 	}
 	u := unknownUsage()
-	if x.relayErr == RelayOK && !rw.overflow {
-		u = extractUsage(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
+	if rec.RelayError == RelayOK && !rw.overflow {
+		u = extractUsage(rw.status, rw.Header(), meta, rw.buf.Bytes())
 		rec.AnsweredModel = answeredModel(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
 		if body, ok := decodeContent(rw.Header().Get("Content-Encoding"), rw.buf.Bytes()); ok {
 			sum := sha256.Sum256(body)
@@ -447,6 +540,15 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
 		g.inflight.lost(x.session, err)
 		g.proxy.ErrorLog.Printf("gateway: %v", err)
 	}
+}
+
+// echoedSession joins, with ", ", the values of the session headers the response carried back.
+func (g *Gateway) echoedSession(h http.Header) string {
+	var vals []string
+	for _, name := range g.sessionHeaders {
+		vals = append(vals, h.Values(name)...)
+	}
+	return strings.Join(vals, ", ")
 }
 
 // relayWriter relays the response to the client unchanged while hashing every
