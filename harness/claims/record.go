@@ -113,7 +113,7 @@ func Record(ctx context.Context, req RecordRequest) (Recorded, error) {
 	runID := runid.New("run-", time.Now())
 	rec, err := record(ctx, store, runID, evidence.Envelope{Tenant: tenant, ManifestDigest: sha256Hex(manifestJSON), Mode: evidence.ModeObserve,
 		EnvironmentFingerprint: fingerprint, EntropySources: []string{"external_claims", "gateway_records", "wall_clock", "run_id"},
-		ReplayTolerance: "exact", Provider: "external", Case: "usage_claims"},
+		ReplayTolerance: "exact", Provider: "external", Case: "usage_claims", InvocationID: harness.NewInvocationID()},
 		[]artifact{{ManifestArtifact, "application/json", manifestJSON}, {evidence.EnvironmentArtifact, "application/json", envJSON},
 			{ClaimsArtifact, mediaJSONLines, req.Claims}, {RecordsArtifact, "application/json", recordsJSON}},
 		evidence.Check{Name: CheckName, Required: true, Status: status, Detail: detail, Evidence: checkEvidence},
