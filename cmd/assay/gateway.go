@@ -39,18 +39,12 @@ func NewCmdGateway(io IOStreams, runF func(context.Context, *GatewayServeOptions
 		Long: longHelp("0 when stopped by SIGTERM or SIGINT with every request recorded; 1 when it could not serve (the "+
 			"address is taken) or a relayed request could not be recorded; 2 on bad input: a malformed --upstream, "+
 			"--addr or --session-header, a --db another gateway holds or that is not a gateway database.",
-			"Serve assay's observing gateway on --addr for any OpenAI-compatible client: every request is forwarded "+
-				"unchanged to --upstream and recorded in the SQLite usage database --db (created if missing): the session "+
-				"id (from --session-header), the model asked for and the model that answered, status, latency, SHA-256 of the "+
-				"request and response bodies, the usage the response reported (reported, unknown or suspect_zero) and relay "+
-				"errors (a stream cut before 'data: [DONE]' is stream_unterminated, never reported usage). Credentials "+
-				"(Authorization, api-key headers, the query string) are forwarded but never stored or logged. GET "+
-				"/admin/usage/run/{session_id} serves a session's summed usage and GET /admin/health the gateway's state. "+
-				"A path on --upstream (http://host:8089/v1) is the base the clients' paths are forwarded under; the base URL "+
-				"the clients use, with that path, is printed on stdout and, with what is recorded, as one line on stderr. "+
-				"SIGTERM or SIGINT stops it: requests in flight finish within --shutdown-grace or are recorded as "+
-				"gateway_closed. Reconcile a system's own usage claims against the database with 'assay usage reconcile'. "+
-				"Reference: docs/gateway.md."),
+			"Serve the observing gateway on --addr for any OpenAI-compatible client: each request goes unchanged to "+
+				"--upstream and is recorded in the SQLite database --db: session id (--session-header), models asked and "+
+				"answered, status, latency, body SHA-256s, reported usage (reported, unknown, suspect_zero) and relay errors (a "+
+				"stream cut before [DONE] is never reported usage). Credentials are forwarded, never stored or logged. GET "+
+				"/admin/usage/run/{session_id} and /admin/health. It prints the clients' base URL; SIGTERM or SIGINT lets "+
+				"requests in flight finish within --shutdown-grace. docs/gateway.md, docs/cli.md."),
 		Example: `  assay gateway serve --upstream http://127.0.0.1:8089/v1 --addr 127.0.0.1:8090 --db gateway-usage.db
   assay gateway serve --upstream https://api.openai.com/v1 --addr 127.0.0.1:0 --session-header x-inferflux-session-id`,
 		Args: noArgs,

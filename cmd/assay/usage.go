@@ -41,15 +41,11 @@ func NewCmdUsage(io IOStreams, runF func(context.Context, *UsageReconcileOptions
 			"a request carried no session id, there is nothing to reconcile, or --into could not be written; 2 on bad "+
 			"input: a malformed claims line (named by number), a missing --gateway-db or --claims, a file that is not a "+
 			"gateway database, a store another process holds; nothing is written.",
-			"Compare the usage an external system claims per session (--claims: JSON lines of session_id, optional "+
-				"member_id, prompt_tokens, completion_tokens, total_tokens; docs/usage-claims.md) with what the observing "+
-				"gateway recorded ('assay gateway serve', or a matrix run's gateway-usage.db), re-derived from the database's "+
-				"rows. Per session: conserved (every claimed count equals the gateway's sum), mismatch (naming the field and "+
-				"both values) or unknown (records but no claim, a claim but no record, or gateway usage not reported for "+
-				"every request: a broken stream is never zero). Requests that carried no session id are listed as "+
-				"unattributed. --into STORE records the reconciliation in an evidence store as an observe-mode run "+
-				"(hash-chained, finalized, non_certifiable by mode) that 'assay verify' and 'assay report' read. Reference: "+
-				"docs/gateway.md, docs/usage-claims.md."),
+			"Compare the tokens an external system claims per session (--claims, JSON lines: docs/usage-claims.md) with "+
+				"the rows of the observing gateway's database. Per session: conserved, mismatch (the field and both values) "+
+				"or unknown (records but no claim, a claim but no record, or usage not reported for every request). Requests "+
+				"without a session id are listed as unattributed. --into STORE records the reconciliation as an observe-mode "+
+				"run (finalized, non_certifiable) for 'assay verify' and 'assay report'. docs/gateway.md, docs/cli.md."),
 		Example: `  assay usage reconcile --gateway-db gateway-usage.db --claims claims.jsonl
   assay usage reconcile --gateway-db gateway-usage.db --claims claims.jsonl --format json --into assay-out/evidence.duckdb`,
 		Args: noArgs,

@@ -102,6 +102,9 @@ type store struct {
 	w      *sql.DB
 	r      *sql.DB
 	lastID atomic.Int64 // highest record id handed out
+
+	queue      chan pendingRow // rows for the writer goroutine (startWriter)
+	writerDone chan struct{}
 }
 
 // reserveID hands out the id of a request that has just arrived, so that ids
@@ -209,7 +212,16 @@ func (s *store) migrate(ctx context.Context) error {
 
 // insert writes rec under its reserved rec.ID.
 func (s *store) insert(ctx context.Context, rec *Record) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO requests (
+	return insertRow(ctx, s.w, s.path, rec)
+}
+
+// execer is what insertRow writes through: the writer database or one of its transactions.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func insertRow(ctx context.Context, w execer, path string, rec *Record) error {
+	_, err := w.ExecContext(ctx, `INSERT INTO requests (
 		id, session_id, method, path, model, stream, status, latency_ms,
 		request_sha256, response_sha256, request_bytes, response_bytes,
 		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
@@ -221,7 +233,7 @@ func (s *store) insert(ctx context.Context, rec *Record) error {
 		nullable(rec.CachedTokens), nullable(rec.ReasoningTokens),
 		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel, rec.ResponseDecodedSHA256, rec.EchoedSession)
 	if err != nil {
-		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, s.path, err)
+		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, path, err)
 	}
 	return nil
 }
@@ -296,6 +308,7 @@ func (s *store) query(ctx context.Context, what, where string, args ...any) ([]R
 }
 
 func (s *store) close() error {
+	s.stopWriter()
 	var errs []error
 	if s.r != nil {
 		if err := s.r.Close(); err != nil {
@@ -357,4 +370,85 @@ func ReadDatabase(ctx context.Context, path string) ([]Record, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNotGatewayDB, err)
 	}
 	return recs, nil
+}
+
+// pendingRow is a record waiting for the writer; done is called once it is written (nil) or not.
+type pendingRow struct {
+	rec  *Record
+	done func(error)
+}
+
+// maxBatchRows bounds how many rows the writer commits in one transaction.
+const maxBatchRows = 256
+
+// startWriter starts the goroutine that writes enqueued rows, many per transaction: a request's
+// handler only hands its row over, so a client does not wait for SQLite, and under concurrency
+// one commit covers many requests.
+func (s *store) startWriter() {
+	s.queue = make(chan pendingRow, 4*maxBatchRows)
+	s.writerDone = make(chan struct{})
+	go func() {
+		defer close(s.writerDone)
+		batch := make([]pendingRow, 0, maxBatchRows)
+		for first := range s.queue {
+			batch = append(batch[:0], first)
+		drain:
+			for len(batch) < maxBatchRows {
+				select {
+				case p, ok := <-s.queue:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, p)
+				default:
+					break drain
+				}
+			}
+			s.writeBatch(batch)
+		}
+	}()
+}
+
+// enqueue hands rec to the writer; done is called from the writer goroutine.
+func (s *store) enqueue(rec *Record, done func(error)) { s.queue <- pendingRow{rec: rec, done: done} }
+
+// stopWriter writes every row enqueued and stops the writer. No enqueue may follow.
+func (s *store) stopWriter() {
+	if s.queue == nil {
+		return
+	}
+	close(s.queue)
+	<-s.writerDone
+	s.queue = nil
+}
+
+// writeBatch writes batch in one transaction; when that fails, each row on its own, so that one
+// bad row loses only itself.
+func (s *store) writeBatch(batch []pendingRow) {
+	ctx := context.Background() // a row is written even when its client has left
+	if len(batch) > 1 {
+		if err := s.insertTx(ctx, batch); err == nil {
+			for _, p := range batch {
+				p.done(nil)
+			}
+			return
+		}
+	}
+	for _, p := range batch {
+		p.done(s.insert(ctx, p.rec))
+	}
+}
+
+func (s *store) insertTx(ctx context.Context, batch []pendingRow) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	for _, p := range batch {
+		if err := insertRow(ctx, tx, s.path, p.rec); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
