@@ -130,7 +130,9 @@ func TestReadDatabase(t *testing.T) {
 	g, dbPath := startGateway(t, up.srv.URL)
 	post(t, g, "r1", chatBody("json-usage", false, "abc"), nil)
 	post(t, g, "", chatBody("json-usage", false, "abc"), nil)
-	records(t, g, "r1")                            // waits for the rows
+	if _, err := g.RecordsIn(t.Context(), 0, g.Mark()); err != nil { // waits for every row
+		t.Fatal(err)
+	}
 	recs, err := ReadDatabase(t.Context(), dbPath) // while the gateway holds it
 	if err != nil || len(recs) != 2 || recs[0].SessionID != "r1" || recs[1].SessionID != "" {
 		t.Fatalf("ReadDatabase: %+v %v", recs, err)
