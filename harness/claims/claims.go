@@ -120,12 +120,13 @@ func parseLine(text []byte) (Claim, string) {
 		if len(f.raw) == 0 || string(f.raw) == "null" {
 			continue
 		}
+		// json.Number would take the string "12" too: a count must be a JSON number.
 		var n json.Number
 		v, err := int64(0), json.Unmarshal(f.raw, &n)
 		if err == nil {
 			v, err = n.Int64()
 		}
-		if err != nil || v < 0 {
+		if err != nil || v < 0 || f.raw[0] < '0' || f.raw[0] > '9' {
 			return Claim{}, fmt.Sprintf("%s is %s, not a non-negative integer", f.name, f.raw)
 		}
 		*f.dst = &v
