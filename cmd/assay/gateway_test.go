@@ -349,6 +349,10 @@ func TestGatewayServeSIGTERMMidTraffic(t *testing.T) {
 	defer up.Close()
 	db := filepath.Join(t.TempDir(), "gw.db")
 	gw := serveProcess(t, "gateway", "serve", "--upstream", up.URL, "--addr", "127.0.0.1:0", "--db", db, "--shutdown-grace", "2s")
+	// A second gateway on the same database is refused while this one holds it.
+	if r := runCLI(t, "gateway", "serve", "--upstream", up.URL, "--addr", "127.0.0.1:0", "--db", db); r.code != 2 || !strings.Contains(r.stderr, "in use") {
+		t.Errorf("a second gateway on %s: exit %d %s", db, r.code, r.stderr)
+	}
 	var wg sync.WaitGroup
 	for i := range finishing + held {
 		session := "finishing"

@@ -188,7 +188,7 @@ type Unattributed struct {
 	Requests    int                   `json:"requests"`
 	FirstAt     *time.Time            `json:"first_at"`     // earliest arrival, UTC; nil when none
 	LastAt      *time.Time            `json:"last_at"`      // latest arrival, UTC; nil when none
-	TotalTokens *int64                `json:"total_tokens"` // sum; nil unless every request reported it
+	TotalTokens *int64                `json:"total_tokens"` // sum (0 for no request); nil unless every request reported it
 	List        []UnattributedRequest `json:"list"`
 }
 
@@ -229,7 +229,8 @@ func (r Result) Problems() []string {
 // session gave it, and only against a gateway sum every record of the session reported.
 func Reconcile(claims []Claim, recs []gateway.Record) Result {
 	bySession := map[string][]gateway.Record{}
-	var res Result
+	var zero int64
+	res := Result{Sessions: []SessionResult{}, Unattributed: Unattributed{TotalTokens: &zero, List: []UnattributedRequest{}}}
 	for _, r := range recs {
 		if r.SessionID == "" {
 			res.Unattributed.add(r)
@@ -278,14 +279,10 @@ func (u *Unattributed) add(r gateway.Record) {
 	if r.UsageState == gateway.UsageReported {
 		total = r.TotalTokens
 	}
-	switch {
-	case u.Requests == 0 && total != nil:
-		v := *total
-		u.TotalTokens = &v
-	case u.TotalTokens != nil && total != nil:
+	if u.TotalTokens != nil && total != nil {
 		*u.TotalTokens += *total
-	default:
-		u.TotalTokens = nil
+	} else {
+		u.TotalTokens = nil // an unknown addend makes the sum unknown, for good
 	}
 	u.Requests++
 	u.List = append(u.List, UnattributedRequest{ID: r.ID, StartedAt: at, Path: r.Path, Status: r.Status, UsageState: r.UsageState, TotalTokens: total})

@@ -93,7 +93,7 @@ func TestReconcile(t *testing.T) {
 }
 
 func TestUnattributedAndNothingToReconcile(t *testing.T) {
-	if res := Reconcile(nil, nil); res.OK() || len(res.Problems()) != 1 {
+	if res := Reconcile(nil, nil); res.OK() || len(res.Problems()) != 1 || *res.Unattributed.TotalTokens != 0 {
 		t.Errorf("nothing reconciled passed: %+v", res)
 	}
 	unknownTotal := gateway.Record{ID: 3, UsageState: gateway.UsageUnknown, StartedAt: time.Date(2026, 12, 2, 0, 0, 1, 0, time.UTC)}
