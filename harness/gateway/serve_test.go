@@ -178,6 +178,13 @@ func TestVersion2DatabaseIsMigrated(t *testing.T) {
 		t.Fatal("the version 2 layout accepted suspect_zero: the test does not build a version 2 database")
 	}
 	db.Close()
+	// Readers read a version 2 database as it is (a store's bindings to it still verify).
+	if recs, err := ReadDatabase(t.Context(), dbPath); err != nil || len(recs) != 1 {
+		t.Fatalf("ReadDatabase of version 2: %d %v", len(recs), err)
+	}
+	if recs, err := ReadRecords(t.Context(), dbPath, 0, 7, "old"); err != nil || len(recs) != 1 {
+		t.Fatalf("ReadRecords of version 2: %d %v", len(recs), err)
+	}
 	g, err := Start(t.Context(), Config{Upstream: up.srv.URL, DBPath: dbPath})
 	if err != nil {
 		t.Fatalf("Start on a version 2 database: %v", err)

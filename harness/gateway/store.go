@@ -332,8 +332,9 @@ func (s *store) close() error {
 var ErrNotGatewayDB = errors.New("gateway: not a gateway usage database")
 
 // ReadDatabase returns every record of the usage database at path, ordered by
-// ID, reading the rows themselves (read-only; it never creates, migrates or
-// locks the file, so it can read the database of a gateway that is serving).
+// ID, reading the rows themselves (read-only, as ReadRecords: it never creates,
+// migrates or locks anything, so it can read the database of a gateway that is
+// serving).
 //
 // Errors: one wrapping fs.ErrNotExist when path does not exist; ErrNotGatewayDB
 // when the file is not a usage database; ErrSchemaVersion when its version is
@@ -351,7 +352,7 @@ func ReadDatabase(ctx context.Context, path string) ([]Record, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrNotGatewayDB, abs)
 	}
-	db, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_busy_timeout=10000"))
+	db, err := sql.Open("sqlite3", sqliteuri.ReadOnlyFile(abs))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: open usage database %s: %w", abs, err)
 	}
@@ -361,7 +362,7 @@ func ReadDatabase(ctx context.Context, path string) ([]Record, error) {
 		// Not SQLite ("file is not a database"), no meta table, or no version row.
 		return nil, fmt.Errorf("%w: %s: %v", ErrNotGatewayDB, abs, err)
 	}
-	if version != "2" && version != SchemaVersion {
+	if !readableVersion(version) {
 		return nil, fmt.Errorf("%w: %s has version %q, this reader reads \"2\" and %q", ErrSchemaVersion, abs, version, SchemaVersion)
 	}
 	s := &store{path: abs, r: db}
