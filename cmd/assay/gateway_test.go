@@ -197,7 +197,12 @@ func TestGatewayServeWithSDKAndUsageReconcile(t *testing.T) {
 	gw := serveProcess(t, "gateway", "serve", "--upstream", prov.url, "--addr", "127.0.0.1:0", "--db", db,
 		"--session-header", "X-Session-Id", "--session-header", "x-inferflux-session-id")
 	const secret = "sk-assay-test-SECRET-4f1c9d"
-	client := openai.NewClient(option.WithBaseURL(gw.url+"/"), option.WithAPIKey(secret), option.WithMaxRetries(0))
+	if !strings.Contains(gw.stderr.String(), "assay: gateway listening on "+gw.url+" (") {
+		t.Errorf("stderr does not give the URL on its line: %q", gw.stderr.String())
+	}
+	// The key goes both as OpenAI's Authorization bearer and as Azure's api-key header.
+	client := openai.NewClient(option.WithBaseURL(gw.url+"/"), option.WithAPIKey(secret), option.WithHeader("Api-Key", secret),
+		option.WithMaxRetries(0))
 	seen := map[string]tokens{}
 	sent := int64(0)
 	ask := func(session, header string, stream bool) {
