@@ -197,7 +197,13 @@ func TestGatewayServeWithSDKAndUsageReconcile(t *testing.T) {
 	gw := serveProcess(t, "gateway", "serve", "--upstream", prov.url, "--addr", "127.0.0.1:0", "--db", db,
 		"--session-header", "X-Session-Id", "--session-header", "x-inferflux-session-id")
 	const secret = "sk-assay-test-SECRET-4f1c9d"
-	if !strings.Contains(gw.stderr.String(), "assay: gateway listening on "+gw.url+" (") {
+	// The stderr line follows the stdout one: wait for it.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(gw.stderr.String(), "\n"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.HasPrefix(gw.stderr.String(), "assay: gateway listening on "+gw.url+" (") {
 		t.Errorf("stderr does not give the URL on its line: %q", gw.stderr.String())
 	}
 	// The key goes both as OpenAI's Authorization bearer and as Azure's api-key header.
