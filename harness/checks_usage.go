@@ -131,7 +131,8 @@ func collectUsage(ctx context.Context, s *caseState) ([]evidence.UsageCall, []st
 			used[i] = true
 			c.CallID, c.MemberID, c.Messages = calls[i].CallID, calls[i].MemberID, calls[i].Messages
 		}
-		if r.UsageState == gateway.UsageReported {
+		// A suspect zero is passed on as reported: the evidence layer re-derives suspicion from the counts and messages.
+		if r.UsageState == gateway.UsageReported || r.UsageState == gateway.UsageSuspectZero {
 			c.PromptTokens, c.CompletionTokens, c.TotalTokens = r.PromptTokens, r.CompletionTokens, r.TotalTokens
 			c.CachedTokens, c.ReasoningTokens = r.CachedTokens, r.ReasoningTokens
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/evidence/attest"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/harness/claims"
+	"github.com/assay-audit/assay/harness/gateway"
 	"github.com/assay-audit/assay/harness/replay"
 	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/metrics"
@@ -62,6 +64,7 @@ var badInput = []error{
 	evidence.ErrLocked, evidence.ErrNoStore, evidence.ErrNotStore, evidence.ErrSchemaVersion, evidence.ErrInvalidArgument,
 	evidence.ErrNoRun, evidence.ErrBadQuery, evidence.ErrBadManifest, attest.ErrBadKey, attest.ErrKeyExists, attest.ErrNoAttestations,
 	reference.ErrInvalidConfig, reference.ErrNotEffectsDB,
+	gateway.ErrConfig, gateway.ErrDatabaseInUse, gateway.ErrSchemaVersion, gateway.ErrNotGatewayDB, claims.ErrMalformedClaim,
 	policy.ErrInvalidPolicy, policy.ErrInvalidApprovalFile,
 	oracle.ErrInvalidSpec, oracle.ErrUnknownLanguage, oracle.ErrNoArtifact, oracle.ErrInvalidOptions,
 	indexer.ErrInvalidOptions, indexer.ErrNoPackages, indexer.ErrSymbolNotFound, indexer.ErrNoSuchPackage,

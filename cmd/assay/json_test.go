@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -84,6 +85,18 @@ var jsonInvocations = map[string]func(t *testing.T, w jsonWorld) ([]string, *res
 	},
 	"assay replay verify": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		return []string{"--out", w.out, "--latest"}, nil
+	},
+	"assay gateway serve": func(t *testing.T, w jsonWorld) ([]string, *result) {
+		r := serveUntilFirstValue(t, "gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--addr", "127.0.0.1:0",
+			"--db", filepath.Join(t.TempDir(), "gw.db"), "--format", "json")
+		return nil, &r
+	},
+	"assay usage reconcile": func(t *testing.T, w jsonWorld) ([]string, *result) {
+		claims := filepath.Join(t.TempDir(), "claims.jsonl")
+		if err := os.WriteFile(claims, []byte(`{"session_id":"<&>","total_tokens":1}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"--gateway-db", filepath.Join(w.out, "gateway-usage.db"), "--claims", claims}, nil
 	},
 	"assay provider serve": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		r := serveUntilFirstValue(t, "provider", "serve", "--addr", "127.0.0.1:0", "--format", "json")

@@ -50,7 +50,7 @@ func NewCmdRoot(io IOStreams) *cobra.Command {
 	root := newRoot(io)
 	root.AddCommand(NewCmdMatrix(io, nil), NewCmdSQL(io, nil), NewCmdVerify(io, nil), NewCmdIndex(io, nil),
 		NewCmdFormations(io, nil), NewCmdTasks(io, nil), NewCmdOracle(io), NewCmdStore(io, nil), NewCmdExport(io, nil),
-		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdResume(io, nil),
+		NewCmdMetrics(io, nil), NewCmdGraph(io, nil), NewCmdEffects(io, nil), NewCmdReconcile(io, nil), NewCmdApprove(io, nil), NewCmdProvider(io, nil), NewCmdGateway(io, nil), NewCmdUsage(io, nil), NewCmdResume(io, nil),
 		NewCmdKeygen(io, nil), NewCmdAttest(io, nil), NewCmdReplay(io, nil), NewCmdReport(io, nil), NewCmdAudit(io, nil),
 		NewCmdVersion(io, nil))
 	finishTree(root)

@@ -16,9 +16,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +40,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "ASSAY_TEST_CLI:", err)
 			os.Exit(3)
 		}
-		os.Exit(run(context.Background(), argv, IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}))
+		// As main: SIGTERM and SIGINT end the command's context (serve commands shut down gracefully).
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, argv, IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+		stop()
+		os.Exit(code)
 	}
 	if path := os.Getenv("ASSAY_TEST_HOLD_STORE"); path != "" {
 		s, err := evidence.Open(context.Background(), path, evidence.OpenOptions{Command: "assay-test-holder"})

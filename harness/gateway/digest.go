@@ -103,10 +103,14 @@ func ReadRecords(ctx context.Context, path string, after, upTo int64, sessionPre
 	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&version); err != nil {
 		return nil, fmt.Errorf("gateway: %s is not a usage database: %v", abs, err)
 	}
-	if version != SchemaVersion {
-		return nil, fmt.Errorf("%w: %s has version %q, this assay reads %q", ErrSchemaVersion, abs, version, SchemaVersion)
+	if !readableVersion(version) {
+		return nil, fmt.Errorf("%w: %s has version %q, this assay reads \"2\" and %q", ErrSchemaVersion, abs, version, SchemaVersion)
 	}
 	s := &store{path: abs, r: db}
 	return s.query(ctx, fmt.Sprintf("ids %d..%d of sessions %q", after+1, upTo, sessionPrefix),
 		`id > ?1 AND id <= ?2 AND substr(session_id, 1, length(?3)) = ?3`, after, upTo, sessionPrefix)
 }
+
+// readableVersion reports whether a usage database of this schema version can be read as it is:
+// version 3 only widened version 2's usage_state CHECK, so their rows read the same.
+func readableVersion(v string) bool { return v == "2" || v == SchemaVersion }

@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,12 @@ const (
 	// (e.g. WebSocket). The gateway cannot observe usage on an upgraded
 	// connection, so it refuses with 501 rather than open an unobserved channel.
 	RelayUpgradeRefused = "upgrade_refused"
+	// RelayStreamUnterminated: a 2xx event stream answering a streaming chat
+	// completions (or completions) request ended without its final
+	// "data: [DONE]" event (OpenAI API reference, streaming): the upstream cut
+	// the stream, so whatever usage it carried so far is not the request's
+	// usage and is recorded as unknown.
+	RelayStreamUnterminated = "stream_unterminated"
 )
 
 // ErrConfig is returned (wrapped) by Start when the Config is unusable.
@@ -90,8 +97,18 @@ type Config struct {
 	// Required; must be an absolute http or https URL.
 	Upstream string
 	// SessionHeader is the request header carrying the member session id;
-	// default DefaultSessionHeader ("X-Session-Id").
+	// default DefaultSessionHeader ("X-Session-Id") when SessionHeaders is
+	// empty too.
 	SessionHeader string
+	// SessionHeaders are further headers that carry the session id (e.g.
+	// "X-Inferflux-Session-Id"), read after SessionHeader. A request's session
+	// id is the value these headers carry; a request whose session headers
+	// carry different values is recorded with no session id (unattributed):
+	// the gateway does not pick one.
+	SessionHeaders []string
+	// Addr is the TCP address to listen on, host:port; port 0 picks a free
+	// port. Default "127.0.0.1:0".
+	Addr string
 	// DBPath is the SQLite usage database file, created (with its parent
 	// directory) if missing, e.g. "assay-out/gateway-usage.db". Required.
 	DBPath string
@@ -111,9 +128,11 @@ type Config struct {
 // Gateway is a running observing gateway. Its methods are safe for concurrent
 // use.
 type Gateway struct {
-	url           string
-	sessionHeader string
-	grace         time.Duration
+	url            string
+	sessionHeader  string
+	sessionHeaders []string // canonical, sessionHeader first, no duplicates
+	upstream       string   // scheme://host of Config.Upstream (no user info, path or query), for /admin/health
+	grace          time.Duration
 
 	srv        *http.Server
 	proxy      *httputil.ReverseProxy
@@ -152,11 +171,34 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.DBPath == "" {
 		return nil, fmt.Errorf("%w: DBPath is empty", ErrConfig)
 	}
-	header := cfg.SessionHeader
-	if header == "" {
-		header = DefaultSessionHeader
+	var headers []string
+	for _, h := range append([]string{cfg.SessionHeader}, cfg.SessionHeaders...) {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if !validHeaderName(h) {
+			return nil, fmt.Errorf("%w: session header %q is not an HTTP header name", ErrConfig, h)
+		}
+		if h = http.CanonicalHeaderKey(h); !slices.Contains(headers, h) {
+			headers = append(headers, h)
+		}
 	}
-	header = http.CanonicalHeaderKey(header)
+	if len(headers) == 0 {
+		headers = []string{DefaultSessionHeader}
+	}
+	for _, h := range headers {
+		if credentialHeader(h) {
+			return nil, fmt.Errorf("%w: session header %q carries credentials, which the gateway never stores", ErrConfig, h)
+		}
+	}
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("%w: listen address %q: %w", ErrConfig, addr, err)
+	}
 	grace := cfg.ShutdownGrace
 	if grace <= 0 {
 		grace = DefaultShutdownGrace
@@ -170,9 +212,10 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	st.startWriter()
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("gateway: listen on 127.0.0.1:0: %w", err), st.close())
+		return nil, errors.Join(fmt.Errorf("gateway: listen on %s: %w", addr, err), st.close())
 	}
 
 	transport, ok := http.DefaultTransport.(*http.Transport)
@@ -184,20 +227,27 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	// transport would ask the upstream for gzip on its own and decode it,
 	// changing both the request and the relayed bytes.
 	transport.DisableCompression = true
+	// Keep a connection per concurrent client to the one upstream host: the default of 2 idle
+	// connections per host would open (and TIME_WAIT) a new connection for most requests under
+	// concurrency (BenchmarkOverheadStreaming at 50 clients: about half the median overhead).
+	transport.MaxIdleConns = 0 // no total limit
+	transport.MaxIdleConnsPerHost = 256
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 
 	g := &Gateway{
-		url:           "http://" + ln.Addr().String(),
-		sessionHeader: header,
-		grace:         grace,
-		transport:     transport,
-		baseCtx:       baseCtx,
-		cancelBase:    cancelBase,
-		serveDone:     make(chan struct{}),
-		store:         st,
-		inflight:      newInflight(),
-		until:         cfg.Until,
-		closing:       make(chan struct{}),
+		url:            "http://" + ln.Addr().String(),
+		sessionHeader:  headers[0],
+		sessionHeaders: headers,
+		upstream:       upstream.Scheme + "://" + upstream.Host,
+		grace:          grace,
+		transport:      transport,
+		baseCtx:        baseCtx,
+		cancelBase:     cancelBase,
+		serveDone:      make(chan struct{}),
+		store:          st,
+		inflight:       newInflight(),
+		until:          cfg.Until,
+		closing:        make(chan struct{}),
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -234,9 +284,55 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 // trailing slash. The runtime's OpenAI-compatible client uses URL()+"/v1".
 func (g *Gateway) URL() string { return g.url }
 
-// SessionHeader returns the canonical name of the header the gateway reads the
-// session id from.
+// SessionHeader returns the canonical name of the first header the gateway
+// reads the session id from.
 func (g *Gateway) SessionHeader() string { return g.sessionHeader }
+
+// SessionHeaders returns the canonical names of every header the gateway reads
+// the session id from, in order.
+func (g *Gateway) SessionHeaders() []string { return slices.Clone(g.sessionHeaders) }
+
+// sessionOf returns the session id the request's session headers carry: ""
+// when none carries one, or when they carry different values (a request
+// attributed to two sessions is attributed to none).
+func (g *Gateway) sessionOf(h http.Header) string {
+	session := ""
+	for _, name := range g.sessionHeaders {
+		for _, v := range h.Values(name) {
+			switch {
+			case v == "":
+			case session == "":
+				session = v
+			case session != v:
+				return ""
+			}
+		}
+	}
+	return session
+}
+
+// validHeaderName reports whether name is an RFC 9110 field name (a token).
+func validHeaderName(name string) bool {
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// credentialHeader reports whether a header (canonical name) carries
+// credentials: Authorization, Proxy-Authorization, Cookie, and any *-Key /
+// Api-Key style header (OpenAI's Authorization, Azure's Api-Key, Anthropic's
+// X-Api-Key, Google's X-Goog-Api-Key).
+func credentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie":
+		return true
+	}
+	return strings.HasSuffix(n, "-key") || strings.HasSuffix(n, "api-key") || strings.Contains(n, "token") || strings.Contains(n, "secret")
+}
 
 // Close stops accepting requests, lets in-flight requests finish for up to the
 // shutdown grace (then cuts their connections), waits until every request has
@@ -264,6 +360,7 @@ func (g *Gateway) Close() error {
 		g.closed = true
 		g.mu.Unlock()
 		g.handlers.Wait()
+		g.store.stopWriter() // every row handed over is written (or counted lost) before the check below
 		g.cancelBase()
 		g.transport.CloseIdleConnections()
 		if err := g.inflight.lostError(nil); err != nil {
@@ -289,12 +386,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // exchange is the state of one proxied request, filled in as it progresses.
 type exchange struct {
-	id        int64 // record id, reserved at arrival
-	started   time.Time
-	session   string
-	body      []byte
-	relayErr  string
-	recordCtx context.Context
+	id       int64 // record id, reserved at arrival
+	started  time.Time
+	session  string
+	body     []byte
+	relayErr string
 }
 
 func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
@@ -309,9 +405,8 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 	g.mu.RUnlock()
 	defer g.handlers.Done()
 	x := &exchange{
-		started:   time.Now(),
-		session:   r.Header.Get(g.sessionHeader),
-		recordCtx: context.WithoutCancel(r.Context()),
+		started: time.Now(),
+		session: g.sessionOf(r.Header),
 	}
 	seq := g.inflight.begin(x.session)
 	x.id = g.store.reserveID()
@@ -336,8 +431,7 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 				x.relayErr = RelayResponseAborted
 			}
 		}
-		g.record(x, r, rw)
-		g.inflight.end(seq)
+		g.record(x, r, rw, seq)
 		if p != nil {
 			panic(p)
 		}
@@ -405,10 +499,10 @@ func exchangeFrom(ctx context.Context) *exchange {
 	return x
 }
 
-// record extracts usage from the relayed response and writes the row. A write
+// record extracts usage from the relayed response and hands the row to the store's writer. A write
 // failure is remembered per session so that Records and Usage refuse instead of
 // returning an incomplete picture.
-func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
+func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter, seq uint64) {
 	reqSum := sha256.Sum256(x.body)
 	meta := parseRequestMeta(x.body)
 	rec := Record{
@@ -426,11 +520,14 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
 		ResponseBytes:  rw.n,
 		RelayError:     x.relayErr,
 		StartedAt:      x.started.UTC(),
-		EchoedSession:  strings.Join(rw.Header().Values(g.sessionHeader), ", "),
+		EchoedSession:  g.echoedSession(rw.Header()),
+	}
+	if x.relayErr == RelayOK && !rw.overflow && streamUnterminated(r.URL.Path, rw.status, rw.Header(), meta.stream, rw.buf.Bytes()) {
+		rec.RelayError = RelayStreamUnterminated
 	}
 	u := unknownUsage()
-	if x.relayErr == RelayOK && !rw.overflow {
-		u = extractUsage(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
+	if rec.RelayError == RelayOK && !rw.overflow {
+		u = extractUsage(rw.status, rw.Header(), meta, rw.buf.Bytes())
 		rec.AnsweredModel = answeredModel(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
 		if body, ok := decodeContent(rw.Header().Get("Content-Encoding"), rw.buf.Bytes()); ok {
 			sum := sha256.Sum256(body)
@@ -443,10 +540,24 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter) {
 	rec.TotalTokens = u.total
 	rec.CachedTokens = u.cached
 	rec.ReasoningTokens = u.reasoning
-	if err := g.store.insert(x.recordCtx, &rec); err != nil {
-		g.inflight.lost(x.session, err)
-		g.proxy.ErrorLog.Printf("gateway: %v", err)
+	// The writer ends the request's in-flight state once the row is written (or lost), so
+	// Records and the usage endpoint still see every request that has received its response.
+	g.store.enqueue(&rec, func(err error) {
+		if err != nil {
+			g.inflight.lost(x.session, err)
+			g.proxy.ErrorLog.Printf("gateway: %v", err)
+		}
+		g.inflight.end(seq)
+	})
+}
+
+// echoedSession joins, with ", ", the values of the session headers the response carried back.
+func (g *Gateway) echoedSession(h http.Header) string {
+	var vals []string
+	for _, name := range g.sessionHeaders {
+		vals = append(vals, h.Values(name)...)
 	}
+	return strings.Join(vals, ", ")
 }
 
 // relayWriter relays the response to the client unchanged while hashing every

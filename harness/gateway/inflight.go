@@ -141,3 +141,14 @@ func (f *inflight) lostError(keep func(string) bool) error {
 	}
 	return errors.Join(errs...)
 }
+
+// counts returns the number of requests in flight and of requests relayed but
+// not recorded.
+func (f *inflight) counts() (inFlight, lost int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.losses {
+		lost += e.Lost
+	}
+	return len(f.active), lost
+}

@@ -21,6 +21,11 @@ const (
 	// UsageUnknown: no usage was reported (or there were no requests).
 	// Unknown is never counted as zero.
 	UsageUnknown = "unknown"
+	// UsageSuspectZero (a Record's state only): the response reported
+	// prompt_tokens 0 for a request that had messages (or whose message count
+	// is unknown). A chat request with messages cannot cost zero prompt
+	// tokens, so the counts are kept as reported but not summed as usage.
+	UsageSuspectZero = "suspect_zero"
 )
 
 // Record is one proxied request as the gateway saw it. Token counts are nil
@@ -58,7 +63,8 @@ type Record struct {
 	RequestBytes  int64 // size of the forwarded request body, bytes
 	ResponseBytes int64 // size of the relayed response body, bytes (as sent: compressed if the upstream compressed)
 	// UsageState is UsageReported when a complete 2xx response carried a usage
-	// object with at least one token count, else UsageUnknown.
+	// object with at least one token count, UsageSuspectZero when that object
+	// said prompt_tokens 0 for a request with messages, else UsageUnknown.
 	UsageState string
 	// Token counts from the usage object (OpenAI chat completions usage:
 	// prompt_tokens, completion_tokens, total_tokens,
@@ -189,15 +195,58 @@ type adminError struct {
 	Error string `json:"error"`
 }
 
-const usagePathPrefix = "/admin/usage/run/"
+const (
+	usagePathPrefix = "/admin/usage/run/"
+	healthPath      = "/admin/health"
+)
+
+// AdminSchemaVersion is the schema_version of the admin endpoints' JSON
+// objects (docs/json.md): it changes when a key is renamed or removed or a
+// value changes meaning.
+const AdminSchemaVersion = 1
+
+// adminUsage is the body of GET /admin/usage/run/{session_id}: SessionUsage
+// under schema_version.
+type adminUsage struct {
+	SchemaVersion int `json:"schema_version"`
+	SessionUsage
+}
+
+// Health is the body of GET /admin/health.
+type Health struct {
+	SchemaVersion int `json:"schema_version"`
+	// Status is "ok", or "records_lost" (served with HTTP 500) when a relayed
+	// request could not be recorded: the database no longer holds everything
+	// that went over the wire.
+	Status string `json:"status"`
+	// Upstream is the upstream's scheme://host (no user info, path or query).
+	Upstream       string   `json:"upstream"`
+	SessionHeaders []string `json:"session_headers"` // canonical header names, in the order read
+	InFlight       int      `json:"in_flight"`       // requests arrived and not yet recorded
+	LastRecordID   int64    `json:"last_record_id"`  // id of the last request that arrived (0 before any)
+	LostRecords    int      `json:"lost_records"`    // requests relayed but not recorded
+}
+
+// Health returns the gateway's state as GET /admin/health serves it.
+func (g *Gateway) Health() Health {
+	h := Health{SchemaVersion: AdminSchemaVersion, Status: "ok", Upstream: g.upstream,
+		SessionHeaders: g.SessionHeaders(), LastRecordID: g.Mark()}
+	h.InFlight, h.LostRecords = g.inflight.counts()
+	if h.LostRecords > 0 {
+		h.Status = "records_lost"
+	}
+	return h
+}
 
 // serveAdmin answers GET /admin/usage/run/{session_id} with SessionUsage JSON
-// (session_id is the rest of the path, percent-decoded, and may contain "/").
-// Other /admin/ paths are 404; other methods on the usage path are 405.
+// under schema_version (session_id is the rest of the path, percent-decoded,
+// and may contain "/") and GET /admin/health with Health. Other /admin/ paths
+// are 404; other methods are 405.
 func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	session, ok := strings.CutPrefix(r.URL.Path, usagePathPrefix)
-	if !ok || session == "" {
-		writeJSON(w, http.StatusNotFound, adminError{Error: "not found: the gateway serves GET " + usagePathPrefix + "{session_id}"})
+	health := r.URL.Path == healthPath
+	if !health && (!ok || session == "") {
+		writeJSON(w, http.StatusNotFound, adminError{Error: "not found: the gateway serves GET " + usagePathPrefix + "{session_id} and GET " + healthPath})
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -205,10 +254,19 @@ func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, adminError{Error: "method not allowed"})
 		return
 	}
+	if health {
+		h := g.Health()
+		status := http.StatusOK
+		if h.LostRecords > 0 {
+			status = http.StatusInternalServerError
+		}
+		writeJSON(w, status, h)
+		return
+	}
 	u, err := g.Usage(r.Context(), session)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, u)
+		writeJSON(w, http.StatusOK, adminUsage{SchemaVersion: AdminSchemaVersion, SessionUsage: u})
 	case errors.Is(err, ErrRecordLost):
 		writeJSON(w, http.StatusInternalServerError, adminError{Error: err.Error()})
 	case errors.Is(err, ErrClosed):
@@ -221,7 +279,7 @@ func (g *Gateway) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeJSON[T SessionUsage | adminError](w http.ResponseWriter, status int, v T) {
+func writeJSON[T adminUsage | Health | adminError](w http.ResponseWriter, status int, v T) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 // table under the key "schema_version".
 // Version 2 added requests.answered_model; Start migrates a version 1 database in place (the
 // column is ” for the rows recorded before: the answered model was not read then).
-const SchemaVersion = "2"
+// Version 3 admits usage_state 'suspect_zero' (a rebuild of the requests table: SQLite cannot
+// alter a CHECK constraint); rows recorded before keep their state.
+const SchemaVersion = "3"
 
 // ErrSchemaVersion is returned (wrapped, with the path and both versions) by
 // Start when the usage database was written with a different SchemaVersion.
@@ -37,12 +40,8 @@ var ErrDatabaseInUse = errors.New("gateway: usage database is in use by another 
 // time order.
 const timeLayout = "2006-01-02T15:04:05.000000000Z"
 
-const schemaSQL = `
-CREATE TABLE IF NOT EXISTS meta (
-	key   TEXT PRIMARY KEY,
-	value TEXT NOT NULL
-) STRICT;
-CREATE TABLE IF NOT EXISTS requests (
+// requestsDDL creates the requests table under the name given to Sprintf.
+const requestsDDL = `CREATE TABLE %s (
 	id                INTEGER PRIMARY KEY,
 	session_id        TEXT    NOT NULL,
 	method            TEXT    NOT NULL,
@@ -55,7 +54,7 @@ CREATE TABLE IF NOT EXISTS requests (
 	response_sha256   TEXT    NOT NULL,
 	request_bytes     INTEGER NOT NULL,
 	response_bytes    INTEGER NOT NULL,
-	usage_state       TEXT    NOT NULL CHECK (usage_state IN ('reported', 'unknown')),
+	usage_state       TEXT    NOT NULL CHECK (usage_state IN ('reported', 'unknown', 'suspect_zero')),
 	prompt_tokens     INTEGER,
 	completion_tokens INTEGER,
 	total_tokens      INTEGER,
@@ -66,8 +65,32 @@ CREATE TABLE IF NOT EXISTS requests (
 	answered_model    TEXT    NOT NULL DEFAULT '',
 	response_decoded_sha256 TEXT NOT NULL DEFAULT '',
 	echoed_session    TEXT    NOT NULL DEFAULT ''
+) STRICT;`
+
+var schemaSQL = `
+CREATE TABLE IF NOT EXISTS meta (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
 ) STRICT;
+` + strings.Replace(fmt.Sprintf(requestsDDL, "requests"), "CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1) + `
 CREATE INDEX IF NOT EXISTS requests_session ON requests (session_id, id);
+`
+
+// requestColumns are the requests table's columns, in DDL order.
+const requestColumns = `id, session_id, method, path, model, stream, status, latency_ms,
+		request_sha256, response_sha256, request_bytes, response_bytes,
+		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
+		relay_error, started_at, answered_model, response_decoded_sha256, echoed_session`
+
+// migrateRequestsV3 rebuilds the requests table of a version 2 database with the version 3 CHECK
+// constraint, keeping every row and id.
+const migrateRequestsV3 = `
+DROP INDEX IF EXISTS requests_session;
+ALTER TABLE requests RENAME TO requests_v2;
+` + "%s" + `
+INSERT INTO requests (` + requestColumns + `) SELECT ` + requestColumns + ` FROM requests_v2;
+DROP TABLE requests_v2;
+CREATE INDEX requests_session ON requests (session_id, id);
 `
 
 // store is the SQLite usage database: one writer connection (WAL mode, so
@@ -79,6 +102,9 @@ type store struct {
 	w      *sql.DB
 	r      *sql.DB
 	lastID atomic.Int64 // highest record id handed out
+
+	queue      chan pendingRow // rows for the writer goroutine (startWriter)
+	writerDone chan struct{}
 }
 
 // reserveID hands out the id of a request that has just arrived, so that ids
@@ -161,11 +187,16 @@ func (s *store) migrate(ctx context.Context) error {
 		}
 	case err != nil:
 		return fmt.Errorf("gateway: usage database %s: read schema version: %w", s.path, err)
-	case got == "1":
-		for _, col := range []string{"answered_model", "response_decoded_sha256", "echoed_session"} {
-			if _, err := tx.ExecContext(ctx, `ALTER TABLE requests ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`); err != nil {
-				return fmt.Errorf("gateway: usage database %s: migrate to schema version 2: %w", s.path, err)
+	case got == "1" || got == "2":
+		if got == "1" {
+			for _, col := range []string{"answered_model", "response_decoded_sha256", "echoed_session"} {
+				if _, err := tx.ExecContext(ctx, `ALTER TABLE requests ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`); err != nil {
+					return fmt.Errorf("gateway: usage database %s: migrate to schema version 2: %w", s.path, err)
+				}
 			}
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(migrateRequestsV3, fmt.Sprintf(requestsDDL, "requests"))); err != nil {
+			return fmt.Errorf("gateway: usage database %s: migrate to schema version 3: %w", s.path, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'schema_version'`, SchemaVersion); err != nil {
 			return fmt.Errorf("gateway: usage database %s: write schema version: %w", s.path, err)
@@ -181,7 +212,16 @@ func (s *store) migrate(ctx context.Context) error {
 
 // insert writes rec under its reserved rec.ID.
 func (s *store) insert(ctx context.Context, rec *Record) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO requests (
+	return insertRow(ctx, s.w, s.path, rec)
+}
+
+// execer is what insertRow writes through: the writer database or one of its transactions.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func insertRow(ctx context.Context, w execer, path string, rec *Record) error {
+	_, err := w.ExecContext(ctx, `INSERT INTO requests (
 		id, session_id, method, path, model, stream, status, latency_ms,
 		request_sha256, response_sha256, request_bytes, response_bytes,
 		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
@@ -193,7 +233,7 @@ func (s *store) insert(ctx context.Context, rec *Record) error {
 		nullable(rec.CachedTokens), nullable(rec.ReasoningTokens),
 		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel, rec.ResponseDecodedSHA256, rec.EchoedSession)
 	if err != nil {
-		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, s.path, err)
+		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, path, err)
 	}
 	return nil
 }
@@ -230,10 +270,7 @@ func (s *store) recordsIn(ctx context.Context, after, upTo int64) ([]Record, err
 }
 
 func (s *store) query(ctx context.Context, what, where string, args ...any) ([]Record, error) {
-	const cols = `id, session_id, method, path, model, stream, status, latency_ms,
-		request_sha256, response_sha256, request_bytes, response_bytes,
-		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at, answered_model, response_decoded_sha256, echoed_session`
+	const cols = requestColumns
 	rows, err := s.r.QueryContext(ctx, `SELECT `+cols+` FROM requests WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: query records of %s in %s: %w", what, s.path, err)
@@ -271,6 +308,7 @@ func (s *store) query(ctx context.Context, what, where string, args ...any) ([]R
 }
 
 func (s *store) close() error {
+	s.stopWriter()
 	var errs []error
 	if s.r != nil {
 		if err := s.r.Close(); err != nil {
@@ -286,4 +324,132 @@ func (s *store) close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ErrNotGatewayDB is returned (wrapped, with the path) by ReadDatabase for a
+// file that is not a gateway usage database (not SQLite, or without the meta
+// and requests tables and a schema_version).
+var ErrNotGatewayDB = errors.New("gateway: not a gateway usage database")
+
+// ReadDatabase returns every record of the usage database at path, ordered by
+// ID, reading the rows themselves (read-only, as ReadRecords: it never creates,
+// migrates or locks anything, so it can read the database of a gateway that is
+// serving).
+//
+// Errors: one wrapping fs.ErrNotExist when path does not exist; ErrNotGatewayDB
+// when the file is not a usage database; ErrSchemaVersion when its version is
+// neither 2 nor SchemaVersion (a version 1 database is migrated by opening it
+// with Start); database errors.
+func ReadDatabase(ctx context.Context, path string) ([]Record, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: usage database path %q: %w", path, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: usage database %s: %w", abs, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrNotGatewayDB, abs)
+	}
+	db, err := sql.Open("sqlite3", sqliteuri.ReadOnlyFile(abs))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: open usage database %s: %w", abs, err)
+	}
+	defer db.Close()
+	var version string
+	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&version); err != nil {
+		// Not SQLite ("file is not a database"), no meta table, or no version row.
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotGatewayDB, abs, err)
+	}
+	if !readableVersion(version) {
+		return nil, fmt.Errorf("%w: %s has version %q, this reader reads \"2\" and %q", ErrSchemaVersion, abs, version, SchemaVersion)
+	}
+	s := &store{path: abs, r: db}
+	recs, err := s.query(ctx, "every session", `1 = 1`)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotGatewayDB, err)
+	}
+	return recs, nil
+}
+
+// pendingRow is a record waiting for the writer; done is called once it is written (nil) or not.
+type pendingRow struct {
+	rec  *Record
+	done func(error)
+}
+
+// maxBatchRows bounds how many rows the writer commits in one transaction.
+const maxBatchRows = 256
+
+// startWriter starts the goroutine that writes enqueued rows, many per transaction: a request's
+// handler only hands its row over, so a client does not wait for SQLite, and under concurrency
+// one commit covers many requests.
+func (s *store) startWriter() {
+	s.queue = make(chan pendingRow, 4*maxBatchRows)
+	s.writerDone = make(chan struct{})
+	go func() {
+		defer close(s.writerDone)
+		batch := make([]pendingRow, 0, maxBatchRows)
+		for first := range s.queue {
+			batch = append(batch[:0], first)
+		drain:
+			for len(batch) < maxBatchRows {
+				select {
+				case p, ok := <-s.queue:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, p)
+				default:
+					break drain
+				}
+			}
+			s.writeBatch(batch)
+		}
+	}()
+}
+
+// enqueue hands rec to the writer; done is called from the writer goroutine.
+func (s *store) enqueue(rec *Record, done func(error)) { s.queue <- pendingRow{rec: rec, done: done} }
+
+// stopWriter writes every row enqueued and stops the writer. No enqueue may follow.
+func (s *store) stopWriter() {
+	if s.queue == nil {
+		return
+	}
+	close(s.queue)
+	<-s.writerDone
+	s.queue = nil
+}
+
+// writeBatch writes batch in one transaction; when that fails, each row on its own, so that one
+// bad row loses only itself.
+func (s *store) writeBatch(batch []pendingRow) {
+	ctx := context.Background() // a row is written even when its client has left
+	if len(batch) > 1 {
+		if err := s.insertTx(ctx, batch); err == nil {
+			for _, p := range batch {
+				p.done(nil)
+			}
+			return
+		}
+	}
+	for _, p := range batch {
+		p.done(s.insert(ctx, p.rec))
+	}
+}
+
+func (s *store) insertTx(ctx context.Context, batch []pendingRow) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	for _, p := range batch {
+		if err := insertRow(ctx, tx, s.path, p.rec); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }

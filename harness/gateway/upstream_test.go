@@ -187,6 +187,16 @@ func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			"data: [DONE]\n\n")
 	case "sse-two-usages":
 		sse(chunk(m, "do", usageJSON(1, false)), usageChunk(m, usageJSON(prompt, false)), "data: [DONE]\n\n")
+	case "sse-cut-clean":
+		// The stream ends (a complete HTTP response) after its usage chunk, without "data: [DONE]".
+		sse(chunk(m, "do", "null"), usageChunk(m, usageJSON(prompt, true)))
+	case "sse-cut-abort":
+		// The upstream drops the connection mid-body after its usage chunk.
+		sse(chunk(m, "do", "null"), usageChunk(m, usageJSON(prompt, true)))
+		panic(http.ErrAbortHandler)
+	case "json-usage-zero-prompt":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, completionJSON(m, `{"prompt_tokens":0,"completion_tokens":3,"total_tokens":3}`))
 	case "slow-stream":
 		sse(chunk(m, "first", "null"))
 		close(u.firstSent)

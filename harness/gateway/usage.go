@@ -16,6 +16,9 @@ import (
 type requestMeta struct {
 	model  string
 	stream bool
+	// messages is the length of a "messages" array, -1 when the body has none
+	// (or it is not an array).
+	messages int
 }
 
 // parseRequestMeta reads "model" (a string) and "stream" (a boolean) from a
@@ -24,9 +27,15 @@ type requestMeta struct {
 func parseRequestMeta(body []byte) requestMeta {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil {
-		return requestMeta{}
+		return requestMeta{messages: -1}
 	}
-	var m requestMeta
+	m := requestMeta{messages: -1}
+	if raw, ok := fields["messages"]; ok {
+		var msgs []json.RawMessage
+		if json.Unmarshal(raw, &msgs) == nil && msgs != nil {
+			m.messages = len(msgs)
+		}
+	}
 	if raw, ok := fields["model"]; ok {
 		_ = json.Unmarshal(raw, &m.model) // a non-string model stays ""
 	}
@@ -53,7 +62,40 @@ func unknownUsage() usage { return usage{state: UsageUnknown} }
 // a later chunk with "usage": null, {} or no usage at all (metadata only)
 // neither creates a zero nor replaces an earlier figure. Non-2xx responses,
 // undecodable content encodings and bodies without usage give UsageUnknown.
-func extractUsage(status int, h http.Header, streamRequested bool, body []byte) usage {
+// A reported prompt_tokens of 0 on a request that is not known to have no
+// messages gives UsageSuspectZero (the counts are kept as reported).
+func extractUsage(status int, h http.Header, meta requestMeta, body []byte) usage {
+	u := reportedUsage(status, h, meta.stream, body)
+	if u.state == UsageReported && u.prompt != nil && *u.prompt == 0 && meta.messages != 0 {
+		u.state = UsageSuspectZero
+	}
+	return u
+}
+
+// streamUnterminated reports whether a 2xx response to a streaming chat
+// completions or completions request (path ending in /chat/completions or
+// /completions) is an event stream whose last event is not "data: [DONE]"
+// (after undoing a gzip or deflate Content-Encoding). Other endpoints (the
+// Responses API ends its streams with a response.completed event) are not
+// judged by this rule.
+func streamUnterminated(path string, status int, h http.Header, streamRequested bool, body []byte) bool {
+	if !streamRequested || status < 200 || status > 299 || !strings.HasSuffix(path, "/completions") {
+		return false
+	}
+	mediaType, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	if mediaType != "text/event-stream" {
+		return false
+	}
+	decoded, ok := decodeContent(h.Get("Content-Encoding"), body)
+	if !ok {
+		return true // its end cannot be read, so it is not shown to have ended
+	}
+	events := sseData(decoded)
+	return len(events) == 0 || string(events[len(events)-1]) != "[DONE]"
+}
+
+// reportedUsage is extractUsage before the suspect-zero rule.
+func reportedUsage(status int, h http.Header, streamRequested bool, body []byte) usage {
 	if status < 200 || status > 299 {
 		return unknownUsage()
 	}

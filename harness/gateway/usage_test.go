@@ -63,7 +63,7 @@ func TestExtractUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := extractUsage(tc.status, tc.header, tc.stream, []byte(tc.body))
+			got := reportedUsage(tc.status, tc.header, tc.stream, []byte(tc.body))
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(usage{})); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -99,13 +99,17 @@ func TestParseRequestMeta(t *testing.T) {
 		body string
 		want requestMeta
 	}{
-		{`{"model":"m1","stream":true}`, requestMeta{model: "m1", stream: true}},
-		{`{"model":"m1"}`, requestMeta{model: "m1"}},
-		{`{"model":7,"stream":"yes"}`, requestMeta{}},
-		{`{"model":"m1","stream":"yes"}`, requestMeta{model: "m1"}},
-		{`not json`, requestMeta{}},
-		{``, requestMeta{}},
-		{`["model"]`, requestMeta{}},
+		{`{"model":"m1","stream":true}`, requestMeta{model: "m1", stream: true, messages: -1}},
+		{`{"model":"m1"}`, requestMeta{model: "m1", messages: -1}},
+		{`{"model":7,"stream":"yes"}`, requestMeta{messages: -1}},
+		{`{"model":"m1","stream":"yes"}`, requestMeta{model: "m1", messages: -1}},
+		{`not json`, requestMeta{messages: -1}},
+		{``, requestMeta{messages: -1}},
+		{`["model"]`, requestMeta{messages: -1}},
+		{`{"messages":[{"role":"user","content":"hi"},{"role":"user","content":"again"}]}`, requestMeta{messages: 2}},
+		{`{"messages":[]}`, requestMeta{messages: 0}},
+		{`{"messages":null}`, requestMeta{messages: -1}},
+		{`{"messages":"hi"}`, requestMeta{messages: -1}},
 	}
 	for _, tc := range tests {
 		if got := parseRequestMeta([]byte(tc.body)); got != tc.want {

@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkOverheadStreaming measures the gateway's latency overhead per streaming request: 50
+// concurrent clients (and, for the uncontended figure, 1) each alternate a request straight to the upstream and one through the
+// gateway (so both see the same load), each timed from sending to the end of the response body.
+// It reports the median and 99th percentile of each and their differences, in milliseconds
+// (overhead_median_ms, overhead_p99_ms). b.N is the number of requests of each kind.
+//
+//	go test ./harness/gateway -run '^$' -bench OverheadStreaming -benchtime 4000x
+func BenchmarkOverheadStreaming(b *testing.B) {
+	for _, clients := range []int{50, 1} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchOverhead(b, clients) })
+	}
+}
+
+func benchOverhead(b *testing.B, benchClients int) {
+	var body strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&body, `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"tok%d "}}]}`+"\n\n", i)
+	}
+	body.WriteString(`data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":8,"total_tokens":17}}` + "\n\ndata: [DONE]\n\n")
+	stream := body.String()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, stream)
+	}))
+	defer up.Close()
+	g, err := Start(b.Context(), Config{Upstream: up.URL, DBPath: filepath.Join(b.TempDir(), "gw.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4 * benchClients, MaxIdleConnsPerHost: 2 * benchClients, DisableCompression: true}}
+	const reqBody = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`
+	do := func(base, session string) (time.Duration, error) {
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(reqBody))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(DefaultSessionHeader, session)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if err != nil || resp.StatusCode != http.StatusOK || n != int64(len(stream)) {
+			return 0, fmt.Errorf("status %d, %d of %d bytes: %v", resp.StatusCode, n, len(stream), err)
+		}
+		return d, nil
+	}
+	// Warm both paths' connection pools.
+	for range benchClients {
+		if _, err := do(up.URL, "warm"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := do(g.URL(), "warm"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	direct := make([]time.Duration, b.N)
+	via := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for c := range benchClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			session := fmt.Sprintf("bench-%d", c)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				// Alternate which goes first, so neither path always follows the other.
+				first, second := up.URL, g.URL()
+				if i%2 == 1 {
+					first, second = second, first
+				}
+				d1, err1 := do(first, session)
+				d2, err2 := do(second, session)
+				if err1 != nil || err2 != nil {
+					failed.Store(fmt.Errorf("request %d: %v %v", i, err1, err2))
+					return
+				}
+				if i%2 == 1 {
+					d1, d2 = d2, d1
+				}
+				direct[i], via[i] = d1, d2
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	q := func(ds []time.Duration, p float64) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[int(p*float64(len(s)-1))]
+	}
+	b.ReportMetric(ms(q(direct, 0.5)), "direct_median_ms")
+	b.ReportMetric(ms(q(via, 0.5)), "gateway_median_ms")
+	b.ReportMetric(ms(q(via, 0.5)-q(direct, 0.5)), "overhead_median_ms")
+	b.ReportMetric(ms(q(direct, 0.99)), "direct_p99_ms")
+	b.ReportMetric(ms(q(via, 0.99)), "gateway_p99_ms")
+	b.ReportMetric(ms(q(via, 0.99)-q(direct, 0.99)), "overhead_p99_ms")
+	// Every request through the gateway was recorded.
+	recs, err := g.RecordsIn(b.Context(), 0, g.Mark())
+	if err != nil || len(recs) != b.N+benchClients {
+		b.Fatalf("%d records for %d requests (%v)", len(recs), b.N+benchClients, err)
+	}
+}
