@@ -137,7 +137,7 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 
 	sum = Summary{Model: opts.Model, OutDir: opts.OutDir, StorePath: storePath,
 		GatewayDB: filepath.Join(opts.OutDir, "gateway-usage.db")}
-	env, closeEnv, err := openEnv(ctx, opts, store, &sum, len(opts.Formations))
+	env, closeEnv, err := openEnv(ctx, opts, store, &sum, len(opts.Formations)*max(opts.Repeat, 1))
 	if err != nil {
 		return sum, err
 	}
@@ -171,13 +171,15 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 			if ctx.Err() != nil {
 				return nil
 			}
-			cr, err := runCase(ctx, opts, c, env, prog.start(i, c.Name()))
+			// A matrix file's cells share one progress: its case numbers run on across cells.
+			at := opts.progressOffset + i
+			cr, err := runCase(ctx, opts, c, env, prog.start(at, c.Name()))
 			if err != nil {
 				errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
-				prog.stop(i, c.Name(), err)
+				prog.stop(at, c.Name(), err)
 				return nil
 			}
-			prog.finish(i, cr)
+			prog.finish(at, cr)
 			results[i] = cr
 			return nil
 		})
@@ -265,8 +267,15 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 		env.oraclePython, env.oraclePythonErr = oracle.FindPython(ctx, false)
 		env.pytestPython, env.pytestPythonErr = oracle.FindPython(ctx, true)
 	}
-	env.progress = newProgress(opts.Progress, opts.ProgressStyle, env.redactor, cases, opts.Concurrency)
-	closers = append(closers, env.progress.close)
+	if opts.progressShared != nil {
+		// A cell of a matrix file (RunMatrix): the matrix's progress, redacting this cell's secrets
+		// while it runs (cells run one after another); RunMatrix closes it.
+		env.progress = opts.progressShared
+		env.progress.setRedactor(env.redactor)
+	} else {
+		env.progress = newProgress(opts.Progress, opts.ProgressStyle, env.redactor, cases, opts.Concurrency)
+		closers = append(closers, env.progress.close)
+	}
 	env.reference = refServer
 	if env.effectsURL, err = startEffectService(ctx, opts, refServer != nil, upstream, &closers); err != nil {
 		return caseEnv{}, closeAll, err

@@ -369,15 +369,28 @@ func (m *MatrixFile) Cells(base Options) ([]Options, error) {
 // the summary of all their cases, in cell order. Every case of every cell is its own run with its
 // own verdict; none is re-run. It stops at the first cell whose Run returns an error, returning
 // the summary so far with it.
-func RunMatrix(ctx context.Context, cells []Options) (Summary, error) {
+func RunMatrix(ctx context.Context, cells []Options) (sum Summary, err error) {
 	if len(cells) == 0 {
 		return Summary{}, fmt.Errorf("%w: a matrix of no cells", ErrBadOptions)
 	}
-	var sum Summary
 	var providers, models []string
 	start, planned := time.Now(), 0
 	// The totals are the whole matrix's: every cell's cases, planned and finished, and its wall time.
 	defer func() { sum.Totals = SummarizeRun(sum.Cases, planned, time.Since(start)) }()
+	if len(cells) > 1 {
+		// One progress for the whole matrix: case numbers and the ETA run on across cells.
+		total := 0
+		for _, c := range cells {
+			total += len(c.Formations) * max(c.Repeat, 1)
+		}
+		prog := newProgress(cells[0].Progress, cells[0].ProgressStyle, newRedactor(cells[0], os.Environ()), total, cells[0].Concurrency)
+		defer prog.close()
+		offset := 0
+		for i := range cells {
+			cells[i].progressShared, cells[i].progressOffset = prog, offset
+			offset += len(cells[i].Formations) * max(cells[i].Repeat, 1)
+		}
+	}
 	for i, c := range cells {
 		if c.OutDir != cells[0].OutDir || c.InvocationID != cells[0].InvocationID {
 			return sum, fmt.Errorf("%w: cell %d: every cell shares one out directory and invocation", ErrBadOptions, i)

@@ -191,6 +191,11 @@ type Options struct {
 	// each case run stores its bytes (TaskArtifact).
 	Task string
 
+	// progressShared is, for a cell of a matrix file (RunMatrix), the matrix's one progress, and
+	// progressOffset the number of the matrix's cases before this cell's; nil and 0 otherwise.
+	progressShared *progress
+	progressOffset int
+
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks
 

@@ -144,6 +144,16 @@ func newProgress(w io.Writer, style ProgressStyle, r *policy.Redactor, total, co
 	return p
 }
 
+// setRedactor makes r the redactor of what p writes from now on (a matrix file's next cell).
+func (p *progress) setRedactor(r *policy.Redactor) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.redactor = r
+}
+
 // line writes one whole line (above the bar in the terminal style).
 func (p *progress) line(format string, args ...any) {
 	if p == nil || p.w == nil {

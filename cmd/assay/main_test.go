@@ -97,6 +97,12 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("matrix run exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
+	// The end-of-run summary on stderr counts the run's cases and its tokens (never "none finished"
+	// after cases finished).
+	if !strings.Contains(r.stderr, "summary:  2 case(s): 2 accepted;") || !strings.Contains(r.stderr, "tokens:   ") ||
+		strings.Contains(r.stderr, "tokens:   unknown") {
+		t.Fatalf("end-of-run summary:\n%s", r.stderr)
+	}
 	for _, f := range []string{"evidence.duckdb", "gateway-usage.db", "report.md"} {
 		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
 			t.Fatalf("%s missing or empty: %v", f, err)

@@ -90,8 +90,10 @@ repeat: 2
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	// The end-of-run summary is the whole matrix's, not its last cell's.
-	if !strings.Contains(r.stderr, "summary:  12 case(s): 12 accepted;") {
+	// The progress numbers the matrix's cases across its cells, and the end-of-run summary is the
+	// whole matrix's, not its last cell's.
+	if strings.Count(r.stderr, "/12 ") != 24 || !strings.Contains(r.stderr, "case 12/12 ") ||
+		!strings.Contains(r.stderr, "summary:  12 case(s): 12 accepted;") {
 		t.Fatalf("the summary does not count the matrix's 12 cases:\n%s", r.stderr)
 	}
 	var sum summaryJSON
