@@ -77,9 +77,19 @@ func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary, evs []evid
 // answering as its default model, or (a matrix file names it, e.g. "ref-a", and gives it another
 // model id) with no base URL on a run that is not a replay's cassette. Saying "reference" of a run
 // that was is never wrong; saying nothing of one would present reference results as a model's.
+//
+// A run that observed an external system (`assay usage reconcile --into`: provider "external",
+// no base URL of its own) used no provider of assay's and is never a reference run.
 func isReference(e evidence.Envelope) bool {
+	if e.Provider == externalProvider {
+		return false
+	}
 	return e.Provider == referenceProvider || e.Model == referenceModel || (e.BaseURL == "" && e.Provider != replayProvider)
 }
+
+// externalProvider is the provider name of a run that recorded what an external system did
+// (harness/claims: usage reconcile --into), not a run of assay's provider client.
+const externalProvider = "external"
 
 // membersOf lists the run's members from its usage rows and its members' events, with each
 // source's reading and the usage verdict.

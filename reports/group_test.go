@@ -84,6 +84,8 @@ func TestIsReferenceUnderAMatrixName(t *testing.T) {
 		{evidence.Envelope{Provider: "ref-a", Model: "ref-model-a"}, true},
 		{evidence.Envelope{Provider: "openai", BaseURL: "https://api.openai.com/v1", Model: "gpt-4o-mini"}, false},
 		{evidence.Envelope{Provider: replayProvider, Model: "gpt-4o-mini"}, false},
+		// usage reconcile --into: an external system observed through the gateway, no base URL.
+		{evidence.Envelope{Provider: "external", Mode: evidence.ModeObserve, Case: "usage_claims"}, false},
 	} {
 		if got := isReference(tc.e); got != tc.want {
 			t.Errorf("isReference(%+v) = %v, want %v", tc.e, got, tc.want)

@@ -59,6 +59,11 @@ type Recorded struct {
 	TerminalHash string           `json:"terminal_hash"`
 }
 
+// ExternalProvider is the provider name a recorded reconciliation's envelope carries: the usage
+// was an external system's, observed through the gateway, not a run of assay's provider client
+// (reports never present it as the reference provider's; reports/case.go isReference).
+const ExternalProvider = "external"
+
 // Record stores the reconciliation as one run in observe mode (evidence.ModeObserve): the claims
 // file and the gateway rows as artifacts, the check CheckName (required; passed only when
 // Result.OK, failed on a mismatch, else unknown) with the per-session results as its evidence, then
@@ -113,7 +118,7 @@ func Record(ctx context.Context, req RecordRequest) (Recorded, error) {
 	runID := runid.New("run-", time.Now())
 	rec, err := record(ctx, store, runID, evidence.Envelope{Tenant: tenant, ManifestDigest: sha256Hex(manifestJSON), Mode: evidence.ModeObserve,
 		EnvironmentFingerprint: fingerprint, EntropySources: []string{"external_claims", "gateway_records", "wall_clock", "run_id"},
-		ReplayTolerance: "exact", Provider: "external", Case: "usage_claims", InvocationID: harness.NewInvocationID()},
+		ReplayTolerance: "exact", Provider: ExternalProvider, Case: "usage_claims", InvocationID: harness.NewInvocationID()},
 		[]artifact{{ManifestArtifact, "application/json", manifestJSON}, {evidence.EnvironmentArtifact, "application/json", envJSON},
 			{ClaimsArtifact, mediaJSONLines, req.Claims}, {RecordsArtifact, "application/json", recordsJSON}},
 		evidence.Check{Name: CheckName, Required: true, Status: status, Detail: detail, Evidence: checkEvidence},
