@@ -162,6 +162,9 @@ func writeReconcileTable(opts *UsageReconcileOptions, res claims.Result, rec *cl
 			return err
 		}
 	}
+	if n := len(res.NoUsageRequests); n > 0 {
+		fmt.Fprintf(opts.IO.Out, "\n%d GET/HEAD request(s) with no usage (a model listing, a health probe): in no sum, not a problem\n", n)
+	}
 	fmt.Fprintf(opts.IO.Out, "\n%d session(s): %d conserved, %d mismatch, %d unknown; %d unattributed request(s)\n",
 		len(res.Sessions), res.Conserved, res.Mismatched, res.Unknown, u.Requests)
 	if rec != nil {

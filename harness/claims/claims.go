@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -196,9 +197,13 @@ type Unattributed struct {
 type Result struct {
 	Sessions     []SessionResult `json:"sessions"` // ordered by session id
 	Unattributed Unattributed    `json:"unattributed"`
-	Conserved    int             `json:"conserved"`
-	Mismatched   int             `json:"mismatched"`
-	Unknown      int             `json:"unknown"`
+	// NoUsageRequests are the GET and HEAD requests (a model listing, a health probe) that reported
+	// no usage: the API defines none for them, so they are listed here, in no session's sum and
+	// never a problem. A GET that reported usage is reconciled like any request.
+	NoUsageRequests []UnattributedRequest `json:"no_usage_requests"`
+	Conserved       int                   `json:"conserved"`
+	Mismatched      int                   `json:"mismatched"`
+	Unknown         int                   `json:"unknown"`
 }
 
 // OK reports whether the claims are supported: at least one session, every session conserved and
@@ -230,8 +235,14 @@ func (r Result) Problems() []string {
 func Reconcile(claims []Claim, recs []gateway.Record) Result {
 	bySession := map[string][]gateway.Record{}
 	var zero int64
-	res := Result{Sessions: []SessionResult{}, Unattributed: Unattributed{TotalTokens: &zero, List: []UnattributedRequest{}}}
+	res := Result{Sessions: []SessionResult{}, Unattributed: Unattributed{TotalTokens: &zero, List: []UnattributedRequest{}},
+		NoUsageRequests: []UnattributedRequest{}}
 	for _, r := range recs {
+		if noUsage(r) {
+			res.NoUsageRequests = append(res.NoUsageRequests, UnattributedRequest{ID: r.ID, StartedAt: r.StartedAt.UTC(), Path: r.Path,
+				Status: r.Status, UsageState: r.UsageState})
+			continue
+		}
 		if r.SessionID == "" {
 			res.Unattributed.add(r)
 			continue
@@ -265,6 +276,13 @@ func Reconcile(claims []Claim, recs []gateway.Record) Result {
 		res.Sessions = append(res.Sessions, s)
 	}
 	return res
+}
+
+// noUsage reports whether r is a request the OpenAI-compatible API defines no token usage for (GET
+// or HEAD: GET /v1/models, a health probe) and that reported none: an honest client that lists
+// models is neither unattributed usage nor an unknown in its session's sum.
+func noUsage(r gateway.Record) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.UsageState != gateway.UsageReported
 }
 
 func (u *Unattributed) add(r gateway.Record) {

@@ -102,6 +102,20 @@ func TestUnattributedAndNothingToReconcile(t *testing.T) {
 	if res.OK() || res.Conserved != 1 || u.Requests != 2 || u.TotalTokens != nil || len(u.List) != 2 || !u.FirstAt.Equal(unknownTotal.StartedAt) || !u.LastAt.Equal(rec(2, "", 0, 0, 0).StartedAt) {
 		t.Errorf("%+v", res)
 	}
+	// A model listing (GET, no usage) with or without a session is neither unattributed usage nor an
+	// unknown in its session's sum; a GET that reported usage is reconciled like any request.
+	models := gateway.Record{ID: 5, Method: "GET", Path: "/v1/models", Status: 200, UsageState: gateway.UsageUnknown}
+	inSession := models
+	inSession.ID, inSession.SessionID = 6, "s"
+	res = Reconcile([]Claim{claim("s", nil, nil, i64(7))}, []gateway.Record{rec(1, "s", 3, 4, 7), models, inSession})
+	if !res.OK() || res.Unattributed.Requests != 0 || len(res.NoUsageRequests) != 2 {
+		t.Errorf("a model listing made the reconciliation fail: %+v", res)
+	}
+	getWithUsage := rec(7, "", 1, 1, 2)
+	getWithUsage.Method = "GET"
+	if res = Reconcile([]Claim{claim("s", nil, nil, i64(7))}, []gateway.Record{rec(1, "s", 3, 4, 7), getWithUsage}); res.OK() || res.Unattributed.Requests != 1 {
+		t.Errorf("a GET that reported usage was not reconciled: %+v", res)
+	}
 	res = Reconcile(nil, []gateway.Record{rec(2, "", 1, 1, 2), rec(4, "", 1, 2, 3)})
 	if *res.Unattributed.TotalTokens != 5 {
 		t.Errorf("unattributed total %v", res.Unattributed.TotalTokens)
