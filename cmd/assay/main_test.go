@@ -225,7 +225,7 @@ func TestBadInputExitsTwoWithOneLineAndWritesNothing(t *testing.T) {
 		{"fault on an unknown member", []string{"matrix", "run", "--reference-fault", "exec-9:0:drop_usage", "--out", filepath.Join(dir, "o8")}, `"exec-9"`, filepath.Join(dir, "o8")},
 		{"unreachable provider", []string{"matrix", "run", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--out", filepath.Join(dir, "o9")}, "unreachable", filepath.Join(dir, "o9")},
 		{"formation option out of range", []string{"matrix", "run", "--formations", "consensus", "--formation-option", "consensus_threshold=0.5", "--out", filepath.Join(dir, "o10")}, "--formation-option invalid formation configuration: option consensus_threshold=\"0.5\"", filepath.Join(dir, "o10")},
-		{"formation option not re-derived", []string{"matrix", "run", "--formations", "parallel", "--formation-option", "max_workers=1", "--out", filepath.Join(dir, "o11")}, "--formation-option max_workers cannot be set on a matrix case", filepath.Join(dir, "o11")},
+		{"formation option not re-derived", []string{"matrix", "run", "--formations", "parallel", "--formation-option", "worktree_cleanup=true", "--out", filepath.Join(dir, "o11")}, "--formation-option worktree_cleanup cannot be set on a matrix case", filepath.Join(dir, "o11")},
 		{"concurrency 0", []string{"matrix", "run", "--concurrency", "0", "--out", filepath.Join(dir, "o12")}, "--concurrency 0: at least one case", filepath.Join(dir, "o12")},
 		{"unknown progress mode", []string{"matrix", "run", "--progress", "fancy", "--out", filepath.Join(dir, "o13")}, `--progress "fancy" is not one of auto, tty, plain, none`, filepath.Join(dir, "o13")},
 		{"unknown progress mode on resume", []string{"resume", "run-x", "--progress", "bar", "--out", filepath.Join(dir, "o14")}, `--progress "bar" is not one of`, filepath.Join(dir, "o14")},
@@ -413,7 +413,8 @@ func TestCommandGroupsRequireASubcommand(t *testing.T) {
 				walk(sub, append(slices.Clone(path), sub.Name()))
 			}
 		}
-		if len(subs) > 0 && c.Name() != "metrics" { // metrics runs itself; explain is its subcommand
+		// metrics and tasks run themselves; explain and show are their subcommands
+		if len(subs) > 0 && c.Name() != "metrics" && c.Name() != "tasks" {
 			groups = append(groups, path)
 		}
 	}

@@ -42,7 +42,7 @@ func same(t *testing.T, args []string, want, got any) {
 
 // matrixDefaults are the options `assay matrix run` parses with no flags.
 func matrixDefaults() MatrixRunOptions {
-	return MatrixRunOptions{Format: "table", Harness: harness.Options{OutDir: "assay-out", Formations: []string{"sequential", "parallel"},
+	return MatrixRunOptions{Format: "table", Progress: "auto", Harness: harness.Options{OutDir: "assay-out", Formations: []string{"sequential", "parallel"}, Task: "double",
 		Profile: "standard", Language: "go", Concurrency: 1, SessionHeader: "X-Session-Id", Tenant: "local", RequestTimeout: 60 * time.Second,
 		Mode: "live", MemberToolCalls: harness.DefaultMemberToolCalls, TeamToolCalls: harness.DefaultTeamToolCalls, ReplayTolerance: "exact"}}
 }
@@ -102,7 +102,7 @@ func TestParseResume(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	want := &ResumeOptions{Run: "run-1", Format: "json", Harness: harness.Options{OutDir: "o", PolicyFile: "p.yaml", ApprovalsFile: "a.json",
+	want := &ResumeOptions{Run: "run-1", Format: "json", Progress: "auto", Harness: harness.Options{OutDir: "o", PolicyFile: "p.yaml", ApprovalsFile: "a.json",
 		SessionHeader: "X-Session-Id", Tenant: "local", RequestTimeout: 60 * time.Second, Mode: "live",
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultSlow, Delay: 2 * time.Second}}}}
 	same(t, args, want, got)
@@ -230,7 +230,7 @@ func TestParseOtherCommands(t *testing.T) {
 	{
 		args := []string{"graph", "callers", "p.F", "--format", "dot"}
 		got, _ := parse(t, NewCmdGraph, args...)
-		same(t, args, &GraphOptions{Graph: graphFlags{out: "assay-out"}, Format: "dot", Query: "callers", Args: []string{"p.F"}}, got)
+		same(t, args, &GraphOptions{Graph: graphFlags{out: "assay-out"}, Format: "dot", Variant: "base", Query: "callers", Args: []string{"p.F"}}, got)
 	}
 	for _, args := range [][]string{{"index", "a", "b"}, {"index", "--pattern", ""}, {"metrics", "--sort", ""}, {"graph", "path", "a"}} {
 		var code int
