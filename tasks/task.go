@@ -376,6 +376,12 @@ func (t *Task) check(bad func(field, format string, args ...any) error) error {
 			return bad("assignment.executor."+lang, "%v", err)
 		}
 	}
+	for i, imp := range t.Oracle.Imports {
+		if !slices.Contains(pureImports, imp) {
+			return bad(fmt.Sprintf("oracle.imports.%d", i), "%q is not one of the imports an artifact may be allowed (%s): anything else could reach files, the process or state kept across calls, and rewrite the oracle driver's report",
+				imp, strings.Join(pureImports, ", "))
+		}
+	}
 	spec, err := t.buildSpec()
 	if err != nil {
 		return bad("oracle", "%v", err)
@@ -383,6 +389,13 @@ func (t *Task) check(bad func(field, format string, args ...any) error) error {
 	t.spec = spec
 	return nil
 }
+
+// pureImports are the imports (Go import paths and Python modules) a task file's oracle.imports may
+// allow the artifact: computation only, with no way to files, the process, the interpreter or state
+// kept across calls. The oracle's import check is what keeps its driver's report the driver's own
+// (oracle.VerdictForbiddenImport); a task file may narrow it, never open it (os, unsafe, reflect,
+// sync, functools' caches ...).
+var pureImports = []string{"math", "math/bits", "math/cmplx", "cmath", "operator"}
 
 // checkFileRoles says what is wrong ("" for nothing) with the roles of a profile's deliverables: the
 // test file must be one the test command collects (go test: *_test.go; pytest's default discovery:

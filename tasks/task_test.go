@@ -191,6 +191,10 @@ func TestParseRefusesMalformed(t *testing.T) {
 		{"go package is a keyword", strings.Replace(base, "name: triple\n", "name: triple\npackage: func\n", 1), `f.yaml: package: "func" cannot be a Go package`},
 		{"name as package is a keyword", strings.Replace(base, "name: triple\n", "name: type\n", 1), `f.yaml: name: "type" cannot be a Go package`},
 		{"package main", strings.Replace(base, "name: triple\n", "name: triple\npackage: main\n", 1), `f.yaml: package: "main" cannot be a Go package`},
+		{"an import that opens the oracle's isolation", strings.Replace(base, "  reference:\n", "  imports: [math, os]\n  reference:\n", 1),
+			`f.yaml: oracle.imports.1: "os" is not one of the imports an artifact may be allowed`},
+		{"python state across calls", strings.Replace(base, "  reference:\n", "  imports: [functools]\n  reference:\n", 1),
+			`f.yaml: oracle.imports.0: "functools" is not one of`},
 		{"larger than the limit", base + "# " + strings.Repeat("x", tasks.MaxFileBytes) + "\n", "f.yaml: larger than 1048576 bytes"},
 	}
 	for _, tc := range cases {
@@ -285,5 +289,18 @@ func BenchmarkParseClamp(b *testing.B) {
 		if _, err := tasks.Builtin("clamp"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A task file may narrow the artifact's imports to computation-only ones.
+func TestParseAcceptsPureImports(t *testing.T) {
+	y := strings.Replace(tripleYAML(t), "  reference:\n", "  imports: [math, math/bits]\n  reference:\n", 1)
+	task, err := tasks.Parse("f.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := task.Spec(tasks.LanguageGo)
+	if err != nil || !reflect.DeepEqual(spec.Imports, []string{"math", "math/bits"}) {
+		t.Fatalf("spec imports %v, %v", spec.Imports, err)
 	}
 }
