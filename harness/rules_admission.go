@@ -38,7 +38,9 @@ func admissionSlots(c formation.CapacityOptions) (slots int, ok bool) {
 //   - admission is in configuration order (formation's admission.run): a round (the first run of
 //     every member, then each retry round) starts with every slot free, so the members of a round
 //     after the N-th in configuration order had to wait and the others did not. Exactly those, and
-//     each once, before its turn started, recorded member_throttled carrying the limit N.
+//     each once, before its turn started, recorded member_throttled carrying the limit N, and
+//     each started only once enough members of its round had ended to free a slot for it (the
+//     (i-N+1)-th freed slot for the i-th member, counting from 0).
 //
 // Without admission (no slots) no member may be throttled. It returns the problems, each naming
 // the rule ("admission: ...").
@@ -159,6 +161,23 @@ func (d *derivation) admissionEvidence(ids []string) []string {
 			}
 			if waits {
 				expected = append(expected, id)
+				// It waited for real: member i of the round takes the (i-N+1)-th slot the round frees
+				// (the queued members take freed slots in configuration order, and a member releases
+				// its slot only after its end is recorded), so at its start at least i-N+1 members of
+				// the round have ended. A runtime that records the throttle and starts the member
+				// anyway, ahead of members before it, does not admit in configuration order.
+				if mt := d.turns[id][r-1]; mt.Started && mt.Start != mt.End {
+					ended := 0
+					for _, other := range round {
+						if o := d.turns[other][r-1]; other != id && !o.End.zero() && o.End.before(mt.Start) {
+							ended++
+						}
+					}
+					if need := i - slots + 1; ended < need {
+						bad("%s (number %d of %d in configuration order, %d slot(s)) started in round %d at %s when %d member(s) of the round had ended, not the %d whose slots it had to wait for",
+							id, i+1, len(round), slots, r, d.at(mt.Start), ended, need)
+					}
+				}
 			}
 		}
 	}

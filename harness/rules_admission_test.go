@@ -68,6 +68,12 @@ func TestAdmissionRuleRederivesWhoWaitedAndHowManyRan(t *testing.T) {
 		{"throttled after it started", two, []string{"start exec-1", "start exec-2", "end exec-1", "start exec-3", "throttle exec-3 2", "end exec-2", "end exec-3"}, "admission: exec-3 had to wait"},
 		{"the wrong limit", two, []string{"start exec-1", "start exec-2", "throttle exec-3 3", "end exec-1", "start exec-3", "end exec-2", "end exec-3"}, "carries limit 3, the case has 2"},
 		{"throttled twice", two, []string{"start exec-1", "start exec-2", "throttle exec-3 2", "throttle exec-3 2", "end exec-1", "start exec-3", "end exec-2", "end exec-3"}, "recorded throttled 2 times"},
+		{"the last member admitted first", two, []string{"throttle exec-3 2", "start exec-3", "start exec-1", "end exec-3", "start exec-2", "end exec-1", "end exec-2"},
+			"admission: exec-3 (number 3 of 3 in configuration order, 2 slot(s)) started in round 1"},
+		{"a throttled member started before a slot freed", two, []string{"start exec-1", "throttle exec-3 2", "start exec-3", "end exec-1", "start exec-2", "end exec-2", "end exec-3"},
+			"when 0 member(s) of the round had ended, not the 1"},
+		{"one slot: the third starts after only one end", formation.CapacityOptions{MaxWorkers: 1}, []string{"start exec-1", "throttle exec-2 1", "throttle exec-3 1", "end exec-1", "start exec-3", "end exec-3", "start exec-2", "end exec-2"},
+			"admission: exec-3 (number 3 of 3 in configuration order, 1 slot(s)) started in round 1"},
 		{"a retry round starts with every slot free", two, []string{"start exec-1", "start exec-2", "throttle exec-3 2", "end exec-1", "start exec-3", "end exec-2", "end exec-3", "start exec-2", "end exec-2"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -318,6 +318,7 @@ func (r *relPass) call(call *ast.CallExpr) {
 	if id := calleeIdent(fun); id != nil {
 		r.callees[id] = true
 	}
+	r.methodExprOnReceiver(call, fun)
 	switch callee := callee.(type) {
 	case *types.Func:
 		// typeutil.StaticCallee's test: not a method of an interface.
@@ -395,6 +396,37 @@ func (r *relPass) selector(sel *ast.SelectorExpr) {
 			r.fieldAccess(idx[0])
 			return
 		}
+		if fn, ok := s.Obj().(*types.Func); ok {
+			r.edge(r.z.objNode(fn.Origin()), "receiver_method")
+		}
+	}
+}
+
+// methodExprOnReceiver records a method expression called with the method's own receiver as its
+// first argument, (*T).m(r) or T.m(*r): the same call as r.m() (Hitz & Montazeri's "one calls the
+// other" on the same object), so it is a receiver_method edge too.
+func (r *relPass) methodExprOnReceiver(call *ast.CallExpr, fun ast.Expr) {
+	if r.recv == nil || len(call.Args) == 0 {
+		return
+	}
+	sel, ok := fun.(*ast.SelectorExpr)
+	if !ok {
+		return
+	}
+	s, ok := r.info.Selections[sel]
+	if !ok || s.Kind() != types.MethodExpr || len(s.Index()) != 1 {
+		return
+	}
+	arg := unparen(call.Args[0])
+	switch a := arg.(type) {
+	case *ast.StarExpr:
+		arg = unparen(a.X)
+	case *ast.UnaryExpr:
+		if a.Op == token.AND {
+			arg = unparen(a.X)
+		}
+	}
+	if id, ok := arg.(*ast.Ident); ok && r.info.Uses[id] == r.recv {
 		if fn, ok := s.Obj().(*types.Func); ok {
 			r.edge(r.z.objNode(fn.Origin()), "receiver_method")
 		}

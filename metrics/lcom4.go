@@ -36,7 +36,7 @@ const noMethods = "the type has no methods: LCOM4's graph has no vertex (not ass
 func lcom4() *Descriptor {
 	d := &Descriptor{
 		Name: "lcom4", Title: "Lack of cohesion of methods (LCOM4)", Kind: Measured, Scope: ScopeType, Integer: true,
-		Method: Method{ID: "lcom4-receiver-graph", Version: 3},
+		Method: Method{ID: "lcom4-receiver-graph", Version: 4},
 		Source: lcom4Source,
 		Doc: "The number of connected components of the undirected graph whose vertices are the struct type's " +
 			"methods (only its methods: fields are not vertices), with an edge between two methods that use a common " +
@@ -49,7 +49,7 @@ func lcom4() *Descriptor {
 			"Vertices are the methods only, as in the paper (V = M_X): a field no method uses adds no component; n_fields and n_unused_fields report the fields.",
 			"Only uses through the method's own receiver variable count (r.f, r.m()); another value of the same type (other.f) does not link anything, nor does passing the receiver to a function.",
 			"An embedded field counts as one field whether it is reached through a promoted field (r.x where x belongs to the embedded type) or through a promoted method (r.M() declared on the embedded type): both are a use of the embedded field, so two methods that reach it are joined.",
-			"A method value (r.handle without a call) joins the method to handle, like a call.",
+			"A method value (r.handle without a call) joins the method to handle, like a call; so does a method expression called on the receiver ((*T).handle(r)), which is the call r.handle().",
 			"A closure inside a method counts for the method that contains it.",
 			"A method with a generic receiver (func (b *Box[T]) ...) belongs to the generic type Box; fields are the generic type's fields.",
 			"Methods are those declared with the type as receiver in the same package variant; promoted methods of embedded types are the embedded type's, not this type's.",

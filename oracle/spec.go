@@ -335,6 +335,10 @@ var pythonKeywords = map[string]bool{
 // isPortableIdentifier reports whether name is an ASCII identifier that is
 // neither a Go nor a Python keyword, so it can name a parameter in both
 // drivers.
+// IsPythonKeyword reports whether name is a Python 3.12 keyword or soft keyword (keyword.kwlist and
+// keyword.softkwlist): a name that cannot be, or should not be, a Python function or module name.
+func IsPythonKeyword(name string) bool { return pythonKeywords[name] }
+
 func isPortableIdentifier(name string) bool {
 	if name == "" || !token.IsIdentifier(name) || pythonKeywords[name] {
 		return false

@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/token"
+	"io"
 	"os"
 	"path"
 	"slices"
@@ -203,12 +205,22 @@ func Load(nameOrPath string) (*Task, error) {
 			return Builtin(nameOrPath) // says it is unknown
 		}
 	}
-	b, err := os.ReadFile(nameOrPath)
+	f, err := os.Open(nameOrPath)
+	if err != nil {
+		return nil, fmt.Errorf("task file %s: %w", nameOrPath, err)
+	}
+	defer f.Close()
+	// Read one byte past the limit so that Parse refuses an oversized file without reading all of it.
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("task file %s: %w", nameOrPath, err)
 	}
 	return Parse(nameOrPath, b)
 }
+
+// MaxFileBytes is the largest task file assay reads: 1 MiB (the built-in tasks are under 4 KiB). A
+// larger file is refused before it is decoded, so a runaway file cannot exhaust memory.
+const MaxFileBytes = 1 << 20
 
 // Parse decodes and validates a task file's bytes; file names it in errors. Validation: YAML syntax,
 // the JSON Schema (unknown keys, missing fields, wrong types), then what a schema cannot say: a
@@ -218,6 +230,9 @@ func Load(nameOrPath string) (*Task, error) {
 func Parse(file string, data []byte) (*Task, error) {
 	bad := func(field, format string, args ...any) error {
 		return &Error{File: file, Field: field, Problem: fmt.Sprintf(format, args...)}
+	}
+	if len(data) > MaxFileBytes {
+		return nil, bad("", "larger than %d bytes (the task file limit)", MaxFileBytes)
 	}
 	var doc any
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -314,8 +329,17 @@ func schemaProblem(ve *jsonschema.ValidationError) (string, string) {
 
 // check validates what the schema cannot say, and builds the oracle spec.
 func (t *Task) check(bad func(field, format string, args ...any) error) error {
+	pkgField := "package"
 	if t.Package == "" {
-		t.Package = t.Name
+		t.Package, pkgField = t.Name, "name"
+	}
+	// The package is imported by the oracle's Go driver (example.com/PACKAGE), so it can be neither a
+	// Go keyword (no file could declare it) nor main (a main package cannot be imported).
+	if token.IsKeyword(t.Package) || t.Package == "main" {
+		return bad(pkgField, "%q cannot be a Go package that the oracle imports (a Go keyword, or main); set package", t.Package)
+	}
+	if oracle.IsPythonKeyword(t.Function[LanguagePython]) {
+		return bad("function.python", "%q is a Python keyword", t.Function[LanguagePython])
 	}
 	for _, lang := range []string{LanguageGo, LanguagePython} {
 		for _, prof := range []string{ProfileStandard, ProfileSingleFile} {
@@ -328,6 +352,9 @@ func (t *Task) check(bad func(field, format string, args ...any) error) error {
 			}
 			if lang == LanguageGo && prof == ProfileSingleFile && !strings.HasSuffix(files[0], "_test.go") {
 				return bad(field, "the single file %q must be a _test.go file (it holds the function and its test)", files[0])
+			}
+			if err := checkFileRoles(lang, prof, files); err != "" {
+				return bad(field, "%s", err)
 			}
 			sol, ok := t.ReferenceSolution[lang][prof]
 			sfield := "reference_solution." + lang + "." + prof
@@ -349,12 +376,55 @@ func (t *Task) check(bad func(field, format string, args ...any) error) error {
 			return bad("assignment.executor."+lang, "%v", err)
 		}
 	}
+	for i, imp := range t.Oracle.Imports {
+		if !slices.Contains(pureImports, imp) {
+			return bad(fmt.Sprintf("oracle.imports.%d", i), "%q is not one of the imports an artifact may be allowed (%s): anything else could reach files, the process or state kept across calls, and rewrite the oracle driver's report",
+				imp, strings.Join(pureImports, ", "))
+		}
+	}
 	spec, err := t.buildSpec()
 	if err != nil {
 		return bad("oracle", "%v", err)
 	}
 	t.spec = spec
 	return nil
+}
+
+// pureImports are the imports (Go import paths and Python modules) a task file's oracle.imports may
+// allow the artifact: computation only, with no way to files, the process, the interpreter or state
+// kept across calls. The oracle's import check is what keeps its driver's report the driver's own
+// (oracle.VerdictForbiddenImport); a task file may narrow it, never open it (os, unsafe, reflect,
+// sync, functools' caches ...).
+var pureImports = []string{"math", "math/bits", "math/cmplx", "cmath", "operator"}
+
+// checkFileRoles says what is wrong ("" for nothing) with the roles of a profile's deliverables: the
+// test file must be one the test command collects (go test: *_test.go; pytest's default discovery:
+// test_*.py or *_test.py), else the members' tests would run nothing; the standard Go function file
+// must not be a _test.go file (go build and the oracle's driver never compile one); a Python file the
+// oracle imports must be an importable module name.
+func checkFileRoles(lang, prof string, files []string) string {
+	if len(files) == 0 {
+		return ""
+	}
+	test := files[len(files)-1]
+	switch lang {
+	case LanguageGo:
+		if !strings.HasSuffix(test, "_test.go") {
+			return fmt.Sprintf("the test file %q must end _test.go (go test compiles no other file as a test)", test)
+		}
+		if prof == ProfileStandard && strings.HasSuffix(files[0], "_test.go") {
+			return fmt.Sprintf("the function file %q must not be a _test.go file (only go test compiles one)", files[0])
+		}
+	case LanguagePython:
+		if !strings.HasPrefix(test, "test_") && !strings.HasSuffix(test, "_test.py") {
+			return fmt.Sprintf("the test file %q must be named test_*.py or *_test.py (pytest collects no other file)", test)
+		}
+		mod := strings.TrimSuffix(files[0], ".py")
+		if !token.IsIdentifier(mod) || oracle.IsPythonKeyword(mod) {
+			return fmt.Sprintf("the file %q is not an importable Python module name", files[0])
+		}
+	}
+	return ""
 }
 
 // ExecutorAssignment is the executor's assignment text in language for files: the task file's

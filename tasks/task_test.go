@@ -172,6 +172,30 @@ func TestParseRefusesMalformed(t *testing.T) {
 		{"bad reference", strings.Replace(base, `go: "3 * x"`, `go: "3 * y"`, 1), "f.yaml: oracle: reference.go:"},
 		{"bad template", strings.Replace(base, "{{.Files}}", "{{.Nope}}", 1), "f.yaml: assignment.executor."},
 		{"two documents", base + "---\nname: x\n", "f.yaml: holds more than one YAML document"},
+		// Deliverables the test command would not run as tests: go test compiles only *_test.go as
+		// tests and pytest collects only test_*.py / *_test.py, so the members' tests would pass
+		// having run nothing.
+		{"go test file not _test.go", strings.Replace(base, "standard: [triple.go, triple_test.go]", "standard: [triple.go, triple_check.go]", 1),
+			`f.yaml: deliverables.go.standard: the test file "triple_check.go" must end _test.go`},
+		{"go function file is a test file", strings.Replace(base, "standard: [triple.go, triple_test.go]", "standard: [triple_impl_test.go, triple_test.go]", 1),
+			`f.yaml: deliverables.go.standard: the function file "triple_impl_test.go" must not be a _test.go file`},
+		{"pytest would not collect", strings.Replace(base, "standard: [triple.py, test_triple.py]", "standard: [triple.py, check_triple.py]", 1),
+			`f.yaml: deliverables.python.standard: the test file "check_triple.py" must be named test_*.py or *_test.py`},
+		{"python single file not collected", strings.Replace(base, "single-file: [test_triple.py]", "single-file: [triple.py]", 1),
+			`f.yaml: deliverables.python.single-file: the test file "triple.py" must be named`},
+		{"python module not importable", strings.Replace(base, "standard: [triple.py, test_triple.py]", "standard: [tri-ple.py, test_triple.py]", 1),
+			`f.yaml: deliverables.python.standard: the file "tri-ple.py" is not an importable Python module name`},
+		{"python module is a keyword", strings.Replace(base, "standard: [triple.py, test_triple.py]", "standard: [class.py, test_triple.py]", 1),
+			`f.yaml: deliverables.python.standard: the file "class.py" is not an importable Python module name`},
+		{"python function is a keyword", strings.Replace(base, "  python: triple\n", "  python: def\n", 1), `f.yaml: function.python: "def" is a Python keyword`},
+		{"go package is a keyword", strings.Replace(base, "name: triple\n", "name: triple\npackage: func\n", 1), `f.yaml: package: "func" cannot be a Go package`},
+		{"name as package is a keyword", strings.Replace(base, "name: triple\n", "name: type\n", 1), `f.yaml: name: "type" cannot be a Go package`},
+		{"package main", strings.Replace(base, "name: triple\n", "name: triple\npackage: main\n", 1), `f.yaml: package: "main" cannot be a Go package`},
+		{"an import that opens the oracle's isolation", strings.Replace(base, "  reference:\n", "  imports: [math, os]\n  reference:\n", 1),
+			`f.yaml: oracle.imports.1: "os" is not one of the imports an artifact may be allowed`},
+		{"python state across calls", strings.Replace(base, "  reference:\n", "  imports: [functools]\n  reference:\n", 1),
+			`f.yaml: oracle.imports.0: "functools" is not one of`},
+		{"larger than the limit", base + "# " + strings.Repeat("x", tasks.MaxFileBytes) + "\n", "f.yaml: larger than 1048576 bytes"},
 	}
 	for _, tc := range cases {
 		_, err := tasks.Parse("f.yaml", []byte(tc.yaml))
@@ -202,6 +226,17 @@ func TestLoad(t *testing.T) {
 	task, err := tasks.Load(filepath.Join("testdata", "triple.yaml"))
 	if err != nil || task.Name != "triple" {
 		t.Fatalf("Load file: %v", err)
+	}
+}
+
+// Load reads no more than the limit of an oversized file and refuses it as Parse does.
+func TestLoadRefusesOversizedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, append([]byte(tripleYAML(t)), make([]byte, 8*tasks.MaxFileBytes)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tasks.Load(path); !errors.Is(err, tasks.ErrInvalidTask) || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
+		t.Fatalf("Load big.yaml: %v", err)
 	}
 }
 
@@ -254,5 +289,18 @@ func BenchmarkParseClamp(b *testing.B) {
 		if _, err := tasks.Builtin("clamp"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A task file may narrow the artifact's imports to computation-only ones.
+func TestParseAcceptsPureImports(t *testing.T) {
+	y := strings.Replace(tripleYAML(t), "  reference:\n", "  imports: [math, math/bits]\n  reference:\n", 1)
+	task, err := tasks.Parse("f.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := task.Spec(tasks.LanguageGo)
+	if err != nil || !reflect.DeepEqual(spec.Imports, []string{"math", "math/bits"}) {
+		t.Fatalf("spec imports %v, %v", spec.Imports, err)
 	}
 }

@@ -103,7 +103,7 @@ func TestMetricsExplain(t *testing.T) {
 		t.Fatalf("explain exit %d: %s", r.code, r.stderr)
 	}
 	for _, s := range []string{"Hitz", "Montazeri", "method:", "Choices", "embedded field", "method value", "closure", "generic", "no_state", "Known limits",
-		"lcom4-receiver-graph@v3", "methods (only its methods: fields are not vertices)", "n_unused_fields", "not assessable"} {
+		"lcom4-receiver-graph@v4", "methods (only its methods: fields are not vertices)", "n_unused_fields", "not assessable"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("explain lcom4 lacks %q", s)
 		}
