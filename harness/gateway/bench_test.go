@@ -20,24 +20,41 @@ import (
 // It reports the median and 99th percentile of each and their differences, in milliseconds
 // (overhead_median_ms, overhead_p99_ms). b.N is the number of requests of each kind.
 //
+// The upstream answers its 9 SSE events either at once (pace=0: the clients, the upstream and the
+// gateway then compete for the CPU, and the overhead includes waiting for it) or one event every
+// pace, flushed (pace=2ms: a model streaming about 500 events a second, as a client of a real
+// model sees it).
+//
 //	go test ./harness/gateway -run '^$' -bench OverheadStreaming -benchtime 4000x
 func BenchmarkOverheadStreaming(b *testing.B) {
-	for _, clients := range []int{50, 1} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchOverhead(b, clients) })
+	for _, c := range []struct {
+		clients int
+		pace    time.Duration
+	}{{50, 0}, {50, 2 * time.Millisecond}, {1, 0}} {
+		b.Run(fmt.Sprintf("clients=%d/pace=%s", c.clients, c.pace), func(b *testing.B) { benchOverhead(b, c.clients, c.pace) })
 	}
 }
 
-func benchOverhead(b *testing.B, benchClients int) {
+func benchOverhead(b *testing.B, benchClients int, pace time.Duration) {
 	var body strings.Builder
 	for i := range 8 {
 		fmt.Fprintf(&body, `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"tok%d "}}]}`+"\n\n", i)
 	}
 	body.WriteString(`data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":8,"total_tokens":17}}` + "\n\ndata: [DONE]\n\n")
 	stream := body.String()
+	events := strings.SplitAfter(stream, "\n\n")
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, stream)
+		if pace == 0 {
+			_, _ = io.WriteString(w, stream)
+			return
+		}
+		for _, ev := range events {
+			_, _ = io.WriteString(w, ev)
+			w.(http.Flusher).Flush()
+			time.Sleep(pace)
+		}
 	}))
 	defer up.Close()
 	g, err := Start(b.Context(), Config{Upstream: up.URL, DBPath: filepath.Join(b.TempDir(), "gw.db")})
