@@ -71,6 +71,7 @@ func TestMatrixFileBadInputExitsTwoAndWritesNothing(t *testing.T) {
 // accepted; each envelope (read back from the store) names its provider, model, task and repeat
 // index; the summary JSON and the reports (md and json) show them and group them.
 func TestMatrixFileTwoProvidersThreeCasesRepeatTwo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs 12 cases that build and run member code; skipped with -short")
 	}

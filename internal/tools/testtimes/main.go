@@ -4,7 +4,7 @@
 // reported elapsed time, and the slowest packages. It exits 1 when any package or test failed or
 // the input held no package result, so that a pipeline with pipefail keeps go test's verdict.
 //
-//	go test -timeout 30m -json ./... | go run ./internal/tools/testtimes
+//	go test -timeout 60m -json ./... | go run ./internal/tools/testtimes
 //
 // (Not GOFLAGS=-json: that reaches every go command the tests start, and go list refuses it.)
 //
