@@ -79,6 +79,9 @@ func findExcluded(ctx context.Context, spec loadSpec, res *loadResult) ([]exclud
 		if !ok {
 			continue
 		}
+		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+			continue // the go command reports the pattern as matching nothing
+		}
 		dirs, err := goFileDirs(root)
 		if err != nil {
 			return nil, err

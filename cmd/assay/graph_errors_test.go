@@ -240,7 +240,7 @@ func TestGraphErrorsNamesAFailedDependency(t *testing.T) {
 	tab := runCLI(t, "graph", "errors", "--out", out)
 	for _, want := range []string{
 		"example.com/nothere/x",
-		"not indexed (dependencies that failed, patterns that matched nothing, test mains)",
+		"not indexed (dependencies that failed, patterns that matched nothing, packages the build context excluded, test mains)",
 		"1 of 3 matched packages loaded and type-checked without errors (the 3 count 1 pattern that matched no package)",
 	} {
 		if !strings.Contains(tab.stdout, want) {
