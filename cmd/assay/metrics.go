@@ -112,7 +112,9 @@ func writeExplain(w io.Writer, d *metrics.Descriptor) error {
 	fmt.Fprintf(&b, "scope:   %s\nkind:    %s\nmethod:  %s\nsource:  %s\n\n", d.Scope, d.Kind, d.Method, d.Source)
 	fmt.Fprintf(&b, "Definition\n  %s\n", d.Doc)
 	fmt.Fprintf(&b, "\nCoverage\n  The fraction (0..1) of a value's inputs that loaded without errors, 1 when they all did; "+
-		"unavailable values have one too.\n  Inputs: %s\n", d.Coverage)
+		"unavailable values have one too.\n  Inputs: %s\n"+
+		"  Packages the build context excluded (e.g. cgo-only with CGO_ENABLED=0) were never analysed: they have no values "+
+		"and are no value's input; 'assay metrics' and 'assay graph errors' name them with the snapshot's coverage.\n", d.Coverage)
 	for _, sec := range []struct {
 		title string
 		items []string
