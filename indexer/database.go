@@ -150,6 +150,10 @@ func readSnapshot(ctx context.Context, db *sql.DB, path string) (Snapshot, error
 			return Snapshot{}, fmt.Errorf("indexer: decode snapshot of %s: %w", path, err)
 		}
 	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM load_errors WHERE kind = ?", ExcludedByBuildContext).
+		Scan(&c.PackagesExcluded); err != nil {
+		return Snapshot{}, fmt.Errorf("indexer: read excluded packages of %s: %w", path, err)
+	}
 	s.DBPath = path
 	return s, nil
 }

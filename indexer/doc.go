@@ -40,10 +40,15 @@
 // NULL package_id and counts against coverage. So is a dependency that an
 // indexed package imports and that failed itself (a module no one provides,
 // a package that does not build): the importer's own error only says that
-// the import failed, the dependency's row says why. LoadErrors reads them back,
+// the import failed, the dependency's row says why. So is a package
+// directory under a "..." pattern whose .go files the build context
+// excluded all of (cgo-only with CGO_ENABLED=0, //go:build ignore, another
+// GOOS): the go command drops it without an error, so Index looks for such
+// directories itself, confirms each with `go list -e -json`, and records it
+// with kind excluded_by_build_context (Counts.PackagesExcluded). LoadErrors reads them back,
 // sorted, with the snapshot's coverage (`assay graph errors`).
 //
-// # Schema (schema_version 3, also stored as PRAGMA user_version)
+// # Schema (schema_version 4, also stored as PRAGMA user_version)
 //
 // The graph is generic so that later versions can add node and edge kinds
 // without new tables per kind: every entity is a row of nodes, every
@@ -112,7 +117,9 @@
 //	             signature, file_id, line, col, variant. Never resolved to a
 //	             concrete callee.
 //	load_errors  seq, package_id (NULL when the package is not indexed), go_id,
-//	             kind (list | parse | type | module | file | unknown), position,
+//	             kind (list | parse | type | module | file | unknown |
+//	             excluded_by_build_context: go_id the import path, package_id
+//	             NULL, since schema 4), position,
 //	             file, line, col, message.
 //	reuse_check  one row: key (the content key, '' when the index has
 //	             none) and check_json, what it was computed from: the

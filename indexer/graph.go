@@ -125,8 +125,11 @@ type graph struct {
 	moduleNodes  []nodeRow
 	extNodes     []nodeRow // declarations of dependencies and synthesized objects, targets of edges
 
-	modulePaths        []string
-	unmatched          int
+	modulePaths []string
+	unmatched   int
+	// excluded counts the package directories the build context excluded
+	// (findExcluded); each is a matched package that did not load.
+	excluded           int
 	packagesWithErrors int
 	packagesIllTyped   int
 	// packagesFailed counts packages with load errors or ill-typed.
@@ -177,6 +180,7 @@ func (g *graph) counts() Counts {
 		PackagesWithErrors: g.packagesWithErrors,
 		PackagesIllTyped:   g.packagesIllTyped,
 		UnmatchedPatterns:  g.unmatched,
+		PackagesExcluded:   g.excluded,
 	}
 	for _, f := range g.funcs {
 		if f.isMethod {
@@ -189,8 +193,9 @@ func (g *graph) counts() Counts {
 }
 
 // matched is the coverage denominator: indexed packages plus patterns that
-// resolved to no package.
-func (g *graph) matched() int { return len(g.packages) + g.unmatched }
+// resolved to no package plus package directories the build context
+// excluded.
+func (g *graph) matched() int { return len(g.packages) + g.unmatched + g.excluded }
 
 // ok is the coverage numerator: indexed packages without load errors that
 // go/packages does not mark ill-typed (a package whose dependency failed has

@@ -122,6 +122,12 @@ type Counts struct {
 	// UnmatchedPatterns is the number of patterns the go command could not
 	// resolve to a package (recorded in load_errors).
 	UnmatchedPatterns int `json:"unmatched_patterns"`
+	// PackagesExcluded is the number of package directories under the
+	// patterns whose .go files the build context excluded all of (e.g.
+	// cgo-only packages with CGO_ENABLED=0), recorded in load_errors with
+	// kind excluded_by_build_context; each counts as a matched package
+	// that did not load.
+	PackagesExcluded int `json:"packages_excluded"`
 }
 
 // Snapshot describes one index: what was loaded, by which toolchain, from
@@ -191,8 +197,8 @@ type Snapshot struct {
 	// Counts are the rows written per kind.
 	Counts Counts `json:"counts"`
 	// Coverage is the fraction (0..1) of matched packages that loaded
-	// without errors and are not ill-typed; unmatched patterns count as
-	// failed packages.
+	// without errors and are not ill-typed; unmatched patterns and package
+	// directories the build context excluded count as failed packages.
 	Coverage float64 `json:"coverage"`
 	// DBPath is the absolute path of the database written.
 	DBPath string `json:"db_path"`
@@ -361,6 +367,11 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
+	excluded, err := findExcluded(ctx, spec, res)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	g.addExcluded(excluded, goEnv, tags)
 	if len(g.files) == 0 {
 		// Packages matched, but nothing of them is left to index: a graph
 		// of empty packages would read as a complete one (coverage 1).

@@ -362,7 +362,7 @@ func TestIndexFixture(t *testing.T) {
 		{
 			name:  "snapshot row",
 			query: "SELECT module_paths, patterns, tests, tool_version, coverage, packages_matched, packages_ok, schema_version FROM snapshots",
-			want:  [][]string{{`["example.com/fixture"]`, `["./..."]`, "1", "test-1", "1", "4", "4", "3"}},
+			want:  [][]string{{`["example.com/fixture"]`, `["./..."]`, "1", "test-1", "1", "4", "4", "4"}},
 		},
 		{
 			name:  "no load errors",

@@ -19,8 +19,8 @@ type LoadError struct {
 	// PackageID is the package's node id; "" when the package is not in
 	// the graph (an unmatched pattern, a test main package).
 	PackageID string `json:"package_id,omitempty"`
-	// Kind is list, parse, type, module, file or unknown (see the package
-	// doc, load_errors).
+	// Kind is list, parse, type, module, file, unknown or
+	// excluded_by_build_context (see the package doc, load_errors).
 	Kind string `json:"kind"`
 	// File is the file the error is in, as NodeInfo.File gives it (relative
 	// to its module root, absolute outside one); "" when the error has no
@@ -51,6 +51,12 @@ type LoadErrorReport struct {
 	// matched no package (snapshots.unmatched_patterns): each counts as a
 	// package that did not load.
 	UnmatchedPatterns int `json:"unmatched_patterns"`
+	// PackagesExcluded are the import paths, sorted, of the package
+	// directories the build context excluded (load_errors kind
+	// excluded_by_build_context; e.g. cgo-only packages with
+	// CGO_ENABLED=0), of the whole snapshot whatever the pattern: each
+	// counts in PackagesMatched as a package that did not load. Never nil.
+	PackagesExcluded []string `json:"packages_excluded"`
 	// Errors are the recorded load errors that match the pattern, sorted
 	// by Package, then File, Line and Col (errors without a position after
 	// those with one), then the order they were recorded in. Never nil.
@@ -81,7 +87,7 @@ var ErrNoSuchPackage = errors.New("indexer: no package matches")
 // Errors: ErrNoSuchPackage (wrapped) when pattern matches no package of the
 // graph and no error; a wrapped SQLite error.
 func LoadErrors(ctx context.Context, db *sql.DB, pattern string) (LoadErrorReport, error) {
-	r := LoadErrorReport{Errors: []LoadError{}, IllTypedWithoutErrors: []string{}}
+	r := LoadErrorReport{Errors: []LoadError{}, IllTypedWithoutErrors: []string{}, PackagesExcluded: []string{}}
 	if err := db.QueryRowContext(ctx, "SELECT id, packages_ok, packages_matched, coverage, unmatched_patterns FROM snapshots").
 		Scan(&r.Snapshot, &r.PackagesOK, &r.PackagesMatched, &r.Coverage, &r.UnmatchedPatterns); err != nil {
 		return LoadErrorReport{}, fmt.Errorf("indexer: read the snapshot: %w", err)
@@ -102,6 +108,9 @@ func LoadErrors(ctx context.Context, db *sql.DB, pattern string) (LoadErrorRepor
 		if err := rows.Scan(&e.Package, &e.PackageID, &e.Kind, &e.File, &e.Line, &e.Col, &e.Message); err != nil {
 			return LoadErrorReport{}, fmt.Errorf("indexer: load errors: %w", err)
 		}
+		if e.Kind == ExcludedByBuildContext {
+			r.PackagesExcluded = append(r.PackagesExcluded, e.Package)
+		}
 		if match(e.Package) {
 			r.Errors = append(r.Errors, e)
 		}
@@ -109,6 +118,7 @@ func LoadErrors(ctx context.Context, db *sql.DB, pattern string) (LoadErrorRepor
 	if err := rows.Err(); err != nil {
 		return LoadErrorReport{}, fmt.Errorf("indexer: load errors: %w", err)
 	}
+	slices.Sort(r.PackagesExcluded)
 	slices.SortStableFunc(r.Errors, func(a, b LoadError) int {
 		switch {
 		case a.Package != b.Package:

@@ -3,7 +3,7 @@ package indexer
 // SchemaVersion is the version of the graph database schema this package
 // writes. It is stored in snapshots.schema_version and PRAGMA user_version;
 // readers compare it before querying.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // schemaDDL returns the statements that create the graph database. The
 // package doc comment documents each table; keep the two in step.
@@ -161,7 +161,7 @@ func schemaDDL() []string {
 			seq        INTEGER PRIMARY KEY,
 			package_id TEXT REFERENCES packages(id),
 			go_id      TEXT NOT NULL,
-			kind       TEXT NOT NULL CHECK (kind = 'list' OR kind = 'parse' OR kind = 'type' OR kind = 'module' OR kind = 'file' OR kind = 'unknown'),
+			kind       TEXT NOT NULL CHECK (kind = 'list' OR kind = 'parse' OR kind = 'type' OR kind = 'module' OR kind = 'file' OR kind = 'unknown' OR kind = 'excluded_by_build_context'),
 			position   TEXT,
 			file       TEXT,
 			line       INTEGER,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,12 +402,16 @@ func graphErrors(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	if opts.Format == "json" {
 		return writeJSON(opts.IO.Out, rep)
 	}
-	cov := strconv.FormatFloat(rep.Coverage, 'g', 3, 64)
+	cov := coverageFigure(rep.Coverage, rep.PackagesOK, rep.PackagesMatched)
 	if rep.PackagesOK != rep.PackagesMatched {
 		cov += fmt.Sprintf(": %d of %d matched packages loaded and type-checked without errors", rep.PackagesOK, rep.PackagesMatched)
 		if rep.UnmatchedPatterns > 0 {
 			cov += fmt.Sprintf(" (the %d count %s that matched no package)", rep.PackagesMatched,
 				plural(rep.UnmatchedPatterns, "pattern"))
+		}
+		if len(rep.PackagesExcluded) > 0 {
+			cov += fmt.Sprintf(" (%d excluded by the build context, never analysed: %s)", len(rep.PackagesExcluded),
+				strings.Join(rep.PackagesExcluded, ", "))
 		}
 	}
 	// Packages whose types may be incomplete though they report nothing:
@@ -440,11 +445,22 @@ func graphErrors(ctx context.Context, db *sql.DB, opts *GraphOptions) error {
 	}
 	where := plural(len(indexed), "package")
 	if len(other) > 0 {
-		where = fmt.Sprintf("%s of the snapshot and %d not indexed (dependencies that failed, patterns that matched nothing, test mains)", where, len(other))
+		where = fmt.Sprintf("%s of the snapshot and %d not indexed (dependencies that failed, patterns that matched nothing, "+
+			"packages the build context excluded, test mains)", where, len(other))
 	}
 	_, err = fmt.Fprintf(opts.IO.Out, "\n%s in %s; coverage of the snapshot %s\n%s",
 		plural(len(rep.Errors), "load error"), where, cov, illTyped)
 	return err
+}
+
+// coverageFigure formats a coverage ratio ok/matched to 3 significant
+// digits, rounding down: a snapshot with a package that did not load never
+// reads "1" (1999 of 2000 is 0.999, not 1).
+func coverageFigure(c float64, ok, matched int) string {
+	if ok < matched {
+		return strconv.FormatFloat(math.Floor(c*1000)/1000, 'g', 3, 64)
+	}
+	return strconv.FormatFloat(c, 'g', 3, 64)
 }
 
 // plural is "1 thing" or "n things".

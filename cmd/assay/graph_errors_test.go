@@ -240,7 +240,7 @@ func TestGraphErrorsNamesAFailedDependency(t *testing.T) {
 	tab := runCLI(t, "graph", "errors", "--out", out)
 	for _, want := range []string{
 		"example.com/nothere/x",
-		"not indexed (dependencies that failed, patterns that matched nothing, test mains)",
+		"not indexed (dependencies that failed, patterns that matched nothing, packages the build context excluded, test mains)",
 		"1 of 3 matched packages loaded and type-checked without errors (the 3 count 1 pattern that matched no package)",
 	} {
 		if !strings.Contains(tab.stdout, want) {
@@ -260,5 +260,72 @@ func TestNoGraphDatabaseSaysHowToWriteOne(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, r.code)
 		}
 		oneLine(t, r, "write one with 'assay index'")
+	}
+}
+
+// TestGraphErrorsNamesPackagesTheBuildContextExcluded: a package whose only
+// file is for another GOOS, and one whose only file is //go:build ignore,
+// are dropped by the go command's "./..." without an error. The index
+// warns, coverage is not 1, `graph errors` lists and names them (table and
+// JSON), and the metrics table, which has no rows for them, says so.
+func TestGraphErrorsNamesPackagesTheBuildContextExcluded(t *testing.T) {
+	t.Parallel()
+	mod := writeModule(t, map[string]string{
+		"go.mod":            "module example.com/exc\n\ngo 1.22\n",
+		"a/a.go":            "package a\n\nfunc A() int { return 1 }\n",
+		"plan9/p_plan9.go":  "package plan9\n\nfunc P() {}\n",
+		"ignored/ignore.go": "//go:build ignore\n\npackage ignored\n",
+	})
+	out := t.TempDir()
+	ix := runCLI(t, "index", "--out", out, "--goos", "linux", mod)
+	if ix.code != 0 || !strings.Contains(ix.stderr, "2 packages excluded by the build context") || !strings.Contains(ix.stdout, "0.333") {
+		t.Fatalf("index exit %d, stdout %q, stderr %q: want a warning naming 2 excluded packages and coverage 0.333", ix.code, ix.stdout, ix.stderr)
+	}
+	want := []string{"example.com/exc/ignored", "example.com/exc/plan9"}
+	js := runCLI(t, "graph", "errors", "--out", out, "--format", "json")
+	var rep indexer.LoadErrorReport
+	if err := json.Unmarshal([]byte(js.stdout), &rep); js.code != 0 || err != nil {
+		t.Fatalf("json: exit %d %v %q", js.code, err, js.stdout)
+	}
+	if !slices.Equal(rep.PackagesExcluded, want) || rep.PackagesMatched != 3 || rep.PackagesOK != 1 || len(rep.Errors) != 2 {
+		t.Errorf("packages_excluded %v matched %d ok %d errors %d, want %v 3 1 2", rep.PackagesExcluded, rep.PackagesMatched, rep.PackagesOK, len(rep.Errors), want)
+	}
+	for _, e := range rep.Errors {
+		if e.Kind != indexer.ExcludedByBuildContext || !strings.Contains(e.Message, "build constraints exclude all Go files") {
+			t.Errorf("error %+v, want kind %s with the go command's reason", e, indexer.ExcludedByBuildContext)
+		}
+	}
+	tab := runCLI(t, "graph", "errors", "--out", out)
+	if tab.code != 0 || !strings.Contains(tab.stdout, "coverage of the snapshot 0.333: 1 of 3 matched packages") ||
+		!strings.Contains(tab.stdout, "2 excluded by the build context, never analysed: example.com/exc/ignored, example.com/exc/plan9") {
+		t.Errorf("table: exit %d, stdout %q", tab.code, tab.stdout)
+	}
+	mt := runCLI(t, "metrics", "--out", out)
+	if mt.code != 0 || !strings.Contains(mt.stdout, "2 excluded by the build context") || !strings.Contains(mt.stdout, "example.com/exc/plan9") {
+		t.Errorf("metrics: exit %d, stdout %q", mt.code, mt.stdout)
+	}
+	mj := runCLI(t, "metrics", "--out", out, "--format", "json")
+	var m struct {
+		SnapshotCoverage struct {
+			Coverage         float64  `json:"coverage"`
+			PackagesExcluded []string `json:"packages_excluded"`
+		} `json:"snapshot_coverage"`
+	}
+	if err := json.Unmarshal([]byte(mj.stdout), &m); mj.code != 0 || err != nil || !slices.Equal(m.SnapshotCoverage.PackagesExcluded, want) || m.SnapshotCoverage.Coverage >= 1 {
+		t.Errorf("metrics json: exit %d %v %+v", mj.code, err, m)
+	}
+}
+
+// TestCoverageFigureNeverReadsComplete: one package short of 2000 rounds
+// to 1 with 3 significant digits; the figure must not.
+func TestCoverageFigureNeverReadsComplete(t *testing.T) {
+	if got := coverageFigure(1999.0/2000, 1999, 2000); got != "0.999" {
+		t.Errorf("coverageFigure(1999/2000) = %q, want 0.999", got)
+	}
+	if got := coverage3(1999.0 / 2000); got != "0.999" {
+		t.Errorf("coverage3(1999/2000) = %q, want 0.999", got)
+	}
+	if got := coverageFigure(1, 5, 5); got != "1" {
+		t.Errorf("coverageFigure(1) = %q, want 1", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +123,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	if err != nil {
 		return err
 	}
-	if c := snap.Counts; c.PackagesWithErrors > 0 || c.UnmatchedPatterns > 0 {
+	if c := snap.Counts; c.PackagesWithErrors > 0 || c.UnmatchedPatterns > 0 || c.PackagesExcluded > 0 {
 		var what []string
 		if c.PackagesWithErrors > 0 {
 			what = append(what, plural(c.PackagesWithErrors, "package")+" (test variants counted apart) had load errors")
@@ -130,8 +131,12 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 		if c.UnmatchedPatterns > 0 {
 			what = append(what, plural(c.UnmatchedPatterns, "pattern")+" matched nothing")
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %s (%s recorded in the load_errors table; 'assay graph errors' lists them); coverage %.3f\n",
-			strings.Join(what, " and "), plural(c.LoadErrors, "error"), snap.Coverage)
+		if c.PackagesExcluded > 0 {
+			what = append(what, fmt.Sprintf("%s excluded by the build context (CGO_ENABLED=%s, GOOS=%s, GOARCH=%s, tags %q) were never analysed",
+				plural(c.PackagesExcluded, "package"), snap.CGOEnabled, snap.GOOS, snap.GOARCH, strings.Join(snap.Tags, ",")))
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "assay: warning: %s (%s recorded in the load_errors table; 'assay graph errors' lists them); coverage %s\n",
+			strings.Join(what, " and "), plural(c.LoadErrors, "error"), coverage3(snap.Coverage))
 		if first := firstLoadError(ctx, snap.DBPath); first != "" {
 			fmt.Fprintf(opts.IO.ErrOut, "assay: first load error: %s\n", first)
 		}
@@ -148,7 +153,7 @@ func runIndex(ctx context.Context, opts *IndexOptions) error {
 	c := snap.Counts
 	t := table{header: []string{"PACKAGES", "FILES", "TYPES", "FUNCS", "METHODS", "NODES", "EDGES", "LOAD ERRORS", "COVERAGE"},
 		rows: [][]string{{fmt.Sprint(c.Packages), fmt.Sprint(c.Files), fmt.Sprint(c.Types), fmt.Sprint(c.Funcs),
-			fmt.Sprint(c.Methods), fmt.Sprint(c.Nodes), fmt.Sprint(c.Edges), fmt.Sprint(c.LoadErrors), fmt.Sprintf("%.3f", snap.Coverage)}}}
+			fmt.Sprint(c.Methods), fmt.Sprint(c.Nodes), fmt.Sprint(c.Edges), fmt.Sprint(c.LoadErrors), coverage3(snap.Coverage)}}}
 	if err := t.writeText(opts.IO.Out); err != nil {
 		return err
 	}
@@ -216,4 +221,13 @@ func oneLineMessage(msg string) string {
 		}
 	}
 	return strings.Join(lines, "; ")
+}
+
+// coverage3 formats a coverage ratio with 3 decimals, rounding down, so that
+// one package short of complete never reads 1.000.
+func coverage3(c float64) string {
+	if c < 1 {
+		return fmt.Sprintf("%.3f", math.Floor(c*1000)/1000)
+	}
+	return fmt.Sprintf("%.3f", c)
 }

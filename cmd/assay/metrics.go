@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/assay-audit/assay/indexer"
 	"github.com/assay-audit/assay/metrics"
 )
 
@@ -111,7 +112,9 @@ func writeExplain(w io.Writer, d *metrics.Descriptor) error {
 	fmt.Fprintf(&b, "scope:   %s\nkind:    %s\nmethod:  %s\nsource:  %s\n\n", d.Scope, d.Kind, d.Method, d.Source)
 	fmt.Fprintf(&b, "Definition\n  %s\n", d.Doc)
 	fmt.Fprintf(&b, "\nCoverage\n  The fraction (0..1) of a value's inputs that loaded without errors, 1 when they all did; "+
-		"unavailable values have one too.\n  Inputs: %s\n", d.Coverage)
+		"unavailable values have one too.\n  Inputs: %s\n"+
+		"  Packages the build context excluded (e.g. cgo-only with CGO_ENABLED=0) were never analysed: they have no values "+
+		"and are no value's input; 'assay metrics' and 'assay graph errors' name them with the snapshot's coverage.\n", d.Coverage)
 	for _, sec := range []struct {
 		title string
 		items []string
@@ -187,6 +190,13 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 		// Say it rather than show the same rows as without the flag.
 		fmt.Fprintln(opts.IO.ErrOut, "note: package metrics are computed for base package variants only (coupling is defined on the import graph without test variants): --variant all adds no package rows")
 	}
+	// What the snapshot never analysed (packages the build context
+	// excluded) is no row of any table: say so, or the table reads as the
+	// whole module.
+	cov, err := snapshotCoverage(ctx, opts.Graph.path())
+	if err != nil {
+		return err
+	}
 	rows := pivot(vals)
 	sortRows(rows, opts.Sort)
 	rows = topPerOrigin(rows, opts.Top)
@@ -196,7 +206,7 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 		if rows == nil {
 			rows = []*metricsRow{}
 		}
-		return writeJSON(opts.IO.Out, map[string]any{"rows": rows})
+		return writeJSON(opts.IO.Out, map[string]any{"rows": rows, "snapshot_coverage": cov})
 	case "csv":
 		t := table{header: []string{"metric", "subject", "scope", "value", "kind", "method", "reason", "detail", "coverage", "snapshot_id", "build_context", "origin", "variant"}}
 		for _, r := range rows {
@@ -237,6 +247,11 @@ func runMetrics(ctx context.Context, opts *MetricsOptions) error {
 	}
 	if len(vals) > 0 {
 		fmt.Fprintf(opts.IO.Out, "\nsnapshot %s, %s; ~ marks a proxy, - a metric that does not apply\n", vals[0].SnapshotID, vals[0].BuildContext)
+		if len(cov.PackagesExcluded) > 0 {
+			fmt.Fprintf(opts.IO.Out, "coverage of the snapshot %s: %d of %d packages; %d excluded by the build context (%s), never analysed, have no rows: %s\n",
+				coverageFigure(cov.Coverage, cov.PackagesOK, cov.PackagesMatched), cov.PackagesOK, cov.PackagesMatched,
+				len(cov.PackagesExcluded), vals[0].BuildContext, strings.Join(cov.PackagesExcluded, ", "))
+		}
 		partial := 0
 		for _, v := range vals {
 			if v.Kind != metrics.Unavailable && v.Value != nil && v.Coverage < 1 {
@@ -365,4 +380,35 @@ func topPerOrigin(rows []*metricsRow, n int) []*metricsRow {
 		}
 	}
 	return out
+}
+
+// snapshotCoverageJSON is the coverage of the graph snapshot a metrics
+// table is read from (see indexer.LoadErrorReport).
+type snapshotCoverageJSON struct {
+	// Snapshot is the snapshot's id (SHA-256 hex, 64 chars).
+	Snapshot string `json:"snapshot"`
+	// PackagesOK of PackagesMatched loaded without errors; Coverage is
+	// their ratio (0..1).
+	PackagesOK      int     `json:"packages_ok"`
+	PackagesMatched int     `json:"packages_matched"`
+	Coverage        float64 `json:"coverage"`
+	// PackagesExcluded are the import paths, sorted, of the packages the
+	// build context excluded: never analysed, so no metric has a row for
+	// them. Never nil.
+	PackagesExcluded []string `json:"packages_excluded"`
+}
+
+// snapshotCoverage reads the coverage of the graph database at path.
+func snapshotCoverage(ctx context.Context, path string) (snapshotCoverageJSON, error) {
+	db, err := indexer.OpenDatabase(ctx, path)
+	if err != nil {
+		return snapshotCoverageJSON{}, err
+	}
+	defer db.Close()
+	rep, err := indexer.LoadErrors(ctx, db, "")
+	if err != nil {
+		return snapshotCoverageJSON{}, err
+	}
+	return snapshotCoverageJSON{Snapshot: rep.Snapshot, PackagesOK: rep.PackagesOK, PackagesMatched: rep.PackagesMatched,
+		Coverage: rep.Coverage, PackagesExcluded: rep.PackagesExcluded}, nil
 }

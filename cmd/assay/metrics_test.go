@@ -116,7 +116,7 @@ func TestMetricsExplain(t *testing.T) {
 	// Every metric says what its coverage is the fraction of.
 	for _, d := range metrics.Registry() {
 		e := runCLI(t, "metrics", "explain", d.Name)
-		if !strings.Contains(e.stdout, "\nCoverage\n  The fraction (0..1) of a value's inputs that loaded without errors, 1 when they all did; unavailable values have one too.\n  Inputs: "+d.Coverage) {
+		if !strings.Contains(e.stdout, "\nCoverage\n  The fraction (0..1) of a value's inputs that loaded without errors, 1 when they all did; unavailable values have one too.\n  Inputs: "+d.Coverage+"\n  Packages the build context excluded") {
 			t.Errorf("explain %s lacks its coverage:\n%s", d.Name, e.stdout)
 		}
 	}
