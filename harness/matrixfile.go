@@ -18,6 +18,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/assay-audit/assay/tasks"
 )
 
 // matrixFileSchema is the JSON Schema (draft 2020-12) every matrix file is validated against
@@ -301,8 +303,7 @@ var fileFieldOf = map[string]string{"BaseURL": "base_url", "Model": "model", "AP
 // file's path (it has a path separator or a .yaml/.yml suffix, as tasks.Load tells them) relative
 // to the matrix file's directory; an absolute path as it is.
 func (m *MatrixFile) taskRef(t string) string {
-	looksLikePath := strings.ContainsAny(t, `/\`) || strings.HasSuffix(t, ".yaml") || strings.HasSuffix(t, ".yml")
-	if !looksLikePath || filepath.IsAbs(t) {
+	if !tasks.LooksLikePath(t) || filepath.IsAbs(t) {
 		return t // a built-in task's name (tasks.Load says when it is unknown), or an absolute path
 	}
 	return filepath.Join(filepath.Dir(m.Path), t)

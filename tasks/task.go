@@ -196,8 +196,7 @@ func Load(nameOrPath string) (*Task, error) {
 	if nameOrPath == "" {
 		nameOrPath = Default
 	}
-	looksLikePath := strings.ContainsAny(nameOrPath, `/\`) || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml")
-	if !looksLikePath {
+	if !LooksLikePath(nameOrPath) {
 		if slices.Contains(BuiltinNames(), nameOrPath) {
 			return Builtin(nameOrPath)
 		}
@@ -221,6 +220,12 @@ func Load(nameOrPath string) (*Task, error) {
 // MaxFileBytes is the largest task file assay reads: 1 MiB (the built-in tasks are under 4 KiB). A
 // larger file is refused before it is decoded, so a runaway file cannot exhaust memory.
 const MaxFileBytes = 1 << 20
+
+// LooksLikePath reports whether Load takes nameOrPath for a task file's path rather than a
+// built-in task's name: it has a path separator or a .yaml/.yml suffix.
+func LooksLikePath(nameOrPath string) bool {
+	return strings.ContainsAny(nameOrPath, `/\`) || strings.HasSuffix(nameOrPath, ".yaml") || strings.HasSuffix(nameOrPath, ".yml")
+}
 
 // Parse decodes and validates a task file's bytes; file names it in errors. Validation: YAML syntax,
 // the JSON Schema (unknown keys, missing fields, wrong types), then what a schema cannot say: a
