@@ -161,6 +161,14 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		{"envelope mode changed", VerdictAccepted, func(t *testing.T, f fixture) {
 			rawExec(t, f.path, `UPDATE envelopes SET mode = 'dry_run'`)
 		}, VerifyTampered, 0, "envelope digest mismatch"},
+		// Schema v7's columns: a report groups by them, so an edited task or repeat must not read as
+		// what the run was bound to (the fixture's envelope has none: setting one is the edit).
+		{"envelope task set", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE envelopes SET task_name = 'triple'`)
+		}, VerifyTampered, 0, "envelope digest mismatch"},
+		{"envelope repeat set", VerdictAccepted, func(t *testing.T, f fixture) {
+			rawExec(t, f.path, `UPDATE envelopes SET repeat_index = 2`)
+		}, VerifyTampered, 0, "envelope digest mismatch"},
 		{"run reopened", VerdictAccepted, func(t *testing.T, f fixture) {
 			rawExec(t, f.path, `UPDATE runs SET status = 'open'`)
 		}, VerifyTampered, 0, "a status change on a finalized run"},
