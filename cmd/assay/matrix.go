@@ -43,8 +43,8 @@ type MatrixRunOptions struct {
 // axisFlags are the flags that set each matrix file axis.
 var axisFlags = []struct{ axis, flag string }{
 	{harness.AxisProviders, "base-url"}, {harness.AxisProviders, "model"}, {harness.AxisProviders, "api-key-env"},
-	{harness.AxisProviders, "stream"}, {harness.AxisCases, "formations"}, {harness.AxisLanguages, "language"},
-	{harness.AxisProfiles, "profile"},
+	{harness.AxisProviders, "stream"}, {harness.AxisCases, "formations"}, {harness.AxisTasks, "task"}, {harness.AxisLanguages, "language"},
+	{harness.AxisProfiles, "profile"}, {harness.AxisRepeat, "repeat"},
 }
 
 // NewCmdMatrix builds `assay matrix` and its `run` subcommand. runF replaces runMatrixRun in tests.
@@ -75,6 +75,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
   assay matrix run --formations parallel --format json
   assay matrix run --policy policy.yaml --approvals assay-out/approvals.json
   assay matrix run --matrix matrix.yaml --group-by provider
+  assay matrix run --formations sequential --repeat 3 --group-by repeat
   assay matrix run --mode dry_run
   assay matrix run --member-tokens 20000 --team-tokens 100000
   OPENAI_API_KEY=... assay matrix run --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY`,
@@ -92,6 +93,9 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 			}
 			if err := checkProgressFlag(c.Flags(), opts.Progress); err != nil {
 				return err
+			}
+			if c.Flags().Changed("repeat") && opts.Harness.Repeat < 1 {
+				return usageErrorf("--repeat %d: each case runs at least once; give N >= 1 (without --repeat each case runs once, without a repeat index)", opts.Harness.Repeat)
 			}
 			if c.Flags().Changed("concurrency") && opts.Harness.Concurrency == 0 {
 				return usageErrorf("--concurrency 0: at least one case must run at a time (the default is 1)")
@@ -120,6 +124,8 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 	f.StringVar(&opts.Harness.Language, "language", "go", "artifact language: "+strings.Join(harness.Languages(), " or "))
 	f.StringVar(&opts.Harness.Task, "task", "double", "task: a built-in task ("+strings.Join(tasks.BuiltinNames(), ", ")+"; assay tasks lists them) or a task file's path (docs/tasks.md); "+
 		"its name and SHA-256 are bound in each case's manifest and its bytes stored with the run")
+	f.IntVar(&opts.Harness.Repeat, "repeat", 0, "run each selected case N times (N >= 1), each repeat its own case with its own run and verdict, never a retry; "+
+		"its envelope records its repeat index 1..N (default: each case once, without a repeat index; a matrix file's repeat: N)")
 	f.IntVar(&opts.Harness.Concurrency, "concurrency", 1, "how many cases run at once (at least 1)")
 	f.StringVar(&opts.Harness.BaseURL, "base-url", "", "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); empty starts the embedded reference provider")
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default "+reference.ModelID+" on the reference provider; required with --base-url)")
@@ -132,7 +138,7 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 		strings.Join(reference.FaultKinds(), "|")+"; ARG the reply of replace_reply or the delay of slow); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	f.StringVar(&opts.MatrixFile, "matrix", "", "matrix file (YAML, docs/matrix-file.md): providers x cases x tasks x languages x profiles x repeat, run into one "+
-		"evidence store; an axis the file sets may not also be given by its flag (--base-url/--model/--api-key-env/--stream, --formations, --language, --profile)")
+		"evidence store; an axis the file sets may not also be given by its flag (--base-url/--model/--api-key-env/--stream, --formations, --task, --language, --profile, --repeat)")
 	f.StringVar(&opts.GroupBy, "group-by", "", "also group the cases in the table, the JSON and the reports by one axis: "+strings.Join(reports.GroupAxisNames(), ", "))
 	f.StringArrayVar(&opts.Harness.FormationOptions, "formation-option", nil, "NAME=VALUE: set a formation option (assay formations lists them with defaults and ranges) on every selected case whose formation has it; "+
 		"only options the checks re-derive are accepted, checked by the formation's own validation before anything runs, and recorded in the case manifest; repeatable")

@@ -30,6 +30,7 @@ func TestMatrixFileBadInputExitsTwoAndWritesNothing(t *testing.T) {
 	full := writeFile(t, dir, "full.yaml", "providers:\n  - {name: ref-a, model: ref-model-a}\ncases: [sequential]\nlanguages: [go]\nprofiles: [standard]\nrepeat: 2\n")
 	bad := writeFile(t, dir, "bad.yaml", "providers:\n  - {name: ref-a, base_url: \"http://127.0.0.1:1/v1\"}\n")
 	task := writeFile(t, dir, "task.yaml", "tasks: [sort]\n")
+	tasksFile := writeFile(t, dir, "tasks.yaml", "tasks: [double]\n")
 	cases := []struct {
 		name string
 		args []string
@@ -40,6 +41,10 @@ func TestMatrixFileBadInputExitsTwoAndWritesNothing(t *testing.T) {
 		{"formations with cases", []string{"--matrix", full, "--formations", "parallel"}, "sets cases and --formations"},
 		{"language with languages", []string{"--matrix", full, "--language", "python"}, "sets languages and --language"},
 		{"profile with profiles", []string{"--matrix", full, "--profile", "single-file"}, "sets profiles and --profile"},
+		{"repeat with repeat", []string{"--matrix", full, "--repeat", "3"}, "sets repeat and --repeat gives it too"},
+		{"task with tasks", []string{"--matrix", tasksFile, "--task", "abs"}, "sets tasks and --task gives it too"},
+		{"repeat zero", []string{"--repeat", "0"}, "--repeat 0: each case runs at least once"},
+		{"repeat negative", []string{"--repeat", "-2"}, "--repeat -2: each case runs at least once"},
 		{"model without base url", []string{"--matrix", bad}, "matrix file " + bad + ": providers[0].model: is required with base_url"},
 		{"task file", []string{"--matrix", task}, "tasks[0]: unknown task \"sort\""},
 		{"missing file", []string{"--matrix", filepath.Join(dir, "none.yaml")}, "none.yaml"},
