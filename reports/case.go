@@ -66,6 +66,11 @@ func (l *loader) loadCase(ctx context.Context, r evidence.RunSummary, evs []evid
 		return Case{}, Environment{}, err
 	}
 	c.Links = l.links(r)
+	tf, err := l.taskFile(ctx, r, c.Checks)
+	if err != nil {
+		return Case{}, Environment{}, err
+	}
+	c.TaskFile = tf
 	env, err := l.environment(ctx, r)
 	if err != nil {
 		return Case{}, Environment{}, err

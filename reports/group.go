@@ -33,13 +33,16 @@ func GroupAxes() []GroupAxis {
 		{"language", "the artifact language", func(c Case) string { return orNot(c.Language) }},
 		{"profile", "the task profile", func(c Case) string { return orNot(c.Profile) }},
 		{"case", "the catalog case", func(c Case) string { return c.Name }},
-		{"repeat", "the repeat index (1-based); \"not a repeat\" for runs without one", func(c Case) string {
-			if c.Repeat == 0 {
-				return NotARepeat
-			}
-			return strconv.Itoa(c.Repeat)
-		}},
+		{"repeat", "the repeat index (1-based); \"not a repeat\" for runs without one", func(c Case) string { return groupKeyOfRepeat(c.Repeat) }},
 	}
+}
+
+// groupKeyOfRepeat is a repeat index as a group key: "2", or NotARepeat for 0.
+func groupKeyOfRepeat(n int) string {
+	if n == 0 {
+		return NotARepeat
+	}
+	return strconv.Itoa(n)
 }
 
 // NotARepeat is the repeat group key of a run recorded without a repeat index.

@@ -32,6 +32,20 @@ func HTML(w io.Writer, r Report) error {
 		}
 	}
 	v.Cases = len(all)
+	byRun := map[string]Case{}
+	for _, c := range all {
+		byRun[c.RunID] = c
+	}
+	for _, g := range r.Groups {
+		hg := htmlGroup{Group: g, Accepted: g.Totals.ByVerdict["accepted"]}
+		hg.NotAccepted = g.Totals.Cases - hg.Accepted
+		for _, id := range g.RunIDs {
+			if c, ok := byRun[id]; ok {
+				hg.Cases = append(hg.Cases, c)
+			}
+		}
+		v.GroupViews = append(v.GroupViews, hg)
+	}
 	v.AnyUsage = anyUsage(all)
 	shown := all[:min(len(all), maxChartCases)]
 	v.Charted = len(shown)
@@ -50,11 +64,37 @@ func HTML(w io.Writer, r Report) error {
 
 type htmlView struct {
 	Report
+	// GroupViews are r.Groups with their cases, when the report is grouped.
+	GroupViews                         []htmlGroup
 	CSS                                template.CSS
 	Reference                          bool
 	AnyUsage                           bool
 	Cases, Charted                     int
 	TimeChart, TokenChart, MatrixChart template.HTML
+}
+
+// htmlGroup is one group of a grouped report with its cases, in report order.
+type htmlGroup struct {
+	Group
+	Accepted, NotAccepted int
+	Cases                 []Case
+}
+
+// repeatHTML is a repeat index as the page shows it: "#N", or "—" for a run that is not a repeat.
+func repeatHTML(n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return "#" + strconv.Itoa(n)
+}
+
+// taskTitle is the tooltip of a case's task: the full SHA-256 its stored evidence binds and what
+// the stored bytes say.
+func taskTitle(t TaskFile) string {
+	if t.SHA256 == "" {
+		return "task file " + taskFileStatusText(t.Status) + ": " + t.Detail
+	}
+	return "task file SHA-256 " + t.SHA256 + " (" + taskFileStatusText(t.Status) + ")"
 }
 
 // chartLabel names a case on a chart: its case name and the end of its run id, so two runs of one
@@ -248,4 +288,9 @@ var evidencePage = template.Must(template.New("evidence").Funcs(template.FuncMap
 	"boolText":  boolText,
 	"join":      strings.Join,
 	"hasPrefix": strings.HasPrefix,
+	"repeat":    repeatHTML,
+	"taskTitle": taskTitle,
+	"taskState": taskFileStatusText,
+	"taskCell":  taskCell,
+	"deref":     func(b *bool) bool { return b != nil && *b },
 }).Parse(evidenceTemplate))

@@ -28,7 +28,7 @@ task file's reference solution back. They show that
 assay's pipeline and checks work end to end; they say nothing about any model's ability.</div>{{end}}
 </header>
 
-<nav class="screen-only"><p>{{range .Invocations}}<a href="#inv-{{.ID}}">invocation {{if .ID}}{{.ID}}{{else}}(not recorded){{end}}</a> · {{end}}<a href="#charts">charts</a></p></nav>
+<nav class="screen-only"><p>{{if .GroupBy}}<a href="#groups">cases by {{.GroupBy}}</a> · {{end}}{{range .Invocations}}<a href="#inv-{{.ID}}">invocation {{if .ID}}{{.ID}}{{else}}(not recorded){{end}}</a> · {{end}}<a href="#charts">charts</a></p></nav>
 
 <h2 id="charts">Charts</h2>
 {{if lt .Charted .Cases}}<p class="muted">The charts draw the first {{.Charted}} of {{.Cases}} cases, failures first; every case is in the tables below.</p>{{end}}
@@ -37,6 +37,20 @@ assay's pipeline and checks work end to end; they say nothing about any model's 
 <figure>{{.TokenChart}}<figcaption>Total tokens per member from each usage source: store (what the runtime counted), wire (a fresh parse of the responses it received), gateway (what the gateway relayed). An unknown reading is labelled, never drawn as 0.</figcaption></figure>
 <figure>{{.MatrixChart}}<figcaption>Checks per case. Simulated and not-enforced checks are drawn with skipped; unknown ones with not recorded.</figcaption></figure>
 </div>
+
+{{if .GroupBy}}<section class="groups" id="groups">
+<h2>Cases by {{.GroupBy}}</h2>
+<div class="scroll"><table class="group-totals"><thead><tr><th>{{.GroupBy}}</th><th>cases</th><th>accepted</th><th>not accepted</th><th>by verdict</th></tr></thead><tbody>
+{{range $i, $g := .GroupViews}}<tr class="group-total" data-group="{{.Key}}"><td><a href="#group-{{$i}}">{{.Key}}</a></td><td class="num">{{.Totals.Cases}}</td><td class="num">{{.Accepted}}</td><td class="num">{{.NotAccepted}}</td><td>{{range $k, $n := .Totals.ByVerdict}}<span class="status {{$k}}">{{$k}}</span> {{$n}} {{end}}</td></tr>
+{{end}}</tbody></table></div>
+{{range $i, $g := .GroupViews}}<h3 id="group-{{$i}}">{{$.GroupBy}} {{.Key}} <span class="muted">— {{.Totals.Cases}} cases: {{.Accepted}} accepted, {{.NotAccepted}} not accepted</span></h3>
+<div class="scroll"><table class="cases group" data-group="{{.Key}}">
+{{template "casehead"}}
+<tbody>
+{{range .Cases}}<tr class="group-row" data-run="{{.RunID}}">{{template "casecells" .}}</tr>
+{{end}}</tbody>
+</table></div>
+{{end}}</section>{{end}}
 
 {{range .Invocations}}{{$inv := .}}
 <section class="invocation" id="inv-{{.ID}}">
@@ -55,13 +69,13 @@ assay's pipeline and checks work end to end; they say nothing about any model's 
 <dt>wall time of cases</dt><dd>{{printf "%.1f" .Totals.WallSeconds}} s{{if .Totals.UnknownWall}} ({{.Totals.UnknownWall}} cases without one){{end}}</dd>
 </dl>
 <div class="scroll"><table class="cases">
-<thead><tr><th>case</th><th>formation</th><th>profile</th><th>language</th><th>mode</th><th>verdict</th><th>checks not passed</th><th>wall time</th><th>run</th></tr></thead>
+{{template "casehead"}}
 <tbody>
-{{range .Cases}}<tr class="case-row" data-run="{{.RunID}}"><td><a href="#{{anchor .RunID}}">{{.Name}}</a></td><td>{{.Formation}}</td><td>{{.Profile}}</td><td>{{.Language}}</td><td>{{.Mode}}</td><td><span class="status {{badge .}}">{{badge .}}</span></td><td class="num">{{failed .}} of {{len .Checks}}</td><td class="num">{{seconds .WallSeconds "not finalized"}}</td><td><code>{{.RunID}}</code></td></tr>
+{{range .Cases}}<tr class="case-row" data-run="{{.RunID}}">{{template "casecells" .}}</tr>
 {{end}}</tbody>
 </table></div>
 
-{{range .Cases}}
+{{range .Cases}}{{$c := .}}
 <section class="case" id="{{anchor .RunID}}" data-run="{{.RunID}}">
 <h3>{{.Name}} <span class="status {{badge .}}">{{badge .}}</span>{{if .Reference}} <span class="k">reference</span>{{end}}</h3>
 {{if .Reasons}}<ul class="reasons">{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
@@ -69,6 +83,8 @@ assay's pipeline and checks work end to end; they say nothing about any model's 
 <dt>run</dt><dd><code>{{.RunID}}</code> ({{.Kind}}, {{.Mode}}, tenant {{nr .Tenant}})</dd>
 <dt>formation · profile · language</dt><dd>{{.Formation}} · {{.Profile}} · {{.Language}}</dd>
 <dt>provider · model</dt><dd>{{.Provider}} <code>{{.BaseURL}}</code> · <code>{{.Model}}</code></dd>
+<dt>task · repeat</dt><dd class="task-axes">{{nr .Task}} · {{if .Repeat}}repeat #{{.Repeat}}{{else}}not a repeat{{end}}</dd>
+{{with .TaskFile}}{{if .Status}}<dt id="{{anchor $c.RunID}}-task">task file</dt><dd class="task-file" data-status="{{.Status}}">{{if .Name}}{{.Name}}{{else}}not recorded{{end}}{{if .SHA256}}, SHA-256 <code class="hash">{{.SHA256}}</code>{{end}}: <span class="status {{if .Verified}}passed{{else if eq .Status "mismatch" "missing" "manifest_mismatch"}}failed{{else}}unknown{{end}}">{{taskState .Status}}</span> — {{.Detail}}{{if .CheckFindings}}<ul>{{range .CheckFindings}}<li>{{.}}</li>{{end}}</ul>{{end}}{{if .ReferenceSolution}}<div>reference solution: {{if deref .ReferenceSolution}}<strong>used</strong> — the embedded reference provider answered with the task file's reference solution (not a model's work){{else}}not used{{end}}</div>{{end}}</dd>{{end}}{{end}}
 <dt>created · finalized</dt><dd>{{utcv .CreatedAt}} · {{utc .FinalizedAt}} ({{seconds .WallSeconds "not finalized"}})</dd>
 <dt>status</dt><dd>{{.Status}}{{if .Interrupted}} (interrupted){{end}}, {{.EventCount}} events</dd>
 <dt>evidence</dt><dd>{{if .VerificationFailed}}<strong class="status rejected">does not verify ({{.Verification}})</strong>: the recorded verdict is not evidence of anything. {{.VerificationDetail}}{{else if .Verification}}verifies ({{.Verification}}): recomputed from the store when this report was built{{else}}not verified{{end}}</dd>
@@ -111,4 +127,6 @@ assay's pipeline and checks work end to end; they say nothing about any model's 
 {{else}}<p>The selection holds no runs.</p>{{end}}
 </body>
 </html>
+{{define "casehead"}}<thead><tr><th>case</th><th>formation</th><th>profile</th><th>language</th><th>task</th><th>provider</th><th>model</th><th>repeat</th><th>mode</th><th>verdict</th><th>checks not passed</th><th>wall time</th><th>run</th></tr></thead>{{end}}
+{{define "casecells"}}<td><a href="#{{anchor .RunID}}">{{.Name}}</a></td><td>{{.Formation}}</td><td>{{.Profile}}</td><td>{{.Language}}</td><td class="task"><a href="#{{anchor .RunID}}-task" title="{{taskTitle .TaskFile}}">{{taskCell .}}</a></td><td class="provider">{{nr .Provider}}{{if .Reference}} <span class="k">reference</span>{{end}}</td><td class="model"><code>{{nr .Model}}</code></td><td class="repeat num">{{repeat .Repeat}}</td><td>{{.Mode}}</td><td><span class="status {{badge .}}">{{badge .}}</span></td><td class="num">{{failed .}} of {{len .Checks}}</td><td class="num">{{seconds .WallSeconds "not finalized"}}</td><td><code>{{.RunID}}</code></td>{{end}}
 `

@@ -149,15 +149,15 @@ func writeInvocation(b *strings.Builder, inv Invocation) {
 	}
 	fmt.Fprintf(b, "- policy digest: %s\n- mode: %s\n", strings.Join(pols, ", "), strings.Join(inv.Modes, ", "))
 	writeTotals(b, "- ", inv.Totals)
-	b.WriteString("\n| case | formation | profile | language | provider | model | repeat | run | status | verdict | wall (s) | wire tokens |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("\n| case | formation | profile | language | task | provider | model | repeat | run | status | verdict | wall (s) | wire tokens |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range inv.Cases {
 		status := c.Status
 		if c.Interrupted {
 			status = "interrupted"
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | `%s` | %s | `%s` | %s | **%s** | %s | %s |\n", cell(c.Name), c.Formation, c.Profile, c.Language,
-			cell(c.Provider), cell(c.Model), repeatText(c.Repeat), c.RunID, status, verdictCell(c), secs(c.WallSeconds), memberTokens(c, "wire"))
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | `%s` | %s | `%s` | %s | **%s** | %s | %s |\n", cell(c.Name), c.Formation, c.Profile, c.Language,
+			cell(taskCell(c)), cell(c.Provider), cell(c.Model), repeatText(c.Repeat), c.RunID, status, verdictCell(c), secs(c.WallSeconds), memberTokens(c, "wire"))
 	}
 	for _, c := range inv.Cases {
 		writeCase(b, c)
@@ -204,6 +204,7 @@ func writeCase(b *strings.Builder, c Case) {
 	fmt.Fprintf(b, "- formation %s, profile %s, language %s, kind %s, mode %s, tenant %s, status %s\n", c.Formation, c.Profile,
 		c.Language, c.Kind, c.Mode, c.Tenant, c.Status)
 	fmt.Fprintf(b, "- provider %s, model `%s`, task %s, repeat %s\n", c.Provider, c.Model, orNotRecorded(c.Task), repeatText(c.Repeat))
+	writeTaskFile(b, c.TaskFile)
 	fmt.Fprintf(b, "- created %s, finalized %s, wall time %s s\n", stamp(c.CreatedAt), fin, secs(c.WallSeconds))
 	fmt.Fprintf(b, "- terminal hash: `%s` (version %d, %d events)\n", orNone(c.TerminalHash), c.TerminalVersion, c.EventCount)
 	fmt.Fprintf(b, "- manifest digest: `%s`\n- envelope digest: `%s`\n- policy digest: %s\n", c.ManifestDigest, c.EnvelopeDigest,
@@ -270,6 +271,68 @@ func writeCase(b *strings.Builder, c Case) {
 		b.WriteString("\nEvidence files:\n\n")
 		for _, l := range c.Links {
 			fmt.Fprintf(b, "- [%s](%s)\n", l.Label, l.Path)
+		}
+	}
+}
+
+// taskCell is a case's task as its row shows it: the envelope's task, marked when the stored task
+// file does not back it.
+func taskCell(c Case) string {
+	t := orNotRecorded(c.Task)
+	if c.TaskFile.Status != "" && !c.TaskFile.Verified() && c.TaskFile.Status != TaskFileNoManifest {
+		t += " (task file " + taskFileStatusText(c.TaskFile.Status) + ")"
+	}
+	return t
+}
+
+// taskFileStatusText is a TaskFile status in words.
+func taskFileStatusText(s string) string {
+	switch s {
+	case TaskFileMatches:
+		return "matches"
+	case TaskFileMismatch:
+		return "does not match"
+	case TaskFileMissing:
+		return "not stored"
+	case TaskFileNotBound:
+		return "not bound"
+	case TaskFileManifestMismatch:
+		return "manifest does not match"
+	case TaskFileNoManifest:
+		return "not recorded with this run"
+	}
+	return NotRecorded
+}
+
+// writeTaskFile writes a case's task file line: the full SHA-256 the manifest binds and what the
+// stored bytes say, what the checks said of it, and whether the reference solution was used.
+func writeTaskFile(b *strings.Builder, t TaskFile) {
+	switch t.Status {
+	case "":
+		return
+	case TaskFileMatches:
+		fmt.Fprintf(b, "- task file: %s, SHA-256 `%s` (re-derived: %s)\n", cell(t.Name), t.SHA256, cell(t.Detail))
+	case TaskFileMismatch, TaskFileMissing:
+		fmt.Fprintf(b, "- task file: %s, SHA-256 `%s` as the manifest binds it — **%s**: %s\n", cell(t.Name), t.SHA256,
+			taskFileStatusText(t.Status), cell(t.Detail))
+	default:
+		name := ""
+		if t.Name != "" {
+			name = " " + cell(t.Name)
+			if t.SHA256 != "" {
+				name += ", SHA-256 `" + t.SHA256 + "`"
+			}
+		}
+		fmt.Fprintf(b, "- task file%s: **%s** — %s\n", name, taskFileStatusText(t.Status), cell(t.Detail))
+	}
+	for _, f := range t.CheckFindings {
+		fmt.Fprintf(b, "  - %s\n", cell(f))
+	}
+	if t.ReferenceSolution != nil {
+		if *t.ReferenceSolution {
+			b.WriteString("- reference solution: used — the manifest records that the embedded reference provider answered with the task file's reference solution (not a model's work)\n")
+		} else {
+			b.WriteString("- reference solution: not used — the manifest records a provider other than the embedded reference provider\n")
 		}
 	}
 }

@@ -196,6 +196,9 @@ type Case struct {
 	// (not recorded). Repeat is the repeat index, 1-based; 0 when the run is not a repeat run.
 	Task   string `json:"task"`
 	Repeat int    `json:"repeat"`
+	// TaskFile is the task file the run was bound to, re-read from its stored manifest and
+	// task.yaml (full SHA-256, and whether the stored bytes still hash to it).
+	TaskFile TaskFile `json:"task_file"`
 	// Provider, Model and Reference are the envelope's.
 	Provider  string `json:"provider"`
 	BaseURL   string `json:"base_url"`

@@ -1,0 +1,166 @@
+package reports
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/assay-audit/assay/evidence"
+)
+
+// taskStore writes, through the evidence API as the harness does, one matrix of four runs of task
+// "double" (repeat 1..4, providers ref-a and ref-b) whose stored evidence says four different things
+// of their task file: the stored task.yaml hashes to the SHA-256 the manifest binds (matches); it
+// hashes otherwise and the tests check says the task cannot be re-derived (mismatch); the run
+// stored none (missing); the stored manifest does not hash to the envelope's manifest digest.
+// It returns the store's path, the task file's SHA-256 and the run ids in that order.
+func taskStore(t testing.TB) (string, string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "evidence.duckdb")
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{Command: "fixture"})
+	must(t, err)
+	defer s.Close()
+	taskBytes := []byte("name: double\ndoc: doubles an int\n")
+	taskSHA := digestOf(string(taskBytes))
+	manifest := func(refSol bool) []byte {
+		b, err := json.MarshalIndent(map[string]any{"catalog": "sequential", "formation": "sequential",
+			"task": map[string]any{"name": "double", "sha256": taskSHA, "reference_solution": refSol}}, "", "  ")
+		must(t, err)
+		return b
+	}
+	digest := func(b []byte) string {
+		c, err := jcs.Transform(b)
+		must(t, err)
+		return digestOf(string(c))
+	}
+	ids := []string{"run-task-ok", "run-task-bad", "run-task-none", "run-task-manifest"}
+	for i, id := range ids {
+		env := fixtureEnvelope("sequential", "sequential", "inv-task")
+		env.Task, env.Repeat, env.Provider, env.Model = "double", i+1, []string{"ref-a", "ref-b"}[i%2], []string{"ref-model-a", "ref-model-b"}[i%2]
+		m := manifest(true)
+		env.ManifestDigest = digest(m)
+		if id == "run-task-manifest" {
+			env.ManifestDigest = digestOf("another manifest")
+		}
+		must(t, s.OpenRun(ctx, id, env, ""))
+		_, err = s.PutArtifact(ctx, id, manifestArtifact, "application/json", m)
+		must(t, err)
+		verdict := evidence.Verdict{Verdict: evidence.VerdictAccepted}
+		switch id {
+		case "run-task-ok", "run-task-manifest":
+			_, err = s.PutArtifact(ctx, id, taskArtifact, "application/yaml", taskBytes)
+			must(t, err)
+			must(t, s.RecordCheck(ctx, id, evidence.Check{Name: "tests", Required: true, Status: evidence.CheckPassed, Detail: "exec-1 passed 1/1"}))
+		case "run-task-bad":
+			_, err = s.PutArtifact(ctx, id, taskArtifact, "application/yaml", []byte("name: double\ndoc: edited\n"))
+			must(t, err)
+			must(t, s.RecordCheck(ctx, id, evidence.Check{Name: "tests", Required: true, Status: evidence.CheckUnknown,
+				Detail: "the run's recorded task file cannot be re-derived, so its test command is unknown: task file does not match the case's manifest"}))
+			verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: []string{"tests unknown"}}
+		case "run-task-none":
+			must(t, s.RecordCheck(ctx, id, evidence.Check{Name: "tests", Required: true, Status: evidence.CheckUnknown,
+				Detail: "the run's recorded task file cannot be re-derived, so its test command is unknown: run stored no task.yaml"}))
+			verdict = evidence.Verdict{Verdict: evidence.VerdictRejected, Reasons: []string{"tests unknown"}}
+		}
+		_, err = s.Finalize(ctx, id, verdict)
+		must(t, err)
+	}
+	return path, taskSHA, ids
+}
+
+func loadStore(t testing.TB, path string, sel Selection) Report {
+	t.Helper()
+	ctx := context.Background()
+	s, err := evidence.Open(ctx, path, evidence.OpenOptions{ReadOnly: true})
+	must(t, err)
+	defer s.Close()
+	r, err := Load(ctx, s, sel)
+	must(t, err)
+	return r
+}
+
+// The task file's full SHA-256 is read from the stored manifest (bound by the envelope's manifest
+// digest) and re-derived from the stored task.yaml, never taken from the envelope's word: a stored
+// file that hashes otherwise, a missing one and a manifest that is not the envelope's are each
+// said, with what the checks said, in md, json, html and junit.
+func TestTaskFileIsReadFromTheStoredEvidence(t *testing.T) {
+	path, sha, ids := taskStore(t)
+	r := loadStore(t, path, Selection{All: true, GroupBy: "provider"})
+	want := map[string]string{ids[0]: TaskFileMatches, ids[1]: TaskFileMismatch, ids[2]: TaskFileMissing, ids[3]: TaskFileManifestMismatch}
+	for id, status := range want {
+		c, ok := caseByRun(r, id)
+		if !ok {
+			t.Fatalf("no case %s", id)
+		}
+		tf := c.TaskFile
+		if tf.Status != status || tf.Name != "double" || tf.SHA256 != sha {
+			t.Errorf("%s: task file %+v, want status %s, sha256 %s", id, tf, status, sha)
+		}
+		if tf.Verified() != (status == TaskFileMatches) {
+			t.Errorf("%s: verified %v with status %s", id, tf.Verified(), status)
+		}
+		switch status {
+		case TaskFileMatches:
+			if tf.StoredSHA256 != sha || tf.ReferenceSolution == nil || !*tf.ReferenceSolution || len(tf.CheckFindings) != 0 {
+				t.Errorf("%s: %+v", id, tf)
+			}
+		case TaskFileMismatch:
+			if tf.StoredSHA256 == sha || len(tf.StoredSHA256) != 64 || len(tf.CheckFindings) != 1 ||
+				!strings.HasPrefix(tf.CheckFindings[0], "tests: unknown: the run's recorded task file cannot be re-derived") {
+				t.Errorf("%s: %+v", id, tf)
+			}
+		case TaskFileMissing:
+			if tf.StoredSHA256 != "" || len(tf.CheckFindings) != 1 {
+				t.Errorf("%s: %+v", id, tf)
+			}
+		case TaskFileManifestMismatch:
+			if tf.ReferenceSolution != nil {
+				t.Errorf("%s: a manifest the envelope does not bind says nothing of the reference solution: %+v", id, tf)
+			}
+		}
+	}
+	var md, js, html, junit bytes.Buffer
+	must(t, Markdown(&md, r))
+	must(t, JSON(&js, r))
+	must(t, HTML(&html, r))
+	must(t, JUnit(&junit, r))
+	for _, want := range []string{"- task file: double, SHA-256 `" + sha + "` (re-derived:", "**does not match**", "**not stored**",
+		"**manifest does not match**", "  - tests: unknown: the run's recorded task file cannot be re-derived", "- reference solution: used",
+		"| double (task file does not match) | ref-b |", "| double | ref-a |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	var back struct {
+		Invocations []struct {
+			Cases []struct {
+				RunID    string         `json:"run_id"`
+				TaskFile map[string]any `json:"task_file"`
+			} `json:"cases"`
+		} `json:"invocations"`
+	}
+	must(t, json.Unmarshal(js.Bytes(), &back))
+	for _, c := range back.Invocations[0].Cases {
+		if c.TaskFile["sha256"] != sha || c.TaskFile["status"] != want[c.RunID] {
+			t.Errorf("json case %s task_file %v", c.RunID, c.TaskFile)
+		}
+	}
+	for _, want := range []string{`title="task file SHA-256 ` + sha + ` (matches)"`, `<code class="hash">` + sha + `</code>`,
+		`data-status="mismatch"`, "Cases by provider"} {
+		if !strings.Contains(html.String(), want) {
+			t.Errorf("html lacks %q", want)
+		}
+	}
+	for _, want := range []string{`name="run run-task-ok task_file_sha256" value="` + sha + `"`, `name="run run-task-bad task_file" value="does not match"`,
+		`<testsuite name="assay provider ref-a"`, `<testcase name="sequential [provider=ref-b model=ref-model-b task=double repeat=2]"`} {
+		if !strings.Contains(junit.String(), want) {
+			t.Errorf("junit lacks %q:\n%s", want, junit.String())
+		}
+	}
+}
