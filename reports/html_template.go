@@ -43,7 +43,7 @@ assay's pipeline and checks work end to end; they say nothing about any model's 
 <div class="scroll"><table class="group-totals"><thead><tr><th>{{.GroupBy}}</th><th>cases</th><th>accepted</th><th>not accepted</th><th>by verdict</th></tr></thead><tbody>
 {{range $i, $g := .GroupViews}}<tr class="group-total" data-group="{{.Key}}"><td><a href="#group-{{$i}}">{{.Key}}</a></td><td class="num">{{.Totals.Cases}}</td><td class="num">{{.Accepted}}</td><td class="num">{{.NotAccepted}}</td><td>{{range $k, $n := .Totals.ByVerdict}}<span class="status {{$k}}">{{$k}}</span> {{$n}} {{end}}</td></tr>
 {{end}}</tbody></table></div>
-{{range $i, $g := .GroupViews}}<h3 id="group-{{$i}}">{{$.GroupBy}} {{.Key}} <span class="muted">— {{.Totals.Cases}} cases: {{.Accepted}} accepted, {{.NotAccepted}} not accepted</span></h3>
+{{range $i, $g := .GroupViews}}<h3 id="group-{{$i}}">{{$.GroupBy}} {{.Key}} <span class="muted">— cases: {{.Totals.Cases}}, accepted: {{.Accepted}}, not accepted: {{.NotAccepted}}</span></h3>
 <div class="scroll"><table class="cases group" data-group="{{.Key}}">
 {{template "casehead"}}
 <tbody>

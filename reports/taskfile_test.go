@@ -11,6 +11,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/browsertest"
 )
 
 // taskStore writes, through the evidence API as the harness does, one matrix of four runs of task
@@ -163,4 +164,61 @@ func TestTaskFileIsReadFromTheStoredEvidence(t *testing.T) {
 			t.Errorf("junit lacks %q:\n%s", want, junit.String())
 		}
 	}
+}
+
+// Grouped by repeat, the HTML page in Chromium has one group section per repeat index whose
+// counts are the group's cases; every row (in the groups and in the invocation's table) shows the
+// case's task, provider, model and repeat, and the task's tooltip carries the full SHA-256.
+func TestHTMLGroupsInChromium(t *testing.T) {
+	path, sha, ids := taskStore(t)
+	r := loadStore(t, path, Selection{All: true, GroupBy: "repeat"})
+	var buf bytes.Buffer
+	must(t, HTML(&buf, r))
+	p, dir := inChromium(t, buf.Bytes(), "grouped")
+	type row struct {
+		Run, Task, Title, Provider, Model, Repeat string
+	}
+	rows := func(sel string) []row {
+		t.Helper()
+		got, err := browsertest.Eval[[]row](p, `[...document.querySelectorAll(`+"`"+sel+"`"+`)].map(r => ({Run: r.dataset.run,
+			Task: r.querySelector("td.task").innerText, Title: r.querySelector("td.task a").title,
+			Provider: r.querySelector("td.provider").innerText, Model: r.querySelector("td.model").innerText,
+			Repeat: r.querySelector("td.repeat").innerText}))`)
+		must(t, err)
+		return got
+	}
+	groups, err := browsertest.Eval[[]string](p, `[...document.querySelectorAll("tr.group-total")].map(r => r.dataset.group + ":" + r.children[1].innerText)`)
+	must(t, err)
+	if strings.Join(groups, " ") != "1:1 2:1 3:1 4:1" {
+		t.Errorf("group totals %v, want one case per repeat 1..4", groups)
+	}
+	grouped := rows("table.group tr.group-row")
+	listed := rows("tr.case-row")
+	if len(grouped) != 4 || len(listed) != 4 {
+		t.Fatalf("%d grouped rows, %d listed rows; want 4 and 4", len(grouped), len(listed))
+	}
+	for _, rs := range [][]row{grouped, listed} {
+		for _, rw := range rs {
+			i := -1
+			for j, id := range ids {
+				if id == rw.Run {
+					i = j
+				}
+			}
+			wantProvider, wantModel := []string{"ref-a", "ref-b"}[i%2], []string{"ref-model-a", "ref-model-b"}[i%2]
+			if !strings.HasPrefix(rw.Task, "double") || !strings.Contains(rw.Title, sha) || !strings.HasPrefix(rw.Provider, wantProvider) ||
+				rw.Model != wantModel || rw.Repeat != "#"+string(rune('1'+i)) {
+				t.Errorf("row %+v, want task double (sha %s), provider %s, model %s, repeat #%d", rw, sha, wantProvider, wantModel, i+1)
+			}
+		}
+	}
+	// The group sections' rows are in the group their key names.
+	inGroup, err := browsertest.Eval[map[string]string](p, `Object.fromEntries([...document.querySelectorAll("table.group tr.group-row")].map(r => [r.dataset.run, r.closest("table").dataset.group]))`)
+	must(t, err)
+	for i, id := range ids {
+		if inGroup[id] != string(rune('1'+i)) {
+			t.Errorf("run %s is in group %q, want %d", id, inGroup[id], i+1)
+		}
+	}
+	screenAndPrint(t, p, dir, "grouped", func() {})
 }

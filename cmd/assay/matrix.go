@@ -209,7 +209,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 			return err
 		}
 	} else {
-		if err := matrixTable(sum, opts.MatrixFile != "").writeText(opts.IO.Out); err != nil {
+		if err := matrixTable(sum, opts.MatrixFile != "" || h.Repeat > 0).writeText(opts.IO.Out); err != nil {
 			return err
 		}
 		if opts.GroupBy != "" {
@@ -299,7 +299,7 @@ func matrixCells(opts *MatrixRunOptions, h harness.Options) ([]harness.Options, 
 }
 
 // matrixTable is the printed table: one row per case, with its provider, model and repeat index
-// when a matrix file ran it (withMatrix).
+// when a matrix file or --repeat ran it (withMatrix).
 func matrixTable(sum harness.Summary, withMatrix bool) table {
 	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "EVIDENCE", "EFFECTS", "SESSIONS", "USAGE", "VERDICT"}}
 	if withMatrix {
