@@ -90,7 +90,7 @@ func NewCmdReport(io IOStreams, runF func(context.Context, *ReportOptions) error
 	f.StringVar(&opts.Format, "format", "md", "report format: "+strings.Join(reportFormatNames(), ", "))
 	f.StringVar(&opts.Output, "output", "", "write the report to this file (atomically, mode 0644) instead of stdout")
 	f.DurationVar(&opts.Wait, "wait", 0, "wait up to this long for a writer holding the store (e.g. 30s)")
-	f.StringVar(&opts.GroupBy, "group-by", "", "also group the cases by one axis (a section in md, group_by and groups in json): "+strings.Join(reports.GroupAxisNames(), ", "))
+	f.StringVar(&opts.GroupBy, "group-by", "", "also group the cases by one axis (a section in md and html, group_by and groups in json, a testsuite per group in junit): "+strings.Join(reports.GroupAxisNames(), ", "))
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "do not recompute the runs' evidence (faster on large stores); the report then says its verdicts are unverified")
 	addGraphReportFlags(f, &opts.Graph, &opts.graphOpts)
 	return cmd
