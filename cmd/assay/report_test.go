@@ -74,7 +74,7 @@ func TestReportRendersEachFormatOfTheSelection(t *testing.T) {
 		t.Fatalf("--format html: exit %d\n%.400s%s", r.code, r.stdout, r.stderr)
 	}
 	r = runCLI(t, "report", "--out", out, "run-a", "--format", "junit")
-	if r.code != 0 || !strings.Contains(r.stdout, `<testcase name="sequential" classname="assay.sequential.go.standard"`) ||
+	if r.code != 0 || !strings.Contains(r.stdout, `<testcase name="sequential [provider=reference model=assay-reference-1 task=not recorded repeat=-]" classname="assay.sequential.go.standard"`) ||
 		strings.Contains(r.stdout, "<failure") {
 		t.Fatalf("junit of run-a: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
