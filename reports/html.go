@@ -97,14 +97,18 @@ func taskTitle(t TaskFile) string {
 	return "task file SHA-256 " + t.SHA256 + " (" + taskFileStatusText(t.Status) + ")"
 }
 
-// chartLabel names a case on a chart: its case name and the end of its run id, so two runs of one
-// case stay apart.
+// chartLabel names a case on a chart: its case name, its repeat index when it is a repeat, and the
+// end of its run id, so two runs of one case stay apart.
 func chartLabel(c Case) string {
 	id := c.RunID
 	if len(id) > 8 {
 		id = id[len(id)-8:]
 	}
-	return c.Name + " · " + id
+	name := c.Name
+	if c.Repeat > 0 {
+		name += " #" + strconv.Itoa(c.Repeat)
+	}
+	return name + " · " + id
 }
 
 // chartPhases are the phases the time chart draws, in pipeline order ("tests" and "oracle" are
