@@ -18,7 +18,7 @@ import (
 // text gives each one's status and full detail; an interrupted or unfinalized case gets an <error>
 // with the reason. Suite properties record the provider, model, reference flag and, per case, its
 // run id and terminal hash, and per run ("run RUN_ID provider", ... model, task, task_file_sha256
-// (full), task_file (whether the stored task file matches), repeat) its axes. A case without a wall time (not finalized) has time 0: the schema
+// (full), task_file (whether the stored task file matches), repeat, invocation_id) its axes. A case without a wall time (not finalized) has time 0: the schema
 // requires one, and the case is an error.
 func JUnit(w io.Writer, r Report) error {
 	doc := junitSuites{}
@@ -201,6 +201,7 @@ func (s *junitSuite) addCases(cases []Case) {
 		s.prop(run+"task_file_sha256", orNone(c.TaskFile.SHA256))
 		s.prop(run+"task_file", taskFileStatusText(c.TaskFile.Status))
 		s.prop(run+"repeat", groupKeyOfRepeat(c.Repeat))
+		s.prop(run+"invocation_id", orNone(c.InvocationID))
 		jc := junitCase{Name: tokenText(c.Name + " " + caseAxes(c)),
 			Classname: fmt.Sprintf("assay.%s.%s.%s", orNone(c.Formation), orNone(c.Language), orNone(c.Profile)), Time: "0"}
 		if c.WallSeconds != nil {
