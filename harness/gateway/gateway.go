@@ -51,6 +51,11 @@ const DefaultShutdownGrace = 10 * time.Second
 // guesses a figure it did not read.
 const maxUsageBodyBytes = 64 << 20
 
+// maxRecordsBuilding bounds how many responses may be held in memory (each up to
+// maxUsageBodyBytes) while their rows are built after the handler returned: past it a handler
+// waits before returning, as it did when it built its row itself.
+const maxRecordsBuilding = 256
+
 // RelayError values classify a request the gateway could not relay in full.
 // They are stored instead of Go error strings, which can carry the upstream URL
 // and its query string.
@@ -143,8 +148,10 @@ type Gateway struct {
 
 	store    *store
 	inflight *inflight
-	handlers sync.WaitGroup
-	until    time.Time // Config.Until
+	handlers sync.WaitGroup // proxied requests from arrival until their row is handed to the writer
+	// recordSlots bounds the rows being built after their handlers returned (maxRecordsBuilding).
+	recordSlots chan struct{}
+	until       time.Time // Config.Until
 
 	mu     sync.RWMutex // guards closed; held (read) by queries and by handlers joining the handlers group
 	closed bool
@@ -246,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		serveDone:      make(chan struct{}),
 		store:          st,
 		inflight:       newInflight(),
+		recordSlots:    make(chan struct{}, maxRecordsBuilding),
 		until:          cfg.Until,
 		closing:        make(chan struct{}),
 	}
@@ -401,9 +409,8 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "assay gateway: closed", http.StatusServiceUnavailable)
 		return
 	}
-	g.handlers.Add(1)
+	g.handlers.Add(1) // done by the recording goroutine once the row is handed to the writer
 	g.mu.RUnlock()
-	defer g.handlers.Done()
 	x := &exchange{
 		started: time.Now(),
 		session: g.sessionOf(r.Header),
@@ -411,6 +418,7 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 	seq := g.inflight.begin(x.session)
 	x.id = g.store.reserveID()
 	rw := newRelayWriter(w)
+	method, path := r.Method, r.URL.Path
 	defer func() {
 		p := recover()
 		if p != nil && x.relayErr == RelayOK {
@@ -431,7 +439,18 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 				x.relayErr = RelayResponseAborted
 			}
 		}
-		g.record(x, r, rw, seq)
+		// The client's end of the response (the chunked stream's terminator) is written only
+		// when this handler returns, so the row is built on another goroutine: the client does
+		// not wait for the hashing and parsing. The request stays in flight (inflight.end runs
+		// once the writer has written its row), so Records, Usage and the usage endpoint still
+		// wait for it; Close waits for the goroutine through g.handlers. The header is cloned
+		// because a ResponseWriter may not be used after its handler returns.
+		resp := relayed{method: method, path: path, header: rw.Header().Clone(), ended: time.Now(), rw: rw}
+		g.recordSlots <- struct{}{} // bounds the rows being built, so a slow writer still holds back new requests
+		go func() {
+			defer func() { <-g.recordSlots; g.handlers.Done() }()
+			g.record(x, &resp, seq)
+		}()
 		if p != nil {
 			panic(p)
 		}
@@ -499,38 +518,60 @@ func exchangeFrom(ctx context.Context) *exchange {
 	return x
 }
 
+// relayed is what record reads of a response once its handler has returned: the relayWriter's
+// hash, count and copy (no longer written to), and a clone of the response header.
+type relayed struct {
+	method, path string
+	header       http.Header
+	ended        time.Time // when the handler finished relaying
+	rw           *relayWriter
+}
+
 // record extracts usage from the relayed response and hands the row to the store's writer. A write
 // failure is remembered per session so that Records and Usage refuse instead of
-// returning an incomplete picture.
-func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter, seq uint64) {
+// returning an incomplete picture. It ends the request's in-flight state exactly once: through
+// the writer, or here if building the row panics (the request is then counted lost, never
+// silently dropped).
+func (g *Gateway) record(x *exchange, resp *relayed, seq uint64) {
+	handed := false
+	defer func() {
+		if p := recover(); p != nil && !handed {
+			err := fmt.Errorf("record %d (%s %s of session %q): building the row panicked: %v", x.id, resp.method, resp.path, x.session, p)
+			g.inflight.lost(x.session, err)
+			g.proxy.ErrorLog.Printf("gateway: %v", err)
+			g.inflight.end(seq)
+		}
+	}()
+	rw, h := resp.rw, resp.header
+	body := rw.buf.Bytes()
 	reqSum := sha256.Sum256(x.body)
 	meta := parseRequestMeta(x.body)
 	rec := Record{
 		ID:             x.id,
 		SessionID:      x.session,
-		Method:         r.Method,
-		Path:           r.URL.Path,
+		Method:         resp.method,
+		Path:           resp.path,
 		Model:          meta.model,
 		Stream:         meta.stream,
 		Status:         rw.status,
-		LatencyMS:      float64(time.Since(x.started)) / float64(time.Millisecond),
+		LatencyMS:      float64(resp.ended.Sub(x.started)) / float64(time.Millisecond),
 		RequestSHA256:  hex.EncodeToString(reqSum[:]),
 		ResponseSHA256: hex.EncodeToString(rw.hash.Sum(nil)),
 		RequestBytes:   int64(len(x.body)),
 		ResponseBytes:  rw.n,
 		RelayError:     x.relayErr,
 		StartedAt:      x.started.UTC(),
-		EchoedSession:  g.echoedSession(rw.Header()),
+		EchoedSession:  g.echoedSession(h),
 	}
-	if x.relayErr == RelayOK && !rw.overflow && streamUnterminated(r.URL.Path, rw.status, rw.Header(), meta.stream, rw.buf.Bytes()) {
+	if x.relayErr == RelayOK && !rw.overflow && streamUnterminated(resp.path, rw.status, h, meta.stream, body) {
 		rec.RelayError = RelayStreamUnterminated
 	}
 	u := unknownUsage()
 	if rec.RelayError == RelayOK && !rw.overflow {
-		u = extractUsage(rw.status, rw.Header(), meta, rw.buf.Bytes())
-		rec.AnsweredModel = answeredModel(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
-		if body, ok := decodeContent(rw.Header().Get("Content-Encoding"), rw.buf.Bytes()); ok {
-			sum := sha256.Sum256(body)
+		u = extractUsage(rw.status, h, meta, body)
+		rec.AnsweredModel = answeredModel(rw.status, h, meta.stream, body)
+		if decoded, ok := decodeContent(h.Get("Content-Encoding"), body); ok {
+			sum := sha256.Sum256(decoded)
 			rec.ResponseDecodedSHA256 = hex.EncodeToString(sum[:])
 		}
 	}
@@ -542,6 +583,7 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter, seq uint
 	rec.ReasoningTokens = u.reasoning
 	// The writer ends the request's in-flight state once the row is written (or lost), so
 	// Records and the usage endpoint still see every request that has received its response.
+	handed = true
 	g.store.enqueue(&rec, func(err error) {
 		if err != nil {
 			g.inflight.lost(x.session, err)

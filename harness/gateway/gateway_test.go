@@ -513,6 +513,61 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 }
 
+// A client that asks the usage endpoint for its session as soon as its stream has ended sees the
+// request, with its usage: the row is built after the handler returns, but the request stays in
+// flight until it is written, and the endpoint waits for it. Many clients at once, so that rows
+// are still being built or queued when the endpoint is asked.
+func TestUsageSeenRightAfterResponseEnds(t *testing.T) {
+	up := newFakeUpstream(t)
+	g, _ := startGateway(t, up.srv.URL)
+	const clients, rounds = 40, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*rounds)
+	for c := range clients {
+		wg.Go(func() {
+			for i := range rounds {
+				session := fmt.Sprintf("seen-%d-%d", c, i)
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.URL()+"/v1/chat/completions",
+					strings.NewReader(chatBody("sse-usage", true, "12345")))
+				if err != nil {
+					errs <- err
+					return
+				}
+				req.Header.Set(DefaultSessionHeader, session)
+				resp, err := rawClient().Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				uresp, err := rawClient().Get(g.URL() + "/admin/usage/run/" + session)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var u adminUsage
+				err = json.NewDecoder(uresp.Body).Decode(&u)
+				uresp.Body.Close()
+				if err != nil || uresp.StatusCode != http.StatusOK || u.Requests != 1 || u.State != UsageReported ||
+					u.PromptTokens == nil || *u.PromptTokens != 5 {
+					errs <- fmt.Errorf("session %s right after its response: status %d, %+v (%v)", session, uresp.StatusCode, u, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 func TestStreamRelayedIncrementally(t *testing.T) {
 	up := newFakeUpstream(t)
 	g, _ := startGateway(t, up.srv.URL)
