@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -149,9 +150,10 @@ type Gateway struct {
 	store    *store
 	inflight *inflight
 	handlers sync.WaitGroup // proxied requests from arrival until their row is handed to the writer
-	// recordSlots bounds the rows being built after their handlers returned (maxRecordsBuilding).
-	recordSlots chan struct{}
-	until       time.Time // Config.Until
+	// recordJobs feeds the record workers the responses whose handlers returned; its capacity
+	// (maxRecordsBuilding) bounds how many wait. Closed by Close once handlers is done.
+	recordJobs chan recordJob
+	until      time.Time // Config.Until
 
 	mu     sync.RWMutex // guards closed; held (read) by queries and by handlers joining the handlers group
 	closed bool
@@ -253,7 +255,7 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		serveDone:      make(chan struct{}),
 		store:          st,
 		inflight:       newInflight(),
-		recordSlots:    make(chan struct{}, maxRecordsBuilding),
+		recordJobs:     make(chan recordJob, maxRecordsBuilding),
 		until:          cfg.Until,
 		closing:        make(chan struct{}),
 	}
@@ -271,6 +273,16 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          errorLog,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	// Long-lived workers rather than a goroutine per request: a worker's stack has already grown
+	// to what the JSON parsing needs.
+	for range max(2, runtime.GOMAXPROCS(0)) {
+		go func() {
+			for j := range g.recordJobs {
+				g.record(j.x, &j.resp, j.seq)
+				g.handlers.Done()
+			}
+		}()
 	}
 	go func() {
 		defer close(g.serveDone)
@@ -368,6 +380,7 @@ func (g *Gateway) Close() error {
 		g.closed = true
 		g.mu.Unlock()
 		g.handlers.Wait()
+		close(g.recordJobs)  // every row is handed to the writer; the record workers end
 		g.store.stopWriter() // every row handed over is written (or counted lost) before the check below
 		g.cancelBase()
 		g.transport.CloseIdleConnections()
@@ -409,7 +422,7 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "assay gateway: closed", http.StatusServiceUnavailable)
 		return
 	}
-	g.handlers.Add(1) // done by the recording goroutine once the row is handed to the writer
+	g.handlers.Add(1) // done by a record worker once the row is handed to the writer
 	g.mu.RUnlock()
 	x := &exchange{
 		started: time.Now(),
@@ -440,17 +453,14 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		// The client's end of the response (the chunked stream's terminator) is written only
-		// when this handler returns, so the row is built on another goroutine: the client does
+		// when this handler returns, so the row is built by a record worker: the client does
 		// not wait for the hashing and parsing. The request stays in flight (inflight.end runs
 		// once the writer has written its row), so Records, Usage and the usage endpoint still
-		// wait for it; Close waits for the goroutine through g.handlers. The header is cloned
+		// wait for it; Close waits for the row through g.handlers. The header is cloned
 		// because a ResponseWriter may not be used after its handler returns.
-		resp := relayed{method: method, path: path, header: rw.Header().Clone(), ended: time.Now(), rw: rw}
-		g.recordSlots <- struct{}{} // bounds the rows being built, so a slow writer still holds back new requests
-		go func() {
-			defer func() { <-g.recordSlots; g.handlers.Done() }()
-			g.record(x, &resp, seq)
-		}()
+		// A full queue makes the handler wait, so a slow writer still holds back new requests.
+		g.recordJobs <- recordJob{x: x, seq: seq,
+			resp: relayed{method: method, path: path, header: rw.Header().Clone(), ended: time.Now(), rw: rw}}
 		if p != nil {
 			panic(p)
 		}
@@ -518,6 +528,13 @@ func exchangeFrom(ctx context.Context) *exchange {
 	return x
 }
 
+// recordJob is a request whose handler has returned, for a record worker.
+type recordJob struct {
+	x    *exchange
+	seq  uint64
+	resp relayed
+}
+
 // relayed is what record reads of a response once its handler has returned: the relayWriter's
 // hash, count and copy (no longer written to), and a clone of the response header.
 type relayed struct {
@@ -563,16 +580,21 @@ func (g *Gateway) record(x *exchange, resp *relayed, seq uint64) {
 		StartedAt:      x.started.UTC(),
 		EchoedSession:  g.echoedSession(h),
 	}
-	if x.relayErr == RelayOK && !rw.overflow && streamUnterminated(resp.path, rw.status, h, meta.stream, body) {
-		rec.RelayError = RelayStreamUnterminated
-	}
 	u := unknownUsage()
-	if rec.RelayError == RelayOK && !rw.overflow {
-		u = extractUsage(rw.status, h, meta, body)
-		rec.AnsweredModel = answeredModel(rw.status, h, meta.stream, body)
-		if decoded, ok := decodeContent(h.Get("Content-Encoding"), body); ok {
-			sum := sha256.Sum256(decoded)
-			rec.ResponseDecodedSHA256 = hex.EncodeToString(sum[:])
+	if x.relayErr == RelayOK && !rw.overflow {
+		rb := readBody(rw.status, h, meta.stream, body)
+		if rb.streamUnterminated(resp.path, meta.stream) {
+			rec.RelayError = RelayStreamUnterminated
+		} else {
+			u = rb.usage(meta)
+			rec.AnsweredModel = rb.answeredModel()
+			switch {
+			case rb.identity:
+				rec.ResponseDecodedSHA256 = rec.ResponseSHA256 // the same bytes, already hashed
+			case rb.decodedOK:
+				sum := sha256.Sum256(rb.decoded)
+				rec.ResponseDecodedSHA256 = hex.EncodeToString(sum[:])
+			}
 		}
 	}
 	rec.UsageState = u.state
