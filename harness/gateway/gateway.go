@@ -137,8 +137,10 @@ type Gateway struct {
 	url            string
 	sessionHeader  string
 	sessionHeaders []string // canonical, sessionHeader first, no duplicates
-	upstream       string   // scheme://host of Config.Upstream (no user info, path or query), for /admin/health
-	grace          time.Duration
+	// recordedHeaders are the response header fields a row reads (recordedHeader).
+	recordedHeaders []string
+	upstream        string // scheme://host of Config.Upstream (no user info, path or query), for /admin/health
+	grace           time.Duration
 
 	srv        *http.Server
 	proxy      *httputil.ReverseProxy
@@ -244,20 +246,21 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 
 	g := &Gateway{
-		url:            "http://" + ln.Addr().String(),
-		sessionHeader:  headers[0],
-		sessionHeaders: headers,
-		upstream:       upstream.Scheme + "://" + upstream.Host,
-		grace:          grace,
-		transport:      transport,
-		baseCtx:        baseCtx,
-		cancelBase:     cancelBase,
-		serveDone:      make(chan struct{}),
-		store:          st,
-		inflight:       newInflight(),
-		recordJobs:     make(chan recordJob, maxRecordsBuilding),
-		until:          cfg.Until,
-		closing:        make(chan struct{}),
+		url:             "http://" + ln.Addr().String(),
+		sessionHeader:   headers[0],
+		sessionHeaders:  headers,
+		recordedHeaders: append([]string{"Content-Type", "Content-Encoding"}, headers...),
+		upstream:        upstream.Scheme + "://" + upstream.Host,
+		grace:           grace,
+		transport:       transport,
+		baseCtx:         baseCtx,
+		cancelBase:      cancelBase,
+		serveDone:       make(chan struct{}),
+		store:           st,
+		inflight:        newInflight(),
+		recordJobs:      make(chan recordJob, maxRecordsBuilding),
+		until:           cfg.Until,
+		closing:         make(chan struct{}),
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -265,6 +268,7 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		},
 		Transport:     transport,
 		FlushInterval: -1, // relay SSE chunks as they arrive
+		BufferPool:    &copyBuffers{},
 		ErrorLog:      errorLog,
 		ErrorHandler:  g.upstreamError,
 	}
@@ -405,6 +409,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.serveProxy(w, r)
 }
 
+// copyBuffers is the ReverseProxy's BufferPool: without one it allocates (and the runtime zeroes)
+// a 32 KiB copy buffer for every response.
+type copyBuffers struct{ pool sync.Pool }
+
+const copyBufferBytes = 32 << 10 // ReverseProxy's own default size
+
+// Get returns a buffer of copyBufferBytes bytes.
+func (p *copyBuffers) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, copyBufferBytes)
+}
+
+// Put returns buf to the pool.
+func (p *copyBuffers) Put(buf []byte) {
+	if cap(buf) == copyBufferBytes {
+		buf = buf[:copyBufferBytes]
+		p.pool.Put(&buf)
+	}
+}
+
 // exchange is the state of one proxied request, filled in as it progresses.
 type exchange struct {
 	id       int64 // record id, reserved at arrival
@@ -456,11 +482,11 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 		// when this handler returns, so the row is built by a record worker: the client does
 		// not wait for the hashing and parsing. The request stays in flight (inflight.end runs
 		// once the writer has written its row), so Records, Usage and the usage endpoint still
-		// wait for it; Close waits for the row through g.handlers. The header is cloned
-		// because a ResponseWriter may not be used after its handler returns.
+		// wait for it; Close waits for the row through g.handlers. The header fields the row
+		// reads are copied because a ResponseWriter may not be used after its handler returns.
 		// A full queue makes the handler wait, so a slow writer still holds back new requests.
 		g.recordJobs <- recordJob{x: x, seq: seq,
-			resp: relayed{method: method, path: path, header: rw.Header().Clone(), ended: time.Now(), rw: rw}}
+			resp: relayed{method: method, path: path, header: g.recordedHeader(rw.Header()), ended: time.Now(), rw: rw}}
 		if p != nil {
 			panic(p)
 		}
@@ -536,7 +562,7 @@ type recordJob struct {
 }
 
 // relayed is what record reads of a response once its handler has returned: the relayWriter's
-// hash, count and copy (no longer written to), and a clone of the response header.
+// hash, count and copy (no longer written to), and the header fields recordedHeader keeps.
 type relayed struct {
 	method, path string
 	header       http.Header
@@ -613,6 +639,18 @@ func (g *Gateway) record(x *exchange, resp *relayed, seq uint64) {
 		}
 		g.inflight.end(seq)
 	})
+}
+
+// recordedHeader copies, from a response header, the fields record reads: Content-Type,
+// Content-Encoding and the session headers.
+func (g *Gateway) recordedHeader(h http.Header) http.Header {
+	out := make(http.Header, 2+len(g.sessionHeaders))
+	for _, name := range g.recordedHeaders {
+		if v, ok := h[name]; ok {
+			out[name] = slices.Clone(v)
+		}
+	}
+	return out
 }
 
 // echoedSession joins, with ", ", the values of the session headers the response carried back.
