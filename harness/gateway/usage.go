@@ -141,13 +141,14 @@ func (rb *responseBody) reportedUsage() usage {
 		}
 		return u
 	}
-	last := unknownUsage()
-	for _, data := range rb.events {
-		if u, ok := usageOfJSON(data); ok {
-			last = u
+	// The last usable one counts, so read from the end: a stream's usage is in its last chunk
+	// before [DONE], and the chunks before it need not be parsed.
+	for i := len(rb.events) - 1; i >= 0; i-- {
+		if u, ok := usageOfJSON(rb.events[i]); ok {
+			return u
 		}
 	}
-	return last
+	return unknownUsage()
 }
 
 // answeredModel reads the model a complete 2xx response named: a JSON body's top-level "model",
