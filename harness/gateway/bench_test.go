@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -194,7 +196,10 @@ func BenchmarkStoreWriter(b *testing.B) {
 // machine shared with other work: 50 clients send b.N requests straight to the upstream, then b.N
 // through the gateway (and wait until every row is written); the difference of the two phases'
 // CPU time per request is gateway_cpu_us_per_request (its own request and response hops, the
-// relay, the row's hashing and parsing, and its SQLite insert). At 50 concurrent requests on C
+// relay, the row's hashing and parsing, and its SQLite insert). For the floor of any proxy
+// written this way, b.N more requests go through a bare httputil.ReverseProxy with the gateway's
+// transport and flush settings that records nothing: bare_proxy_cpu_us_per_request is its
+// difference from the direct phase. At 50 concurrent requests on C
 // cores whose CPU is the bottleneck, each request waits for about 50 x that / C of other
 // requests' gateway work. The upstream answers as in BenchmarkOverheadStreaming with pace=0.
 //
@@ -272,6 +277,20 @@ func BenchmarkGatewayCPU(b *testing.B) {
 	if _, err := g.RecordsIn(b.Context(), 0, g.Mark()); err != nil {
 		b.Fatal(err)
 	}
+	upURL, err := url.Parse(up.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upURL) },
+		Transport:     g.transport.Clone(),
+		FlushInterval: -1,
+		BufferPool:    &copyBuffers{},
+	})
+	defer bare.Close()
+	if err := phase(bare.URL, 2*clients); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	c0 := cpu()
 	if err := phase(up.URL, b.N); err != nil {
@@ -288,6 +307,10 @@ func BenchmarkGatewayCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	c2 := cpu()
+	if err := phase(bare.URL, b.N); err != nil {
+		b.Fatal(err)
+	}
+	c3 := cpu()
 	b.StopTimer()
 	if recs, err := g.RecordsIn(b.Context(), mark, g.Mark()); err != nil || len(recs) != b.N {
 		b.Fatalf("%d records for %d requests (%v)", len(recs), b.N, err)
@@ -297,4 +320,5 @@ func BenchmarkGatewayCPU(b *testing.B) {
 	b.ReportMetric(us(direct), "direct_cpu_us_per_request")
 	b.ReportMetric(us(via), "via_gateway_cpu_us_per_request")
 	b.ReportMetric(us(via-direct), "gateway_cpu_us_per_request")
+	b.ReportMetric(us(c3-c2-direct), "bare_proxy_cpu_us_per_request")
 }
