@@ -568,6 +568,30 @@ func TestUsageSeenRightAfterResponseEnds(t *testing.T) {
 	}
 }
 
+// A row whose building panics (after its handler returned, on a record worker) is not silently
+// dropped: its request ends in flight as lost, so Records and Close report ErrRecordLost instead of
+// waiting forever or returning an incomplete picture.
+func TestRowThatCannotBeBuiltIsLost(t *testing.T) {
+	up := newFakeUpstream(t)
+	g, _ := startGateway(t, up.srv.URL)
+	seq := g.inflight.begin("run-panic")
+	x := &exchange{id: g.store.reserveID(), started: time.Now(), session: "run-panic"}
+	g.record(x, &relayed{method: http.MethodPost, path: "/v1/chat/completions", ended: time.Now()}, seq) // no relayWriter: panics
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := g.Records(ctx, "run-panic", false)
+	var lost *RecordLostError
+	if !errors.As(err, &lost) || lost.Lost != 1 || !errors.Is(err, ErrRecordLost) {
+		t.Fatalf("Records after a row that could not be built: %v, want a RecordLostError", err)
+	}
+	if h := g.Health(); h.InFlight != 0 || h.LostRecords != 1 {
+		t.Errorf("health: in flight %d, lost %d; want 0 and 1", h.InFlight, h.LostRecords)
+	}
+	if err := g.Close(); !errors.Is(err, ErrRecordLost) {
+		t.Errorf("Close: %v, want ErrRecordLost", err)
+	}
+}
+
 func TestStreamRelayedIncrementally(t *testing.T) {
 	up := newFakeUpstream(t)
 	g, _ := startGateway(t, up.srv.URL)
