@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,11 @@ const DefaultShutdownGrace = 10 * time.Second
 // and hashed in full, but its usage is recorded as unknown: the gateway never
 // guesses a figure it did not read.
 const maxUsageBodyBytes = 64 << 20
+
+// maxRecordsBuilding bounds how many responses may be held in memory (each up to
+// maxUsageBodyBytes) while their rows are built after the handler returned: past it a handler
+// waits before returning, as it did when it built its row itself.
+const maxRecordsBuilding = 256
 
 // RelayError values classify a request the gateway could not relay in full.
 // They are stored instead of Go error strings, which can carry the upstream URL
@@ -131,8 +137,10 @@ type Gateway struct {
 	url            string
 	sessionHeader  string
 	sessionHeaders []string // canonical, sessionHeader first, no duplicates
-	upstream       string   // scheme://host of Config.Upstream (no user info, path or query), for /admin/health
-	grace          time.Duration
+	// recordedHeaders are the response header fields a row reads (recordedHeader).
+	recordedHeaders []string
+	upstream        string // scheme://host of Config.Upstream (no user info, path or query), for /admin/health
+	grace           time.Duration
 
 	srv        *http.Server
 	proxy      *httputil.ReverseProxy
@@ -143,8 +151,11 @@ type Gateway struct {
 
 	store    *store
 	inflight *inflight
-	handlers sync.WaitGroup
-	until    time.Time // Config.Until
+	handlers sync.WaitGroup // proxied requests from arrival until their row is handed to the writer
+	// recordJobs feeds the record workers the responses whose handlers returned; its capacity
+	// (maxRecordsBuilding) bounds how many wait. Closed by Close once handlers is done.
+	recordJobs chan recordJob
+	until      time.Time // Config.Until
 
 	mu     sync.RWMutex // guards closed; held (read) by queries and by handlers joining the handlers group
 	closed bool
@@ -235,19 +246,21 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 
 	g := &Gateway{
-		url:            "http://" + ln.Addr().String(),
-		sessionHeader:  headers[0],
-		sessionHeaders: headers,
-		upstream:       upstream.Scheme + "://" + upstream.Host,
-		grace:          grace,
-		transport:      transport,
-		baseCtx:        baseCtx,
-		cancelBase:     cancelBase,
-		serveDone:      make(chan struct{}),
-		store:          st,
-		inflight:       newInflight(),
-		until:          cfg.Until,
-		closing:        make(chan struct{}),
+		url:             "http://" + ln.Addr().String(),
+		sessionHeader:   headers[0],
+		sessionHeaders:  headers,
+		recordedHeaders: append([]string{"Content-Type", "Content-Encoding"}, headers...),
+		upstream:        upstream.Scheme + "://" + upstream.Host,
+		grace:           grace,
+		transport:       transport,
+		baseCtx:         baseCtx,
+		cancelBase:      cancelBase,
+		serveDone:       make(chan struct{}),
+		store:           st,
+		inflight:        newInflight(),
+		recordJobs:      make(chan recordJob, maxRecordsBuilding),
+		until:           cfg.Until,
+		closing:         make(chan struct{}),
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -255,6 +268,7 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		},
 		Transport:     transport,
 		FlushInterval: -1, // relay SSE chunks as they arrive
+		BufferPool:    &copyBuffers{},
 		ErrorLog:      errorLog,
 		ErrorHandler:  g.upstreamError,
 	}
@@ -263,6 +277,16 @@ func Start(ctx context.Context, cfg Config) (*Gateway, error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          errorLog,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	// Long-lived workers rather than a goroutine per request: a worker's stack has already grown
+	// to what the JSON parsing needs.
+	for range max(2, runtime.GOMAXPROCS(0)) {
+		go func() {
+			for j := range g.recordJobs {
+				g.record(j.x, &j.resp, j.seq)
+				g.handlers.Done()
+			}
+		}()
 	}
 	go func() {
 		defer close(g.serveDone)
@@ -360,6 +384,7 @@ func (g *Gateway) Close() error {
 		g.closed = true
 		g.mu.Unlock()
 		g.handlers.Wait()
+		close(g.recordJobs)  // every row is handed to the writer; the record workers end
 		g.store.stopWriter() // every row handed over is written (or counted lost) before the check below
 		g.cancelBase()
 		g.transport.CloseIdleConnections()
@@ -384,6 +409,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.serveProxy(w, r)
 }
 
+// copyBuffers is the ReverseProxy's BufferPool: without one it allocates (and the runtime zeroes)
+// a 32 KiB copy buffer for every response.
+type copyBuffers struct{ pool sync.Pool }
+
+const copyBufferBytes = 32 << 10 // ReverseProxy's own default size
+
+// Get returns a buffer of copyBufferBytes bytes.
+func (p *copyBuffers) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, copyBufferBytes)
+}
+
+// Put returns buf to the pool.
+func (p *copyBuffers) Put(buf []byte) {
+	if cap(buf) == copyBufferBytes {
+		buf = buf[:copyBufferBytes]
+		p.pool.Put(&buf)
+	}
+}
+
 // exchange is the state of one proxied request, filled in as it progresses.
 type exchange struct {
 	id       int64 // record id, reserved at arrival
@@ -401,9 +448,8 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "assay gateway: closed", http.StatusServiceUnavailable)
 		return
 	}
-	g.handlers.Add(1)
+	g.handlers.Add(1) // done by a record worker once the row is handed to the writer
 	g.mu.RUnlock()
-	defer g.handlers.Done()
 	x := &exchange{
 		started: time.Now(),
 		session: g.sessionOf(r.Header),
@@ -411,6 +457,7 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 	seq := g.inflight.begin(x.session)
 	x.id = g.store.reserveID()
 	rw := newRelayWriter(w)
+	method, path := r.Method, r.URL.Path
 	defer func() {
 		p := recover()
 		if p != nil && x.relayErr == RelayOK {
@@ -431,7 +478,15 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request) {
 				x.relayErr = RelayResponseAborted
 			}
 		}
-		g.record(x, r, rw, seq)
+		// The client's end of the response (the chunked stream's terminator) is written only
+		// when this handler returns, so the row is built by a record worker: the client does
+		// not wait for the hashing and parsing. The request stays in flight (inflight.end runs
+		// once the writer has written its row), so Records, Usage and the usage endpoint still
+		// wait for it; Close waits for the row through g.handlers. The header fields the row
+		// reads are copied because a ResponseWriter may not be used after its handler returns.
+		// A full queue makes the handler wait, so a slow writer still holds back new requests.
+		g.recordJobs <- recordJob{x: x, seq: seq,
+			resp: relayed{method: method, path: path, header: g.recordedHeader(rw.Header()), ended: time.Now(), rw: rw}}
 		if p != nil {
 			panic(p)
 		}
@@ -499,39 +554,73 @@ func exchangeFrom(ctx context.Context) *exchange {
 	return x
 }
 
+// recordJob is a request whose handler has returned, for a record worker.
+type recordJob struct {
+	x    *exchange
+	seq  uint64
+	resp relayed
+}
+
+// relayed is what record reads of a response once its handler has returned: the relayWriter's
+// hash, count and copy (no longer written to), and the header fields recordedHeader keeps.
+type relayed struct {
+	method, path string
+	header       http.Header
+	ended        time.Time // when the handler finished relaying
+	rw           *relayWriter
+}
+
 // record extracts usage from the relayed response and hands the row to the store's writer. A write
 // failure is remembered per session so that Records and Usage refuse instead of
-// returning an incomplete picture.
-func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter, seq uint64) {
+// returning an incomplete picture. It ends the request's in-flight state exactly once: through
+// the writer, or here if building the row panics (the request is then counted lost, never
+// silently dropped).
+func (g *Gateway) record(x *exchange, resp *relayed, seq uint64) {
+	handed := false
+	defer func() {
+		if p := recover(); p != nil && !handed {
+			err := fmt.Errorf("record %d (%s %s of session %q): building the row panicked: %v", x.id, resp.method, resp.path, x.session, p)
+			g.inflight.lost(x.session, err)
+			g.proxy.ErrorLog.Printf("gateway: %v", err)
+			g.inflight.end(seq)
+		}
+	}()
+	rw, h := resp.rw, resp.header
+	body := rw.buf.Bytes()
 	reqSum := sha256.Sum256(x.body)
 	meta := parseRequestMeta(x.body)
 	rec := Record{
 		ID:             x.id,
 		SessionID:      x.session,
-		Method:         r.Method,
-		Path:           r.URL.Path,
+		Method:         resp.method,
+		Path:           resp.path,
 		Model:          meta.model,
 		Stream:         meta.stream,
 		Status:         rw.status,
-		LatencyMS:      float64(time.Since(x.started)) / float64(time.Millisecond),
+		LatencyMS:      float64(resp.ended.Sub(x.started)) / float64(time.Millisecond),
 		RequestSHA256:  hex.EncodeToString(reqSum[:]),
 		ResponseSHA256: hex.EncodeToString(rw.hash.Sum(nil)),
 		RequestBytes:   int64(len(x.body)),
 		ResponseBytes:  rw.n,
 		RelayError:     x.relayErr,
 		StartedAt:      x.started.UTC(),
-		EchoedSession:  g.echoedSession(rw.Header()),
-	}
-	if x.relayErr == RelayOK && !rw.overflow && streamUnterminated(r.URL.Path, rw.status, rw.Header(), meta.stream, rw.buf.Bytes()) {
-		rec.RelayError = RelayStreamUnterminated
+		EchoedSession:  g.echoedSession(h),
 	}
 	u := unknownUsage()
-	if rec.RelayError == RelayOK && !rw.overflow {
-		u = extractUsage(rw.status, rw.Header(), meta, rw.buf.Bytes())
-		rec.AnsweredModel = answeredModel(rw.status, rw.Header(), meta.stream, rw.buf.Bytes())
-		if body, ok := decodeContent(rw.Header().Get("Content-Encoding"), rw.buf.Bytes()); ok {
-			sum := sha256.Sum256(body)
-			rec.ResponseDecodedSHA256 = hex.EncodeToString(sum[:])
+	if x.relayErr == RelayOK && !rw.overflow {
+		rb := readBody(rw.status, h, meta.stream, body)
+		if rb.streamUnterminated(resp.path, meta.stream) {
+			rec.RelayError = RelayStreamUnterminated
+		} else {
+			u = rb.usage(meta)
+			rec.AnsweredModel = rb.answeredModel()
+			switch {
+			case rb.identity:
+				rec.ResponseDecodedSHA256 = rec.ResponseSHA256 // the same bytes, already hashed
+			case rb.decodedOK:
+				sum := sha256.Sum256(rb.decoded)
+				rec.ResponseDecodedSHA256 = hex.EncodeToString(sum[:])
+			}
 		}
 	}
 	rec.UsageState = u.state
@@ -542,6 +631,7 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter, seq uint
 	rec.ReasoningTokens = u.reasoning
 	// The writer ends the request's in-flight state once the row is written (or lost), so
 	// Records and the usage endpoint still see every request that has received its response.
+	handed = true
 	g.store.enqueue(&rec, func(err error) {
 		if err != nil {
 			g.inflight.lost(x.session, err)
@@ -549,6 +639,18 @@ func (g *Gateway) record(x *exchange, r *http.Request, rw *relayWriter, seq uint
 		}
 		g.inflight.end(seq)
 	})
+}
+
+// recordedHeader copies, from a response header, the fields record reads: Content-Type,
+// Content-Encoding and the session headers.
+func (g *Gateway) recordedHeader(h http.Header) http.Header {
+	out := make(http.Header, 2+len(g.sessionHeaders))
+	for _, name := range g.recordedHeaders {
+		if v, ok := h[name]; ok {
+			out[name] = slices.Clone(v)
+		}
+	}
+	return out
 }
 
 // echoedSession joins, with ", ", the values of the session headers the response carried back.

@@ -513,6 +513,85 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 }
 
+// A client that asks the usage endpoint for its session as soon as its stream has ended sees the
+// request, with its usage: the row is built after the handler returns, but the request stays in
+// flight until it is written, and the endpoint waits for it. Many clients at once, so that rows
+// are still being built or queued when the endpoint is asked.
+func TestUsageSeenRightAfterResponseEnds(t *testing.T) {
+	up := newFakeUpstream(t)
+	g, _ := startGateway(t, up.srv.URL)
+	const clients, rounds = 40, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*rounds)
+	for c := range clients {
+		wg.Go(func() {
+			for i := range rounds {
+				session := fmt.Sprintf("seen-%d-%d", c, i)
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.URL()+"/v1/chat/completions",
+					strings.NewReader(chatBody("sse-usage", true, "12345")))
+				if err != nil {
+					errs <- err
+					return
+				}
+				req.Header.Set(DefaultSessionHeader, session)
+				resp, err := rawClient().Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				uresp, err := rawClient().Get(g.URL() + "/admin/usage/run/" + session)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var u adminUsage
+				err = json.NewDecoder(uresp.Body).Decode(&u)
+				uresp.Body.Close()
+				if err != nil || uresp.StatusCode != http.StatusOK || u.Requests != 1 || u.State != UsageReported ||
+					u.PromptTokens == nil || *u.PromptTokens != 5 {
+					errs <- fmt.Errorf("session %s right after its response: status %d, %+v (%v)", session, uresp.StatusCode, u, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A row whose building panics (after its handler returned, on a record worker) is not silently
+// dropped: its request ends in flight as lost, so Records and Close report ErrRecordLost instead of
+// waiting forever or returning an incomplete picture.
+func TestRowThatCannotBeBuiltIsLost(t *testing.T) {
+	up := newFakeUpstream(t)
+	g, _ := startGateway(t, up.srv.URL)
+	seq := g.inflight.begin("run-panic")
+	x := &exchange{id: g.store.reserveID(), started: time.Now(), session: "run-panic"}
+	g.record(x, &relayed{method: http.MethodPost, path: "/v1/chat/completions", ended: time.Now()}, seq) // no relayWriter: panics
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := g.Records(ctx, "run-panic", false)
+	var lost *RecordLostError
+	if !errors.As(err, &lost) || lost.Lost != 1 || !errors.Is(err, ErrRecordLost) {
+		t.Fatalf("Records after a row that could not be built: %v, want a RecordLostError", err)
+	}
+	if h := g.Health(); h.InFlight != 0 || h.LostRecords != 1 {
+		t.Errorf("health: in flight %d, lost %d; want 0 and 1", h.InFlight, h.LostRecords)
+	}
+	if err := g.Close(); !errors.Is(err, ErrRecordLost) {
+		t.Errorf("Close: %v, want ErrRecordLost", err)
+	}
+}
+
 func TestStreamRelayedIncrementally(t *testing.T) {
 	up := newFakeUpstream(t)
 	g, _ := startGateway(t, up.srv.URL)

@@ -104,6 +104,7 @@ type store struct {
 	lastID atomic.Int64 // highest record id handed out
 
 	queue      chan pendingRow // rows for the writer goroutine (startWriter)
+	insertStmt *sql.Stmt       // insertSQL prepared on the writer connection (the writer goroutine's)
 	writerDone chan struct{}
 }
 
@@ -210,29 +211,23 @@ func (s *store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// insert writes rec under its reserved rec.ID.
-func (s *store) insert(ctx context.Context, rec *Record) error {
-	return insertRow(ctx, s.w, s.path, rec)
-}
+// insertSQL writes one row of the requests table; its arguments are insertArgs.
+const insertSQL = `INSERT INTO requests (` + requestColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// execer is what insertRow writes through: the writer database or one of its transactions.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-func insertRow(ctx context.Context, w execer, path string, rec *Record) error {
-	_, err := w.ExecContext(ctx, `INSERT INTO requests (
-		id, session_id, method, path, model, stream, status, latency_ms,
-		request_sha256, response_sha256, request_bytes, response_bytes,
-		usage_state, prompt_tokens, completion_tokens, total_tokens, cached_tokens, reasoning_tokens,
-		relay_error, started_at, answered_model, response_decoded_sha256, echoed_session
-	) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		rec.ID, rec.SessionID, rec.Method, rec.Path, rec.Model, rec.Stream, rec.Status, rec.LatencyMS,
+// insertArgs are insertSQL's arguments for rec, in requestColumns order.
+func insertArgs(rec *Record) []any {
+	return []any{rec.ID, rec.SessionID, rec.Method, rec.Path, rec.Model, rec.Stream, rec.Status, rec.LatencyMS,
 		rec.RequestSHA256, rec.ResponseSHA256, rec.RequestBytes, rec.ResponseBytes,
 		rec.UsageState, nullable(rec.PromptTokens), nullable(rec.CompletionTokens), nullable(rec.TotalTokens),
 		nullable(rec.CachedTokens), nullable(rec.ReasoningTokens),
-		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel, rec.ResponseDecodedSHA256, rec.EchoedSession)
-	if err != nil {
+		rec.RelayError, rec.StartedAt.UTC().Format(timeLayout), rec.AnsweredModel, rec.ResponseDecodedSHA256, rec.EchoedSession}
+}
+
+// insertRow writes rec under its reserved rec.ID through stmt (insertSQL prepared on the writer,
+// or that statement bound to one of its transactions).
+func insertRow(ctx context.Context, stmt *sql.Stmt, path string, rec *Record) error {
+	if _, err := stmt.ExecContext(ctx, insertArgs(rec)...); err != nil {
 		return fmt.Errorf("record %d (%s %s of session %q) in %s: %w", rec.ID, rec.Method, rec.Path, rec.SessionID, path, err)
 	}
 	return nil
@@ -421,12 +416,28 @@ func (s *store) stopWriter() {
 	close(s.queue)
 	<-s.writerDone
 	s.queue = nil
+	if s.insertStmt != nil {
+		_ = s.insertStmt.Close() // only frees it; every row it wrote is committed
+		s.insertStmt = nil
+	}
 }
 
 // writeBatch writes batch in one transaction; when that fails, each row on its own, so that one
-// bad row loses only itself.
+// bad row loses only itself. A row's statement is prepared once (insertStmt): SQLite re-prepares
+// it by itself if the schema changes under it.
 func (s *store) writeBatch(batch []pendingRow) {
 	ctx := context.Background() // a row is written even when its client has left
+	if s.insertStmt == nil {
+		stmt, err := s.w.PrepareContext(ctx, insertSQL)
+		if err != nil {
+			err = fmt.Errorf("prepare insert in %s: %w", s.path, err)
+			for _, p := range batch {
+				p.done(err)
+			}
+			return
+		}
+		s.insertStmt = stmt
+	}
 	if len(batch) > 1 {
 		if err := s.insertTx(ctx, batch); err == nil {
 			for _, p := range batch {
@@ -436,7 +447,7 @@ func (s *store) writeBatch(batch []pendingRow) {
 		}
 	}
 	for _, p := range batch {
-		p.done(s.insert(ctx, p.rec))
+		p.done(insertRow(ctx, s.insertStmt, s.path, p.rec))
 	}
 }
 
@@ -446,8 +457,9 @@ func (s *store) insertTx(ctx context.Context, batch []pendingRow) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	stmt := tx.StmtContext(ctx, s.insertStmt)
 	for _, p := range batch {
-		if err := insertRow(ctx, tx, s.path, p.rec); err != nil {
+		if err := insertRow(ctx, stmt, s.path, p.rec); err != nil {
 			return err
 		}
 	}

@@ -53,19 +53,52 @@ type usage struct {
 
 func unknownUsage() usage { return usage{state: UsageUnknown} }
 
-// extractUsage reads the usage a complete response reported.
+// responseBody is a completely relayed response body as the record rules read it: its
+// Content-Encoding undone and, when it is read as an event stream, split into events, each once.
+type responseBody struct {
+	status    int
+	mediaType string // of Content-Type, lower case; "" when absent or unparsable
+	identity  bool   // no Content-Encoding (or identity): decoded is the relayed bytes themselves
+	decoded   []byte // the body with its Content-Encoding undone, when decodedOK
+	decodedOK bool   // false for an unknown encoding, a corrupt one, or output above maxUsageBodyBytes
+	// sse: the body is read as an event stream (Content-Type text/event-stream, or a streaming
+	// request answered with anything but JSON).
+	sse    bool
+	events [][]byte // sseData(decoded), for a 2xx sse body that decoded
+}
+
+// readBody decodes body (the bytes relayed with header h and status) and, for a 2xx event
+// stream, splits it into events.
+func readBody(status int, h http.Header, streamRequested bool, body []byte) *responseBody {
+	rb := &responseBody{status: status}
+	rb.mediaType, _, _ = mime.ParseMediaType(h.Get("Content-Type"))
+	encoding := h.Get("Content-Encoding")
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "", "identity":
+		rb.identity = true
+	}
+	rb.decoded, rb.decodedOK = decodeContent(encoding, body)
+	rb.sse = rb.mediaType == "text/event-stream" || (streamRequested && rb.mediaType != "application/json")
+	if rb.ok() && rb.sse {
+		rb.events = sseData(rb.decoded)
+	}
+	return rb
+}
+
+func (rb *responseBody) ok() bool { return rb.status >= 200 && rb.status <= 299 && rb.decodedOK }
+
+// usage reads the usage a complete response reported.
 //
-// A JSON body's top-level "usage" object counts. An SSE body (Content-Type
-// text/event-stream, or a streaming request answered with anything but JSON)
-// is parsed per the WHATWG Server-Sent Events event-stream format: the usage
-// is that of the last event whose JSON data carries a usable usage object, so
-// a later chunk with "usage": null, {} or no usage at all (metadata only)
-// neither creates a zero nor replaces an earlier figure. Non-2xx responses,
-// undecodable content encodings and bodies without usage give UsageUnknown.
-// A reported prompt_tokens of 0 on a request that is not known to have no
-// messages gives UsageSuspectZero (the counts are kept as reported).
-func extractUsage(status int, h http.Header, meta requestMeta, body []byte) usage {
-	u := reportedUsage(status, h, meta.stream, body)
+// A JSON body's top-level "usage" object counts. An SSE body (Content-Type text/event-stream, or
+// a streaming request answered with anything but JSON) is parsed per the WHATWG Server-Sent
+// Events event-stream format: the usage is that of the last event whose JSON data carries a
+// usable usage object, so a later chunk with "usage": null, {} or no usage at all (metadata only)
+// neither creates a zero nor replaces an earlier figure. Non-2xx responses, undecodable content
+// encodings and bodies without usage give UsageUnknown. A reported prompt_tokens of 0 on a
+// request that is not known to have no messages gives UsageSuspectZero (the counts are kept as
+// reported).
+func (rb *responseBody) usage(meta requestMeta) usage {
+	u := rb.reportedUsage()
 	if u.state == UsageReported && u.prompt != nil && *u.prompt == 0 && meta.messages != 0 {
 		u.state = UsageSuspectZero
 	}
@@ -78,58 +111,50 @@ func extractUsage(status int, h http.Header, meta requestMeta, body []byte) usag
 // (after undoing a gzip or deflate Content-Encoding). Other endpoints (the
 // Responses API ends its streams with a response.completed event) are not
 // judged by this rule.
-func streamUnterminated(path string, status int, h http.Header, streamRequested bool, body []byte) bool {
-	if !streamRequested || status < 200 || status > 299 || !strings.HasSuffix(path, "/completions") {
+func (rb *responseBody) streamUnterminated(path string, streamRequested bool) bool {
+	if !streamRequested || rb.status < 200 || rb.status > 299 || !strings.HasSuffix(path, "/completions") {
 		return false
 	}
-	mediaType, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	if mediaType != "text/event-stream" {
+	if rb.mediaType != "text/event-stream" {
 		return false
 	}
-	decoded, ok := decodeContent(h.Get("Content-Encoding"), body)
-	if !ok {
+	if !rb.decodedOK {
 		return true // its end cannot be read, so it is not shown to have ended
 	}
-	events := sseData(decoded)
-	return len(events) == 0 || string(events[len(events)-1]) != "[DONE]"
+	return len(rb.events) == 0 || string(rb.events[len(rb.events)-1]) != "[DONE]"
 }
 
-// reportedUsage is extractUsage before the suspect-zero rule.
+// reportedUsage is extractUsage before the suspect-zero rule, for a body not read yet.
 func reportedUsage(status int, h http.Header, streamRequested bool, body []byte) usage {
-	if status < 200 || status > 299 {
+	return readBody(status, h, streamRequested, body).reportedUsage()
+}
+
+// reportedUsage is usage before the suspect-zero rule.
+func (rb *responseBody) reportedUsage() usage {
+	if !rb.ok() {
 		return unknownUsage()
 	}
-	body, ok := decodeContent(h.Get("Content-Encoding"), body)
-	if !ok {
-		return unknownUsage()
-	}
-	mediaType, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	sse := mediaType == "text/event-stream" ||
-		(streamRequested && mediaType != "application/json")
-	if !sse {
-		u, ok := usageOfJSON(body)
+	if !rb.sse {
+		u, ok := usageOfJSON(rb.decoded)
 		if !ok {
 			return unknownUsage()
 		}
 		return u
 	}
-	last := unknownUsage()
-	for _, data := range sseData(body) {
-		if u, ok := usageOfJSON(data); ok {
-			last = u
+	// The last usable one counts, so read from the end: a stream's usage is in its last chunk
+	// before [DONE], and the chunks before it need not be parsed.
+	for i := len(rb.events) - 1; i >= 0; i-- {
+		if u, ok := usageOfJSON(rb.events[i]); ok {
+			return u
 		}
 	}
-	return last
+	return unknownUsage()
 }
 
 // answeredModel reads the model a complete 2xx response named: a JSON body's top-level "model",
 // or the first event-stream chunk that carries a non-empty one. "" when there is none.
-func answeredModel(status int, h http.Header, streamRequested bool, body []byte) string {
-	if status < 200 || status > 299 {
-		return ""
-	}
-	body, ok := decodeContent(h.Get("Content-Encoding"), body)
-	if !ok {
+func (rb *responseBody) answeredModel() string {
+	if !rb.ok() {
 		return ""
 	}
 	model := func(data []byte) string {
@@ -139,11 +164,10 @@ func answeredModel(status int, h http.Header, streamRequested bool, body []byte)
 		_ = json.Unmarshal(data, &doc) // not JSON, or a model that is not a string: none
 		return doc.Model
 	}
-	mediaType, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	if mediaType != "text/event-stream" && !(streamRequested && mediaType != "application/json") {
-		return model(body)
+	if !rb.sse {
+		return model(rb.decoded)
 	}
-	for _, data := range sseData(body) {
+	for _, data := range rb.events {
 		if m := model(data); m != "" {
 			return m
 		}
