@@ -264,8 +264,9 @@ func openEnv(ctx context.Context, opts Options, store *evidence.Store, sum *Summ
 	if opts.Language == reference.LanguagePython {
 		// One interpreter for the whole matrix, chosen deliberately (oracle.FindPython); when none
 		// qualifies the tests and oracle checks fail as unavailable, never pass.
-		env.oraclePython, env.oraclePythonErr = oracle.FindPython(ctx, false)
-		env.pytestPython, env.pytestPythonErr = oracle.FindPython(ctx, true)
+		py := FindPythons(ctx)
+		env.oraclePython, env.oraclePythonErr = py.Oracle, py.OracleErr
+		env.pytestPython, env.pytestPythonErr = py.Pytest, py.PytestErr
 	}
 	if opts.progressShared != nil {
 		// A cell of a matrix file (RunMatrix): the matrix's progress, redacting this cell's secrets

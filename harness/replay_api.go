@@ -362,10 +362,16 @@ type Pythons struct {
 }
 
 // FindPythons chooses the interpreters as a matrix run of Python cases does.
+// The two probes run at once (each is a few python3 starts, slow through a pyenv shim).
 func FindPythons(ctx context.Context) *Pythons {
 	p := &Pythons{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Pytest, p.PytestErr = oracle.FindPython(ctx, true)
+	}()
 	p.Oracle, p.OracleErr = oracle.FindPython(ctx, false)
-	p.Pytest, p.PytestErr = oracle.FindPython(ctx, true)
+	<-done
 	return p
 }
 

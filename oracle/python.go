@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"text/template"
 	"time"
 )
@@ -135,14 +137,59 @@ print(json.dumps(info))
 // It returns an error wrapping [ErrNoPython], naming each candidate and why it
 // was passed over, when none qualifies, and ctx.Err() when ctx ends first.
 // It is safe for concurrent use.
+//
+// A process probes once per answer: a later call with the same needPytest and
+// PATH, whose candidates are the same files unchanged (path, target, size,
+// modification time, inode), returns the interpreter the first call chose
+// without probing again. A changed PATH or a replaced, edited or removed
+// candidate probes again, as does every call after one that found none (a
+// failure is never remembered). A pytest installed or removed under an
+// unchanged interpreter during the process is not seen until the interpreter
+// file changes; the tests then run or fail, never pass unrun.
 func FindPython(ctx context.Context, needPytest bool) (Python, error) {
 	env := pythonEnv()
+	key := pythonMemoKey(envValue(env, "PATH"), needPytest)
+	if py, ok := pythonMemo.Load(key); ok {
+		return py.(Python), nil
+	}
 	dir, err := os.MkdirTemp("", "assay-python-probe-*")
 	if err != nil {
 		return Python{}, fmt.Errorf("oracle: python probe directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	return findPython(ctx, env, dir, needPytest)
+	py, err := findPython(ctx, env, dir, needPytest)
+	if err == nil && key != "" {
+		pythonMemo.Store(key, py)
+	}
+	return py, err
+}
+
+// pythonMemo holds FindPython's answers in this process, by pythonMemoKey.
+var pythonMemo sync.Map // string -> Python
+
+// pythonMemoKey identifies what FindPython's answer depends on that can be
+// seen without running anything: needPytest, the PATH, and each candidate
+// file's path, symlink target, size, modification time and inode. It is ""
+// (never remembered) when a candidate cannot be described.
+func pythonMemoKey(pathList string, needPytest bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pytest=%t\x00PATH=%s", needPytest, pathList)
+	for _, cand := range pythonCandidates(pathList) {
+		real, err := filepath.EvalSymlinks(cand)
+		if err != nil {
+			return ""
+		}
+		info, err := os.Stat(real)
+		if err != nil {
+			return ""
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			return ""
+		}
+		fmt.Fprintf(&b, "\x00%s\x00%s\x00%d\x00%d\x00%d:%d", cand, real, info.Size(), info.ModTime().UnixNano(), st.Dev, st.Ino)
+	}
+	return b.String()
 }
 
 // findPython is FindPython with the environment and probe directory given.

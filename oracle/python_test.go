@@ -501,3 +501,59 @@ func TestPyDriverSource(t *testing.T) {
 		}
 	}
 }
+
+// FindPython probes once per answer: a second call with the same PATH and unchanged candidates
+// does not run the interpreter again; a changed candidate file, or another PATH, probes again; a
+// failure is never remembered.
+func TestFindPythonProbesOncePerAnswer(t *testing.T) {
+	real := requirePython(t)
+	count := filepath.Join(t.TempDir(), "probes")
+	script := "#!/bin/sh\necho x >> " + count + "\nexec " + real.Path + " \"$@\"\n"
+	dir := fakePython(t, script)
+	probes := func() int {
+		data, _ := os.ReadFile(count)
+		return strings.Count(string(data), "x")
+	}
+	t.Setenv("PATH", dir)
+	for i := range 3 {
+		py, err := FindPython(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if py.FoundAs != filepath.Join(dir, "python3") || py.Path != real.Path {
+			t.Fatalf("call %d: %+v", i, py)
+		}
+	}
+	if n := probes(); n != 1 {
+		t.Fatalf("three calls ran %d probes, want 1", n)
+	}
+	// The candidate is edited (one more line): its size and time change, so it is probed again.
+	if err := os.WriteFile(filepath.Join(dir, "python3"), []byte(script+"# edited\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FindPython(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if n := probes(); n != 2 {
+		t.Fatalf("after an edit of the candidate: %d probes, want 2", n)
+	}
+	// Another PATH (the same directory twice is still another PATH string) probes again.
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+dir)
+	if _, err := FindPython(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if n := probes(); n != 3 {
+		t.Fatalf("after a PATH change: %d probes, want 3", n)
+	}
+	// A candidate that fails is probed on every call: failures are not remembered.
+	broken := fakePython(t, "#!/bin/sh\necho x >> "+count+"\nexit 1\n")
+	t.Setenv("PATH", broken)
+	for range 2 {
+		if _, err := FindPython(context.Background(), false); !errors.Is(err, ErrNoPython) {
+			t.Fatalf("broken candidate: %v", err)
+		}
+	}
+	if n := probes(); n != 5 {
+		t.Fatalf("two calls with a failing candidate: %d probes in all, want 5", n)
+	}
+}
