@@ -279,7 +279,7 @@ func writeCase(b *strings.Builder, c Case) {
 // file does not back it.
 func taskCell(c Case) string {
 	t := orNotRecorded(c.Task)
-	if c.TaskFile.Status != "" && !c.TaskFile.Verified() && c.TaskFile.Status != TaskFileNoManifest {
+	if c.TaskFile.Status != "" && !c.TaskFile.Verified() && c.TaskFile.Status != TaskFileNoManifest && c.TaskFile.Status != TaskFileNotApplicable {
 		t += " (task file " + taskFileStatusText(c.TaskFile.Status) + ")"
 	}
 	return t
@@ -300,6 +300,8 @@ func taskFileStatusText(s string) string {
 		return "manifest does not match"
 	case TaskFileNoManifest:
 		return "not recorded with this run"
+	case TaskFileNotApplicable:
+		return "not applicable (no task executed)"
 	}
 	return NotRecorded
 }

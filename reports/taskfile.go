@@ -37,8 +37,11 @@ const (
 	// so the task it names is not what the run was bound to.
 	TaskFileManifestMismatch = "manifest_mismatch"
 	// TaskFileNoManifest: the run stored no case manifest (a replay run keeps the one of the run it
-	// replays; an observe run has none), or it does not decode.
+	// replays), or it does not decode.
 	TaskFileNoManifest = "no_manifest"
+	// TaskFileNotApplicable: an observe run whose bound manifest names no task: it executed no task
+	// (`assay usage reconcile --into` records an external system's usage this way).
+	TaskFileNotApplicable = "not_applicable"
 )
 
 // TaskFile is the task file a case run was bound to, read only from the run's stored evidence,
@@ -110,9 +113,17 @@ func (l *loader) taskFile(ctx context.Context, r evidence.RunSummary, checks []C
 	if m.Task != nil {
 		tf.Name, tf.SHA256 = m.Task.Name, m.Task.SHA256
 	}
-	if canon, err := jcs.Transform(mb); err != nil || sha256Hex(canon) != r.Envelope.ManifestDigest {
+	// The envelope binds the manifest by the SHA-256 of its RFC 8785 canonical form (the matrix's
+	// case manifests) or of its exact stored bytes (a usage-claims run's); either ties these bytes
+	// to the envelope.
+	if !boundManifest(mb, r.Envelope.ManifestDigest) {
 		tf.Status = TaskFileManifestMismatch
 		tf.Detail = "the stored manifest does not hash to the envelope's manifest digest: the task it names is not what the run was bound to"
+		return tf, nil
+	}
+	if m.Task == nil && r.Envelope.Mode == evidence.ModeObserve {
+		tf.Status = TaskFileNotApplicable
+		tf.Detail = "an observe run whose manifest names no task: it executed none (it records an external system's usage)"
 		return tf, nil
 	}
 	if tf.SHA256 == "" {
@@ -145,4 +156,14 @@ func (l *loader) taskFile(ctx context.Context, r evidence.RunSummary, checks []C
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// boundManifest reports whether manifest's bytes hash to digest, as they are or in RFC 8785
+// canonical form.
+func boundManifest(manifest []byte, digest string) bool {
+	if sha256Hex(manifest) == digest {
+		return true
+	}
+	canon, err := jcs.Transform(manifest)
+	return err == nil && sha256Hex(canon) == digest
 }

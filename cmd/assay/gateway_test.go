@@ -309,6 +309,11 @@ func TestGatewayServeWithSDKAndUsageReconcile(t *testing.T) {
 			!strings.Contains(rep.stdout, "non_certifiable") {
 			t.Errorf("report: exit %d\n%.2000s%s", rep.code, rep.stdout, rep.stderr)
 		}
+		// The run executed no task: its report says so, and never that its manifest was tampered
+		// with (the envelope binds the manifest's exact bytes).
+		if !strings.Contains(rep.stdout, `"status": "not_applicable"`) || strings.Contains(rep.stdout, "manifest_mismatch") {
+			t.Errorf("report's task file of a usage-claims run:\n%.3000s", rep.stdout)
+		}
 	})
 
 	if code := gw.stop(t); code != 0 {

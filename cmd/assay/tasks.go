@@ -49,7 +49,7 @@ func NewCmdTasks(io IOStreams, runF func(context.Context, *TasksOptions) error) 
 			"Read and validate a task (a built-in name or a task file's path) as `assay matrix run --task` would, and print "+
 				"its name, SHA-256, deliverables, test commands and oracle spec; --format json prints the task file's content as "+
 				"JSON (snake_case keys; file and profile names are values) with its SHA-256. Reference: docs/cli.md, docs/tasks.md."),
-		Example: "  assay tasks show double\n  assay tasks show tasks/triple.yaml --format json",
+		Example: "  assay tasks show double\n  assay tasks show tasks/testdata/triple.yaml --format json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Task = args[0]

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -238,7 +237,7 @@ func Reconcile(claims []Claim, recs []gateway.Record) Result {
 	res := Result{Sessions: []SessionResult{}, Unattributed: Unattributed{TotalTokens: &zero, List: []UnattributedRequest{}},
 		NoUsageRequests: []UnattributedRequest{}}
 	for _, r := range recs {
-		if noUsage(r) {
+		if gateway.UsageUndefined(r) {
 			res.NoUsageRequests = append(res.NoUsageRequests, UnattributedRequest{ID: r.ID, StartedAt: r.StartedAt.UTC(), Path: r.Path,
 				Status: r.Status, UsageState: r.UsageState})
 			continue
@@ -278,12 +277,6 @@ func Reconcile(claims []Claim, recs []gateway.Record) Result {
 	return res
 }
 
-// noUsage reports whether r is a request the OpenAI-compatible API defines no token usage for (GET
-// or HEAD: GET /v1/models, a health probe) and that reported none: an honest client that lists
-// models is neither unattributed usage nor an unknown in its session's sum.
-func noUsage(r gateway.Record) bool {
-	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.UsageState != gateway.UsageReported
-}
 
 func (u *Unattributed) add(r gateway.Record) {
 	at := r.StartedAt.UTC()

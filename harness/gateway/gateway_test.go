@@ -367,12 +367,12 @@ func TestAdminUsageEndpoint(t *testing.T) {
 		session string
 		want    string
 	}{
-		{"run9-a", `{"schema_version":1,"session_id":"run9-a","requests":2,"state":"reported","prompt_tokens":10,"completion_tokens":14,"total_tokens":24,"cached_tokens":4,"reasoning_tokens":2}`},
-		{"run9-ab", `{"schema_version":1,"session_id":"run9-ab","requests":1,"state":"reported","prompt_tokens":15,"completion_tokens":7,"total_tokens":22,"cached_tokens":2,"reasoning_tokens":1}`},
-		{"run9-b", `{"schema_version":1,"session_id":"run9-b","requests":2,"state":"partial","prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}`},
-		{"run9-c", `{"schema_version":1,"session_id":"run9-c","requests":1,"state":"unknown","prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}`},
-		{"run9-d", `{"schema_version":1,"session_id":"run9-d","requests":2,"state":"reported","prompt_tokens":6,"completion_tokens":14,"total_tokens":20,"cached_tokens":null,"reasoning_tokens":null}`},
-		{"run9-none", `{"schema_version":1,"session_id":"run9-none","requests":0,"state":"unknown","prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}`},
+		{"run9-a", `{"schema_version":1,"session_id":"run9-a","requests":2,"no_usage_requests":0,"state":"reported","prompt_tokens":10,"completion_tokens":14,"total_tokens":24,"cached_tokens":4,"reasoning_tokens":2}`},
+		{"run9-ab", `{"schema_version":1,"session_id":"run9-ab","requests":1,"no_usage_requests":0,"state":"reported","prompt_tokens":15,"completion_tokens":7,"total_tokens":22,"cached_tokens":2,"reasoning_tokens":1}`},
+		{"run9-b", `{"schema_version":1,"session_id":"run9-b","requests":2,"no_usage_requests":0,"state":"partial","prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}`},
+		{"run9-c", `{"schema_version":1,"session_id":"run9-c","requests":1,"no_usage_requests":0,"state":"unknown","prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}`},
+		{"run9-d", `{"schema_version":1,"session_id":"run9-d","requests":2,"no_usage_requests":0,"state":"reported","prompt_tokens":6,"completion_tokens":14,"total_tokens":20,"cached_tokens":null,"reasoning_tokens":null}`},
+		{"run9-none", `{"schema_version":1,"session_id":"run9-none","requests":0,"no_usage_requests":0,"state":"unknown","prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.session, func(t *testing.T) {

@@ -81,7 +81,10 @@ type Record struct {
 type SessionUsage struct {
 	SessionID string `json:"session_id"`
 	Requests  int    `json:"requests"` // proxied requests recorded for the session
-	// State is UsageReported (every request reported usage), UsagePartial
+	// NoUsageRequests counts the session's requests the API defines no token usage for
+	// (UsageUndefined: a GET /v1/models, a health probe); they take no part in State or the sums.
+	NoUsageRequests int `json:"no_usage_requests"`
+	// State is UsageReported (every other request reported usage), UsagePartial
 	// (some did) or UsageUnknown (none did, or no requests).
 	State string `json:"state"`
 	// Sums over the session's requests; nil (JSON null) unless State is
@@ -155,8 +158,13 @@ func (g *Gateway) Usage(ctx context.Context, sessionID string) (SessionUsage, er
 // SumUsage sums the usage of recs (assumed to belong to sessionID). A count is
 // summed only when every record reported it; otherwise it stays nil, because
 // an unknown addend makes the sum unknown.
+//
+// A request UsageUndefined says carries no usage by the API's definition is counted in
+// NoUsageRequests and left out of the state and the sums.
 func SumUsage(sessionID string, recs []Record) SessionUsage {
 	u := SessionUsage{SessionID: sessionID, Requests: len(recs), State: UsageUnknown}
+	recs = slices.DeleteFunc(slices.Clone(recs), UsageUndefined)
+	u.NoUsageRequests = u.Requests - len(recs)
 	reported := 0
 	for _, r := range recs {
 		if r.UsageState == UsageReported {
@@ -289,4 +297,12 @@ func writeJSON[T adminUsage | Health | adminError](w http.ResponseWriter, status
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n')) // a failed write means the client left
+}
+
+// UsageUndefined reports whether r is a request the OpenAI-compatible API defines no token usage
+// for, GET or HEAD (GET /v1/models, a health probe), that reported none: an honest client that
+// lists models is neither an unknown in its session's sum nor unattributed usage. A GET that did
+// report usage is summed like any other request.
+func UsageUndefined(r Record) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.UsageState != UsageReported
 }

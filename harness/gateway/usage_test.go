@@ -134,6 +134,13 @@ func TestSumUsage(t *testing.T) {
 			SessionUsage{SessionID: "s", Requests: 2, State: UsageReported, PromptTokens: i64(4), CompletionTokens: i64(6), TotalTokens: i64(10)}},
 		{"partial", []Record{rep(1, 2, nil), {UsageState: UsageUnknown}}, SessionUsage{SessionID: "s", Requests: 2, State: UsagePartial}},
 		{"none reported", []Record{{UsageState: UsageUnknown}}, SessionUsage{SessionID: "s", Requests: 1, State: UsageUnknown}},
+		// A model listing carries no usage by the API's definition: counted apart, not an unknown.
+		{"a GET without usage is counted apart", []Record{{Method: "GET", Path: "/v1/models", UsageState: UsageUnknown}, rep(1, 2, nil)},
+			SessionUsage{SessionID: "s", Requests: 2, NoUsageRequests: 1, State: UsageReported, PromptTokens: i64(1), CompletionTokens: i64(2), TotalTokens: i64(3)}},
+		{"only a HEAD", []Record{{Method: "HEAD", UsageState: UsageUnknown}}, SessionUsage{SessionID: "s", Requests: 1, NoUsageRequests: 1, State: UsageUnknown}},
+		// A POST without usage is still an unknown, and a GET that reported usage is summed.
+		{"a POST without usage stays partial", []Record{{Method: "POST", UsageState: UsageUnknown}, {Method: "GET", UsageState: UsageReported, PromptTokens: i64(5), CompletionTokens: i64(0), TotalTokens: i64(5)}},
+			SessionUsage{SessionID: "s", Requests: 2, State: UsagePartial}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
