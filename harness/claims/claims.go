@@ -277,7 +277,6 @@ func Reconcile(claims []Claim, recs []gateway.Record) Result {
 	return res
 }
 
-
 func (u *Unattributed) add(r gateway.Record) {
 	at := r.StartedAt.UTC()
 	if u.FirstAt == nil || at.Before(*u.FirstAt) {
