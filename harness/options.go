@@ -57,6 +57,10 @@ func optionErrRelated(field string, related []string, format string, args ...any
 	return fmt.Errorf("%w: %w", ErrBadOptions, &OptionError{Field: field, Reason: fmt.Sprintf(format, args...), Related: related})
 }
 
+// MaxRepeat is the most repeats of each case one matrix run takes (Options.Repeat, --repeat, a
+// matrix file's repeat): each repeat is a run of its own, and a larger number is a typo, not a plan.
+const MaxRepeat = 1000
+
 // Options configures a matrix run.
 type Options struct {
 	// OutDir is the output directory (evidence.duckdb, gateway-usage.db, cases/, reports).
@@ -301,6 +305,9 @@ func (o *Options) Normalize() error {
 	}
 	if o.ProviderName != "" && o.BaseURL != "" && o.ProviderName == ReferenceProviderName {
 		return optionErrRelated("ProviderName", []string{"BaseURL"}, "%q names the embedded reference provider; a provider with BaseURL needs another name", o.ProviderName)
+	}
+	if o.Repeat > MaxRepeat {
+		return optionErr("Repeat", "%d is more than %d repeats of each case", o.Repeat, MaxRepeat)
 	}
 	if o.Repeat < 0 {
 		return optionErr("Repeat", "%d is negative (at least 1; 0 runs each case once without a repeat index)", o.Repeat)

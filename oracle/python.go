@@ -25,7 +25,7 @@ const (
 	pyRunLog       = "run.log"
 	pyReportFile   = "report.json"
 	pyProbeLog     = "python-probe.log"
-	pyProbeTimeout = 10 * time.Second
+	pyProbeTimeout = 30 * time.Second
 )
 
 // Minimum Python version the drivers and the probe are written for.
@@ -126,7 +126,7 @@ print(json.dumps(info))
 // PATH of the current process, in PATH order (relative entries skipped,
 // candidates that are the same file after following symlinks tried once),
 // and probes each in a fresh empty directory with a minimal environment
-// (`python3 -I [-S] -c ...`, 10 s deadline). The first candidate that runs,
+// (`python3 -I [-S] -c ...`, 30 s deadline: a pyenv shim on a loaded machine is slow). The first candidate that runs,
 // is Python >= 3.8 and, when needPytest is set, imports pytest, is chosen; its
 // own sys.executable becomes Python.Path.
 //

@@ -126,6 +126,12 @@ func Load(ctx context.Context, store *evidence.Store, sel Selection) (Report, er
 		} else if !sel.NoVerify {
 			c.Verification, c.VerificationDetail = evidence.VerifyTampered, "the store's verification did not report this run"
 		}
+		switch {
+		case sel.NoVerify:
+			c.TaskFile = c.TaskFile.unverified("the report was built with --no-verify")
+		case c.VerificationFailed():
+			c.TaskFile = c.TaskFile.unverified("the run's evidence does not verify (" + c.Verification + ")")
+		}
 		if !keepCase(c, sel) {
 			continue
 		}

@@ -302,6 +302,10 @@ func taskFileStatusText(s string) string {
 		return "not recorded with this run"
 	case TaskFileNotApplicable:
 		return "not applicable (no task executed)"
+	case TaskFileUnreadable:
+		return "unreadable"
+	case TaskFileUnverified:
+		return "not verified"
 	}
 	return NotRecorded
 }

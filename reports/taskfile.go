@@ -42,6 +42,12 @@ const (
 	// TaskFileNotApplicable: an observe run whose bound manifest names no task: it executed no task
 	// (`assay usage reconcile --into` records an external system's usage this way).
 	TaskFileNotApplicable = "not_applicable"
+	// TaskFileUnreadable: the store could not give back the stored manifest or task.yaml (a
+	// corrupt or missing payload): nothing about the task file can be said.
+	TaskFileUnreadable = "unreadable"
+	// TaskFileUnverified: the stored bytes agree with each other, but the run's evidence does not
+	// verify (or the report was built with --no-verify), so nothing ties them to what ran.
+	TaskFileUnverified = "unverified"
 )
 
 // TaskFile is the task file a case run was bound to, read only from the run's stored evidence,
@@ -94,9 +100,17 @@ func (l *loader) taskFile(ctx context.Context, r evidence.RunSummary, checks []C
 		}
 		return b, true, nil
 	}
+	unreadable := func(err error) (TaskFile, error) {
+		if ctx.Err() != nil {
+			return TaskFile{}, err
+		}
+		tf.Status = TaskFileUnreadable
+		tf.Detail = "the store could not give back what the run stored: " + err.Error()
+		return tf, nil
+	}
 	mb, ok, err := read(manifestArtifact)
 	if err != nil {
-		return TaskFile{}, err
+		return unreadable(err)
 	}
 	var m struct {
 		Task *struct {
@@ -135,7 +149,7 @@ func (l *loader) taskFile(ctx context.Context, r evidence.RunSummary, checks []C
 	tf.ReferenceSolution = &refSol
 	tb, ok, err := read(taskArtifact)
 	if err != nil {
-		return TaskFile{}, err
+		return unreadable(err)
 	}
 	switch {
 	case !ok:
@@ -166,4 +180,15 @@ func boundManifest(manifest []byte, digest string) bool {
 	}
 	canon, err := jcs.Transform(manifest)
 	return err == nil && sha256Hex(canon) == digest
+}
+
+// unverified is t as a case whose evidence does not verify (or was not verified) shows it: a
+// task file that matches its manifest is only self-consistent there, never "matches".
+func (t TaskFile) unverified(why string) TaskFile {
+	if t.Status != TaskFileMatches {
+		return t
+	}
+	t.Status = TaskFileUnverified
+	t.Detail = "the stored " + taskArtifact + " hashes to the SHA-256 its manifest binds, but " + why + ": nothing ties them to what ran"
+	return t
 }

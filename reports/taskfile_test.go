@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -221,4 +222,56 @@ func TestHTMLGroupsInChromium(t *testing.T) {
 		}
 	}
 	screenAndPrint(t, p, dir, "grouped", func() {})
+}
+
+// A task file that matches its manifest is vouched for only by evidence that verifies: in a case
+// whose run does not verify, or in a report built with --no-verify, it is "unverified", never
+// "matches"; a stored payload the store cannot give back is "unreadable", and the report is still
+// written.
+func TestATaskFileIsOnlyVouchedForByEvidenceThatVerifies(t *testing.T) {
+	path, _, ids := taskStore(t)
+	statusOf := func(r Report, id string) TaskFile {
+		t.Helper()
+		c, ok := caseByRun(r, id)
+		if !ok {
+			t.Fatalf("no case %s", id)
+		}
+		return c.TaskFile
+	}
+	if tf := statusOf(loadStore(t, path, Selection{All: true}), ids[0]); tf.Status != TaskFileMatches {
+		t.Fatalf("untouched: %+v", tf)
+	}
+	if tf := statusOf(loadStore(t, path, Selection{All: true, NoVerify: true}), ids[0]); tf.Status != TaskFileUnverified || tf.Verified() {
+		t.Errorf("--no-verify: %+v", tf)
+	}
+
+	raw := func(q string) {
+		t.Helper()
+		db, err := sql.Open("duckdb", path)
+		must(t, err)
+		defer db.Close()
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The run's envelope is edited: its evidence no longer verifies.
+	raw(`UPDATE envelopes SET tenant = 'forged' WHERE run_id = '` + ids[0] + `'`)
+	r := loadStore(t, path, Selection{All: true})
+	c, _ := caseByRun(r, ids[0])
+	if tf := c.TaskFile; !c.VerificationFailed() || tf.Status != TaskFileUnverified || tf.Verified() || !strings.Contains(tf.Detail, "does not verify") {
+		t.Errorf("a run that does not verify: verification %s, task file %+v", c.Verification, tf)
+	}
+	var md, html bytes.Buffer
+	must(t, Markdown(&md, r))
+	must(t, HTML(&html, r))
+	if strings.Contains(md.String(), "(re-derived:") || strings.Contains(html.String(), `title="task file SHA-256 `+statusOf(r, ids[0]).SHA256+` (matches)"`) {
+		t.Errorf("a task file of a run that does not verify is shown as matching")
+	}
+
+	// The task file's payload is damaged in place: the report is still written, and says so.
+	raw(`UPDATE artifacts SET data = 'x'::BLOB || data WHERE digest = (SELECT digest FROM run_artifacts WHERE run_id = '` + ids[0] + `' AND name = 'task.yaml')`)
+	r = loadStore(t, path, Selection{All: true})
+	if tf := statusOf(r, ids[0]); tf.Status != TaskFileUnreadable || tf.Verified() {
+		t.Errorf("a damaged task.yaml: %+v", tf)
+	}
 }

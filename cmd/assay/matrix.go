@@ -94,6 +94,9 @@ func NewCmdMatrix(io IOStreams, runF func(context.Context, *MatrixRunOptions) er
 			if err := checkProgressFlag(c.Flags(), opts.Progress); err != nil {
 				return err
 			}
+			if c.Flags().Changed("repeat") && opts.Harness.Repeat > harness.MaxRepeat {
+				return usageErrorf("--repeat %d: at most %d repeats of each case", opts.Harness.Repeat, harness.MaxRepeat)
+			}
 			if c.Flags().Changed("repeat") && opts.Harness.Repeat < 1 {
 				return usageErrorf("--repeat %d: each case runs at least once; give N >= 1 (without --repeat each case runs once, without a repeat index)", opts.Harness.Repeat)
 			}

@@ -31,6 +31,8 @@ func TestMatrixFileBadInputExitsTwoAndWritesNothing(t *testing.T) {
 	bad := writeFile(t, dir, "bad.yaml", "providers:\n  - {name: ref-a, base_url: \"http://127.0.0.1:1/v1\"}\n")
 	task := writeFile(t, dir, "task.yaml", "tasks: [sort]\n")
 	tasksFile := writeFile(t, dir, "tasks.yaml", "tasks: [double]\n")
+	// A repeat too large is refused before anything is written (each repeat is a run of its own).
+	tooMany := writeFile(t, dir, "many.yaml", "cases: [sequential]\nrepeat: 2147483648\n")
 	cases := []struct {
 		name string
 		args []string
@@ -45,6 +47,8 @@ func TestMatrixFileBadInputExitsTwoAndWritesNothing(t *testing.T) {
 		{"task with tasks", []string{"--matrix", tasksFile, "--task", "abs"}, "sets tasks and --task gives it too"},
 		{"repeat zero", []string{"--repeat", "0"}, "--repeat 0: each case runs at least once"},
 		{"repeat negative", []string{"--repeat", "-2"}, "--repeat -2: each case runs at least once"},
+		{"repeat too many", []string{"--repeat", "1001"}, "--repeat 1001: at most 1000 repeats of each case"},
+		{"file repeat too many", []string{"--matrix", tooMany}, "repeat"},
 		{"model without base url", []string{"--matrix", bad}, "matrix file " + bad + ": providers[0].model: is required with base_url"},
 		{"task file", []string{"--matrix", task}, "tasks[0]: unknown task \"sort\""},
 		{"missing file", []string{"--matrix", filepath.Join(dir, "none.yaml")}, "none.yaml"},
