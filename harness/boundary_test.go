@@ -177,7 +177,7 @@ func TestDryRunIsSimulatedAndNonCertifiable(t *testing.T) {
 		t.Skip("runs the matrix; skipped with -short")
 	}
 	out := t.TempDir()
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Mode: "dry_run"})
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), Mode: "dry_run"})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != evidence.VerdictNonCertifiable || s.Accepted() {
 		t.Fatalf("dry_run case verdict %s, want non_certifiable", c.Verdict.Verdict)
@@ -264,7 +264,7 @@ func TestObserveRecordsAsksWithoutEnforcingThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Mode: "observe", PolicyFile: policyPath})
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), Mode: "observe", PolicyFile: policyPath})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != evidence.VerdictNonCertifiable {
 		t.Fatalf("observe case verdict %s, want non_certifiable", c.Verdict.Verdict)

@@ -235,7 +235,7 @@ func TestARetriedServerErrorKeepsSessionsAndRoutingMatched(t *testing.T) {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
 	out := t.TempDir()
-	sum, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"},
+	sum, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t),
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultHTTP500}}})
 	if err != nil {
 		t.Fatal(err)

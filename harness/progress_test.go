@@ -165,7 +165,7 @@ func TestPlainProgressLinesAndUnknownTokens(t *testing.T) {
 		t.Skip("runs a case; skipped with -short")
 	}
 	var buf bytes.Buffer
-	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Progress: &buf,
+	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: caseLanguage(t), Progress: &buf,
 		ReferenceFaults: []reference.Fault{{Member: "exec-2", Turn: 1, Kind: reference.FaultDropUsage}}})
 	out := buf.String()
 	if !planRunning.MatchString(out) || !planEnded.MatchString(out) || strings.Count(out, "\n") != 2 {
@@ -196,7 +196,7 @@ func TestTerminalProgressShowsPhasesAndETA(t *testing.T) {
 		t.Skip("runs a case; skipped with -short")
 	}
 	var buf bytes.Buffer
-	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Progress: &buf, ProgressStyle: ProgressTerminal})
+	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: caseLanguage(t), Progress: &buf, ProgressStyle: ProgressTerminal})
 	out := buf.String()
 	// The phases as the display showed them, each change once: the files check runs before the
 	// tests, the other checks after the oracle.
