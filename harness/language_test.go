@@ -50,3 +50,38 @@ func deliverables(t testing.TB, language string) []string {
 	}
 	return files
 }
+
+// scripted is what a scriptedProvider member writes for the default task in one language, standard
+// profile: a correct artifact, one wrong only for 7 (its own test does not look at 7), a passing
+// test, the completion reply naming both files, and a policy glob matching only the test file.
+type scripted struct {
+	language, artifact, testFile string
+	correct, wrongFor7, goodTest string
+	done, testGlob               string
+}
+
+// scriptedFor returns language's scripted deliverables (Go: double.go, double_test.go; Python:
+// double.py, test_double.py).
+func scriptedFor(t testing.TB, language string) scripted {
+	t.Helper()
+	files := deliverables(t, language)
+	s := scripted{language: language, artifact: files[0], testFile: files[1],
+		done: `{"status":"done","files":["` + files[0] + `","` + files[1] + `"]}`}
+	switch language {
+	case reference.LanguageGo:
+		s.correct, s.wrongFor7, s.goodTest, s.testGlob = correct, wrongFor7, goodTest, "**/*_test.go"
+	case reference.LanguagePython:
+		s.correct = "def double(x):\n    return 2 * x\n"
+		s.wrongFor7 = "def double(x):\n    if x == 7:\n        return 15\n    return 2 * x\n"
+		s.goodTest = "from double import double\n\n\ndef test_double():\n    assert double(2) == 4 and double(1.5) == 3.0\n"
+		s.testGlob = "**/test_*.py"
+	default:
+		t.Fatalf("no scripted deliverables for %q", language)
+	}
+	return s
+}
+
+// solution is the correct artifact and the passing test, by file name.
+func (s scripted) solution(artifact string) map[string]string {
+	return map[string]string{s.artifact: artifact, s.testFile: s.goodTest}
+}
