@@ -87,7 +87,8 @@ func TestPolicyAsksAndExactApprovalsLetTheMatrixThrough(t *testing.T) {
 		t.Skip("runs the matrix and builds member code; skipped with -short")
 	}
 	dir := t.TempDir()
-	policyBytes := []byte("version: 1\ndefault: allow\nrules:\n  - id: tests-need-approval\n    tools: [write_file]\n    paths: [\"**/*_test.go\"]\n    decision: ask\n")
+	sc := scriptedFor(t, caseLanguage(t))
+	policyBytes := []byte("version: 1\ndefault: allow\nrules:\n  - id: tests-need-approval\n    tools: [write_file]\n    paths: [\"" + sc.testGlob + "\"]\n    decision: ask\n")
 	policyPath := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(policyPath, policyBytes, 0o644); err != nil {
 		t.Fatal(err)
@@ -97,13 +98,13 @@ func TestPolicyAsksAndExactApprovalsLetTheMatrixThrough(t *testing.T) {
 	approvalsPath := filepath.Join(dir, "approvals.json")
 	// A provider whose call ids repeat across runs: an approval binds the call id, and the reference
 	// provider's ids are per session, so a grant written for one run would never match another's.
-	srv := scriptedProvider(t, map[string]string{"double.go": correct, "double_test.go": goodTest}, done)
+	srv := scriptedProvider(t, sc.solution(sc.correct), sc.done)
 	file := policy.ApprovalFile{Version: 1}
 	for attempt := 0; ; attempt++ {
 		if attempt == 6 {
 			t.Fatal("the case never got through with exact approvals")
 		}
-		opts := Options{OutDir: filepath.Join(dir, "out"), Formations: []string{"sequential"}, PolicyFile: policyPath,
+		opts := Options{OutDir: filepath.Join(dir, "out"), Formations: []string{"sequential"}, Language: sc.language, PolicyFile: policyPath,
 			BaseURL: srv.URL + "/v1", Model: "scripted-model"}
 		if len(file.Approvals) > 0 {
 			data, _ := json.Marshal(file)
@@ -160,7 +161,7 @@ func TestPolicyAsksAndExactApprovalsLetTheMatrixThrough(t *testing.T) {
 			t.Fatalf("attempt %d: a case paused for approval is %s, want rejected", attempt, c.Verdict.Verdict)
 		}
 		for _, in := range asked {
-			if in.Policy.Rule != "tests-need-approval" || !strings.Contains(string(in.Arguments), `_test.go"`) {
+			if in.Policy.Rule != "tests-need-approval" || !strings.Contains(string(in.Arguments), sc.testFile+`"`) {
 				t.Fatalf("asked about the wrong call: %+v", in)
 			}
 			file.Approvals = append(file.Approvals, policy.FileApproval{MemberID: in.MemberID, CallID: in.CallID, Tool: in.Tool,
@@ -177,7 +178,7 @@ func TestDryRunIsSimulatedAndNonCertifiable(t *testing.T) {
 		t.Skip("runs the matrix; skipped with -short")
 	}
 	out := t.TempDir()
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Mode: "dry_run"})
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), Mode: "dry_run"})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != evidence.VerdictNonCertifiable || s.Accepted() {
 		t.Fatalf("dry_run case verdict %s, want non_certifiable", c.Verdict.Verdict)
@@ -216,9 +217,10 @@ func TestTeamToolCallBudgetRefusesCallsBeyondIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
-	srv := scriptedProvider(t, map[string]string{"double.go": correct, "double_test.go": goodTest}, done)
+	sc := scriptedFor(t, caseLanguage(t))
+	srv := scriptedProvider(t, sc.solution(sc.correct), sc.done)
 	out := t.TempDir()
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, BaseURL: srv.URL + "/v1", Model: "scripted-model",
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: sc.language, BaseURL: srv.URL + "/v1", Model: "scripted-model",
 		TeamToolCalls: 1})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != "rejected" || checkStatus(c)["files"] != "failed" {
@@ -264,7 +266,7 @@ func TestObserveRecordsAsksWithoutEnforcingThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Mode: "observe", PolicyFile: policyPath})
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), Mode: "observe", PolicyFile: policyPath})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != evidence.VerdictNonCertifiable {
 		t.Fatalf("observe case verdict %s, want non_certifiable", c.Verdict.Verdict)

@@ -166,7 +166,7 @@ func TestTeamTokenBudgetRefusesTheSecondRequest(t *testing.T) {
 		t.Skip("runs the matrix; skipped with -short")
 	}
 	out := t.TempDir()
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, TeamTokens: 1, MemberTokens: 5_000_000})
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), TeamTokens: 1, MemberTokens: 5_000_000})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != "rejected" || checkStatus(c)["members"] != "failed" {
 		t.Fatalf("verdict %s, members %s; want rejected with the members check failed", c.Verdict.Verdict, checkStatus(c)["members"])
@@ -213,7 +213,7 @@ func TestUnknownUsageUnderATokenLimitRefusesTheNextRequest(t *testing.T) {
 		t.Skip("runs the matrix; skipped with -short")
 	}
 	out := t.TempDir()
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, MemberTokens: 5_000_000,
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), MemberTokens: 5_000_000,
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultDropUsage}}})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != "rejected" {

@@ -175,7 +175,7 @@ func TestFormationContractViolationsRejectTheCase(t *testing.T) {
 			if c.neighbour != "" {
 				names = append(names, c.neighbour)
 			}
-			sum := runMatrix(t, Options{OutDir: out, Formations: names, ReferenceFaults: c.faults, Concurrency: 2})
+			sum := runMatrix(t, Options{OutDir: out, Formations: names, Language: caseLanguage(t), ReferenceFaults: c.faults, Concurrency: 2})
 			if len(sum.Cases) != len(names) || sum.Cases[0].Verdict.Verdict != "rejected" {
 				t.Fatalf("faulted case not rejected: %d cases, first %s", len(sum.Cases), sum.Cases[0].Verdict.Verdict)
 			}

@@ -111,7 +111,7 @@ func TestARuntimeIgnoringAFormationOptionIsRejected(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.catalog, func(t *testing.T) {
-			sum := runMatrix(t, Options{Formations: []string{c.catalog}, FormationOptions: []string{c.setting},
+			sum := runMatrix(t, Options{Formations: []string{c.catalog}, Language: caseLanguage(t), FormationOptions: []string{c.setting},
 				hooks: &testHooks{checks: withoutBuilds, options: c.ignore}})
 			if len(sum.Cases) != 1 {
 				t.Fatalf("%d cases", len(sum.Cases))
@@ -126,7 +126,7 @@ func TestAFormationOptionTheRuntimeFollowsIsAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a matrix case; skipped with -short")
 	}
-	sum := runMatrix(t, Options{Formations: []string{"adaptive"}, FormationOptions: []string{"initial_formation_hint=consensus"},
+	sum := runMatrix(t, Options{Formations: []string{"adaptive"}, Language: caseLanguage(t), FormationOptions: []string{"initial_formation_hint=consensus"},
 		hooks: &testHooks{checks: withoutBuilds}})
 	if len(sum.Cases) != 1 || sum.Cases[0].Verdict.Verdict != "accepted" {
 		t.Fatalf("%+v", sum.Cases)

@@ -93,6 +93,7 @@ func TestMembersWhoClaimDoneAreNotBelieved(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
+	sc := scriptedFor(t, caseLanguage(t))
 	cases := []struct {
 		name  string
 		files map[string]string
@@ -101,20 +102,20 @@ func TestMembersWhoClaimDoneAreNotBelieved(t *testing.T) {
 		want map[string]string
 	}{
 		{"wrong for a single input, own tests pass",
-			map[string]string{"double.go": wrongFor7, "double_test.go": goodTest}, done,
+			sc.solution(sc.wrongFor7), sc.done,
 			map[string]string{"files": "passed", "tests": "passed", "oracle": "failed", "members": "passed", "usage": "passed"}},
 		{"claims done but wrote nothing",
-			nil, done,
+			nil, sc.done,
 			map[string]string{"files": "failed", "members": "passed"}},
 		{"correct files but the completion reply has prose around it",
-			map[string]string{"double.go": correct, "double_test.go": goodTest}, "All done! " + done,
+			sc.solution(sc.correct), "All done! " + sc.done,
 			map[string]string{"files": "passed", "oracle": "passed", "members": "failed"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := scriptedProvider(t, c.files, c.reply)
 			out := t.TempDir()
-			sum, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"},
+			sum, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"}, Language: sc.language,
 				BaseURL: srv.URL + "/v1", Model: "scripted-model"})
 			if err != nil {
 				t.Fatal(err)
@@ -235,7 +236,7 @@ func TestARetriedServerErrorKeepsSessionsAndRoutingMatched(t *testing.T) {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
 	out := t.TempDir()
-	sum, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"},
+	sum, err := Run(context.Background(), Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t),
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultHTTP500}}})
 	if err != nil {
 		t.Fatal(err)

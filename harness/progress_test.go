@@ -151,11 +151,16 @@ func TestProgressRedactsEveryText(t *testing.T) {
 	}
 }
 
-var (
-	planRunning = regexp.MustCompile(`(?m)^case 1/1 sequential/standard/go: running$`)
-	phaseShown  = regexp.MustCompile(`\| sequential: (\w+) \d+s`)
-	planEnded   = regexp.MustCompile(`(?m)^case 1/1 sequential/standard/go: rejected in \d+\.\ds \(run run-[^)]+\), eta 0s$`)
-)
+var phaseShown = regexp.MustCompile(`\| sequential: (\w+) \d+s`)
+
+// planRunning and planEnded match the plain lines of the one sequential/standard case in language.
+func planRunning(language string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^case 1/1 sequential/standard/` + language + `: running$`)
+}
+
+func planEnded(language string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^case 1/1 sequential/standard/` + language + `: rejected in \d+\.\ds \(run run-[^)]+\), eta 0s$`)
+}
 
 // Plain progress keeps its lines — one when the case starts, one when it ends, now with the ETA —
 // and nothing per phase; a case whose usage a response did not report has unknown tokens, and so
@@ -165,10 +170,11 @@ func TestPlainProgressLinesAndUnknownTokens(t *testing.T) {
 		t.Skip("runs a case; skipped with -short")
 	}
 	var buf bytes.Buffer
-	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Progress: &buf,
+	lang := caseLanguage(t)
+	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: lang, Progress: &buf,
 		ReferenceFaults: []reference.Fault{{Member: "exec-2", Turn: 1, Kind: reference.FaultDropUsage}}})
 	out := buf.String()
-	if !planRunning.MatchString(out) || !planEnded.MatchString(out) || strings.Count(out, "\n") != 2 {
+	if !planRunning(lang).MatchString(out) || !planEnded(lang).MatchString(out) || strings.Count(out, "\n") != 2 {
 		t.Fatalf("plain progress, want exactly the running and the rejected line:\n%s", out)
 	}
 	for _, ph := range []string{PhaseEvidence, PhaseOracle, PhaseFinalize, "eta unknown"} {
@@ -196,7 +202,7 @@ func TestTerminalProgressShowsPhasesAndETA(t *testing.T) {
 		t.Skip("runs a case; skipped with -short")
 	}
 	var buf bytes.Buffer
-	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Progress: &buf, ProgressStyle: ProgressTerminal})
+	sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: caseLanguage(t), Progress: &buf, ProgressStyle: ProgressTerminal})
 	out := buf.String()
 	// The phases as the display showed them, each change once: the files check runs before the
 	// tests, the other checks after the oracle.

@@ -50,7 +50,7 @@ func TestSecretSplitAcrossSSEChunksIsStoredNowhere(t *testing.T) {
 	reply, parts := splitReply(t, secret)
 	out := t.TempDir()
 	var progress bytes.Buffer
-	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Stream: true, Progress: &progress,
+	s := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), Stream: true, Progress: &progress,
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultReplaceReply, Reply: reply}}})
 	c := s.Cases[0]
 	if c.Verdict.Verdict != "rejected" {

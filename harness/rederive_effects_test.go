@@ -18,6 +18,7 @@ import (
 
 	"github.com/assay-audit/assay/runtime"
 	"github.com/assay-audit/assay/runtime/event"
+	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/runtime/tool"
 )
 
@@ -32,15 +33,20 @@ func TestLandedBytesOtherThanTheAskedContentAreRejected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
-	const hollow = "package double\n\nimport \"testing\"\n\nfunc TestDouble(t *testing.T) {}\n"
+	lang := caseLanguage(t)
+	testFile := deliverables(t, lang)[1]
+	hollow := "package double\n\nimport \"testing\"\n\nfunc TestDouble(t *testing.T) {}\n"
+	if lang == reference.LanguagePython {
+		hollow = "def test_double():\n    pass\n"
+	}
 	h := &testHooks{
 		event: rewrite(func(p *event.ToolResult) {
-			if _, ok := p.Files["double_test.go"]; ok && p.MemberID == "exec-1" {
-				p.Files["double_test.go"] = sha256Hex(hollow)
+			if _, ok := p.Files[testFile]; ok && p.MemberID == "exec-1" {
+				p.Files[testFile] = sha256Hex(hollow)
 			}
 		}),
 		afterTeam: func(ctx context.Context, db string) {
-			files, err := filepath.Glob(filepath.Join(filepath.Dir(db), "cases", "*", "exec-1", "double_test.go"))
+			files, err := filepath.Glob(filepath.Join(filepath.Dir(db), "cases", "*", "exec-1", testFile))
 			if err != nil || len(files) != 1 {
 				t.Errorf("member test file: %v %v", files, err)
 				return
@@ -50,7 +56,7 @@ func TestLandedBytesOtherThanTheAskedContentAreRejected(t *testing.T) {
 			}
 		},
 	}
-	mustFail(t, runHooked(t, "sequential", nil, h), "files", "exec-1/double_test.go", "asked")
+	mustFail(t, runHooked(t, "sequential", nil, h), "files", "exec-1/"+testFile, "asked")
 }
 
 // recordedWrites re-derives write_file and edit_file from their arguments, says when it had to take
@@ -178,7 +184,7 @@ func TestAFinishedCasesSessionDoesNotCoverALaterRequest(t *testing.T) {
 		}
 		runs = append(runs, env.runID)
 	}}
-	sum := runMatrix(t, Options{Formations: []string{"sequential", "parallel"}, Concurrency: 1, hooks: h})
+	sum := runMatrix(t, Options{Formations: []string{"sequential", "parallel"}, Language: caseLanguage(t), Concurrency: 1, hooks: h})
 	if len(sum.Cases) != 2 {
 		t.Fatalf("%d cases", len(sum.Cases))
 	}

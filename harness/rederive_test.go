@@ -85,13 +85,13 @@ func claimSuccess(more ...func(runtime.Event) runtime.Event) *testHooks {
 
 func only(h func(runtime.Event) runtime.Event) *testHooks { return &testHooks{event: h} }
 
-// runHooked runs one catalog case with faults and hooks and returns it.
+// runHooked runs one catalog case with faults and hooks, in caseLanguage, and returns it.
 func runHooked(t *testing.T, catalog string, faults []reference.Fault, h *testHooks) CaseResult {
 	t.Helper()
 	if h.checks == nil {
 		h.checks = withoutBuilds
 	}
-	sum := runMatrix(t, Options{Formations: []string{catalog}, ReferenceFaults: faults, hooks: h})
+	sum := runMatrix(t, Options{Formations: []string{catalog}, Language: caseLanguage(t), ReferenceFaults: faults, hooks: h})
 	if len(sum.Cases) != 1 {
 		t.Fatalf("%d cases", len(sum.Cases))
 	}
@@ -121,6 +121,9 @@ func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the matrix once per formation; skipped with -short")
 	}
+	lang := caseLanguage(t)
+	// Both members propose the same files: one group keyed by task, language and deliverables.
+	consensusGroup := "{double/" + lang + "/" + strings.Join(deliverables(t, lang), ",") + ": exec-1, exec-2}"
 	cases := []struct {
 		name, catalog string
 		faults        []reference.Fault
@@ -148,7 +151,7 @@ func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
 		{"consensus agreement recorded as none", "consensus", nil,
 			func() *testHooks {
 				return only(rewrite(func(p *event.ConsensusRound) { p.Agreement, p.Largest = false, 1 }))
-			}, []string{"round 1: the runtime recorded", "largest 1 of 2", "agreement true", "{double/go/double.go,double_test.go: exec-1, exec-2}"}},
+			}, []string{"round 1: the runtime recorded", "largest 1 of 2", "agreement true", consensusGroup}},
 		{"reflection critic's verdict misread", "reflection", nil,
 			func() *testHooks {
 				return only(rewrite(func(p *event.CriticVerdict) {
@@ -224,7 +227,8 @@ func TestAdaptiveSwitchAfterASuccessfulAttemptIsRejected(t *testing.T) {
 		t.Skip("runs the matrix; skipped with -short")
 	}
 	failed := `{"status":"failed","error":"cannot","quality_score":0}`
-	good := `{"status":"done","files":["double.go","double_test.go"],"quality_score":0.9}`
+	files, _ := json.Marshal(deliverables(t, caseLanguage(t)))
+	good := `{"status":"done","files":` + string(files) + `,"quality_score":0.9}`
 	esc := func(s string) []byte { b, _ := json.Marshal(s); return b[1 : len(b)-1] }
 	h := &testHooks{artifact: func(name string, data []byte) []byte {
 		if strings.HasSuffix(name, "-exec-2/1/response") {
@@ -338,7 +342,7 @@ func TestRoutingChecksTheModelThatAnswered(t *testing.T) {
 		t.Skip("runs the matrix; skipped with -short")
 	}
 	run := func(t *testing.T, answered string) CaseResult {
-		sum := runMatrix(t, Options{Formations: []string{"sequential"}, BaseURL: modelRewriter(t, answered), Model: reference.ModelID,
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: caseLanguage(t), BaseURL: modelRewriter(t, answered), Model: reference.ModelID,
 			hooks: &testHooks{checks: withoutBuilds}})
 		return sum.Cases[0]
 	}
@@ -361,7 +365,7 @@ func TestRoutingChecksTheModelThatAnswered(t *testing.T) {
 	})
 	t.Run("a declared alias", func(t *testing.T) {
 		t.Parallel()
-		sum := runMatrix(t, Options{Formations: []string{"sequential"}, BaseURL: modelRewriter(t, "other-name"), Model: reference.ModelID,
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: caseLanguage(t), BaseURL: modelRewriter(t, "other-name"), Model: reference.ModelID,
 			ModelAliases: map[string]string{reference.ModelID: "other-name"}, hooks: &testHooks{checks: withoutBuilds}})
 		if ch := checkByName(sum.Cases[0])["routing"]; ch.Status != statusPassed || !strings.Contains(ch.Detail, "declared alias") {
 			t.Fatalf("routing %s: %s", ch.Status, ch.Detail)
@@ -450,7 +454,7 @@ func TestModeStatusesSayWhatHappened(t *testing.T) {
 	}
 	t.Run("dry_run", func(t *testing.T) {
 		t.Parallel()
-		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Mode: "dry_run", hooks: &testHooks{checks: withoutBuilds}})
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: caseLanguage(t), Mode: "dry_run", hooks: &testHooks{checks: withoutBuilds}})
 		ch := checkByName(sum.Cases[0])["effects"]
 		if ch.Status != statusSimulated || !strings.Contains(ch.Detail, "only simulated (dry_run)") {
 			t.Fatalf("effects %s: %s", ch.Status, ch.Detail)
@@ -463,7 +467,7 @@ func TestModeStatusesSayWhatHappened(t *testing.T) {
 		if err := os.WriteFile(policyPath, []byte("version: 1\ndefault: allow\nrules:\n  - id: writes\n    tools: [write_file]\n    decision: ask\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Mode: "observe", PolicyFile: policyPath, hooks: &testHooks{checks: withoutBuilds}})
+		sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: caseLanguage(t), Mode: "observe", PolicyFile: policyPath, hooks: &testHooks{checks: withoutBuilds}})
 		ch := checkByName(sum.Cases[0])["effects"]
 		if ch.Status != statusNotEnforced || !strings.Contains(ch.Detail, "policy ask") {
 			t.Fatalf("effects %s: %s", ch.Status, ch.Detail)

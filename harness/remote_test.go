@@ -49,7 +49,10 @@ func TestRemoteCaseIsAcceptedWithCommittedReceipts(t *testing.T) {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
 	out := t.TempDir()
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}})
+	lang := caseLanguage(t)
+	// Each member puts its task, language and deliverables: "double/go/double.go,double_test.go" in Go.
+	wantValue := "double/" + lang + "/" + strings.Join(deliverables(t, lang), ",")
+	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: lang})
 	if len(sum.Cases) != 1 || !sum.Accepted() {
 		t.Fatalf("cases %+v", sum.Cases)
 	}
@@ -73,7 +76,7 @@ func TestRemoteCaseIsAcceptedWithCommittedReceipts(t *testing.T) {
 			t.Fatalf("effect %s %s; receipt %+v found %v err %v", e.IdempotencyKey, e.State, rc, found, err)
 		}
 		v, key, found, err := db.Value(t.Context(), "double/"+e.MemberID)
-		if err != nil || !found || key != e.IdempotencyKey || v != "double/go/double.go,double_test.go" {
+		if err != nil || !found || key != e.IdempotencyKey || v != wantValue {
 			t.Fatalf("committed value %q by %q found %v err %v", v, key, found, err)
 		}
 	}
@@ -89,7 +92,7 @@ func TestHTTP500AfterCommitLeavesTheEffectUnknownUntilReconciled(t *testing.T) {
 	}
 	out := t.TempDir()
 	// exec-1's turn 0 writes its files, turn 1 publishes: that PUT commits and is answered 500.
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"},
+	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: caseLanguage(t),
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}})
 	if len(sum.Cases) != 1 {
 		t.Fatalf("cases %+v", sum.Cases)
@@ -141,7 +144,7 @@ func TestEffectsCheckFailsWhenTheBackendContradictsTheEvidence(t *testing.T) {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
 	out := t.TempDir()
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}})
+	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: caseLanguage(t)})
 	if !sum.Accepted() {
 		t.Fatalf("cases %+v", sum.Cases)
 	}
@@ -184,7 +187,7 @@ func TestResumeReconcilesTheUnknownEffectThroughTheReceipt(t *testing.T) {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
 	out := t.TempDir()
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"},
+	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: caseLanguage(t),
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}})
 	first := sum.Cases[0]
 	if first.Verdict.Verdict != "rejected" {

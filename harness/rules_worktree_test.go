@@ -23,6 +23,7 @@ func TestWorktreeVariantsAreRejected(t *testing.T) {
 		t.Skip("git is not installed")
 	}
 	var removed string
+	artifact := deliverables(t, caseLanguage(t))[0] // double.go or double.py, as runHooked runs the case
 	for _, c := range []struct {
 		name string
 		h    *testHooks
@@ -55,10 +56,10 @@ func TestWorktreeVariantsAreRejected(t *testing.T) {
 		}}, []string{"worktrees: exec-3's worktree", "is not a worktree of"}},
 		{"files written outside the member's worktree", &testHooks{afterTeam: func(ctx context.Context, _ string) {
 			other := strings.Replace(removed, "exec-3", "exec-2", 1)
-			if err := os.Rename(filepath.Join(removed, "double.go"), filepath.Join(other, "double3.go")); err != nil {
+			if err := os.Rename(filepath.Join(removed, artifact), filepath.Join(other, "3"+artifact)); err != nil {
 				t.Fatal(err)
 			}
-		}}, []string{"worktrees: exec-3's double.go is not a new file of its worktree"}},
+		}}, []string{"worktrees: exec-3's " + artifact + " is not a new file of its worktree"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.h.duringTeam == nil {
