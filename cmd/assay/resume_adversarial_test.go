@@ -309,7 +309,7 @@ func TestResumeKilledBeforeItsFirstCheckpointCanBeResumed(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	approved := filepath.Join(out, "cases", run, "exec-1", "double_test.go")
+	approved := filepath.Join(out, "cases", run, "exec-1", caseFile(caseLanguage(t), true))
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if _, err := os.Stat(approved); err == nil {
