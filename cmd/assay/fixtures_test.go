@@ -13,7 +13,7 @@ import (
 )
 
 // Expensive fixtures are made once per test binary and shared: a matrix run takes tens of seconds
-// (it builds and tests Go code per member), and several tests only read what one leaves. A test
+// (it builds and tests member code), and several tests only read what one leaves. A test
 // that changes a fixture works on a copy (copyTree).
 
 // fixtureRoot holds the shared fixtures; TestMain creates it and removes it after the tests.
@@ -31,7 +31,7 @@ type memo[T any] struct {
 func (m *memo[T]) get(t *testing.T, make func(t *testing.T) T) T {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("end-to-end matrix runs build and run Go code; skipped with -short")
+		t.Skip("end-to-end matrix runs build and run member code; skipped with -short")
 	}
 	m.once.Do(func() {
 		// t.Fatal in make ends the goroutine before the assignment below: err stays.
