@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/assay-audit/assay/internal/browsertest"
+	"github.com/assay-audit/assay/oracle"
 )
 
 // Expensive fixtures are made once per test binary and shared: a matrix run takes tens of seconds
-// (it builds and tests Go code per member), and several tests only read what one leaves. A test
+// (it builds and tests member code), and several tests only read what one leaves. A test
 // that changes a fixture works on a copy (copyTree).
 
 // fixtureRoot holds the shared fixtures; TestMain creates it and removes it after the tests.
@@ -27,7 +31,7 @@ type memo[T any] struct {
 func (m *memo[T]) get(t *testing.T, make func(t *testing.T) T) T {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("end-to-end matrix runs build and run Go code; skipped with -short")
+		t.Skip("end-to-end matrix runs build and run member code; skipped with -short")
 	}
 	m.once.Do(func() {
 		// t.Fatal in make ends the goroutine before the assignment below: err stays.
@@ -50,8 +54,52 @@ func fixtureDir(name string) string {
 	return dir
 }
 
-// defaultMatrix is the default `assay matrix run` (sequential and parallel on the standard Go
-// profile, reference provider, table format) into its own output directory, with its result.
+// pythonProbe is oracle.FindPython(ctx, true), run once per test binary: the probe starts python3.
+var pythonProbe struct {
+	once sync.Once
+	err  error
+}
+
+// caseLanguage is the --language for a matrix case in a test whose subject is not the Go path (a
+// trace rule, evidence, resume, replay, reports, usage...): "python" when python3 with pytest is
+// found — its standard profile keeps go/standard's two files per implementing member at about a
+// third of the CPU (no go test or go build links a binary) — else "go", said with t.Log, so the test
+// still runs on a machine without pytest. Under ASSAY_REQUIRE_TOOLS a missing pytest fails the
+// test instead. Go stays covered end to end by the harness's catalog test and by the tests whose
+// subject is Go, which run "go" themselves.
+func caseLanguage(t *testing.T) string {
+	t.Helper()
+	pythonProbe.once.Do(func() {
+		_, pythonProbe.err = oracle.FindPython(context.Background(), true)
+	})
+	if pythonProbe.err == nil {
+		return "python"
+	}
+	if _, required := os.LookupEnv(browsertest.RequireEnv); required {
+		t.Fatalf("python3 with pytest is required (%s is set): %v", browsertest.RequireEnv, pythonProbe.err)
+	}
+	t.Logf("no python3 with pytest (%v): the matrix case runs in Go", pythonProbe.err)
+	return "go"
+}
+
+// caseFile is a member's deliverable or test file for language: "double.go" and "double_test.go"
+// in Go, "double.py" and "test_double.py" in Python (profile standard).
+func caseFile(language string, test bool) string {
+	switch {
+	case language == "python" && test:
+		return "test_double.py"
+	case language == "python":
+		return "double.py"
+	case test:
+		return "double_test.go"
+	default:
+		return "double.go"
+	}
+}
+
+// defaultMatrix is the default `assay matrix run` (sequential and parallel on the standard
+// profile, reference provider, table format) in caseLanguage's language into its own output
+// directory, with its result.
 type defaultMatrix struct {
 	out string
 	r   result
@@ -65,7 +113,7 @@ func defaultMatrixRun(t *testing.T) defaultMatrix {
 	t.Helper()
 	return sharedDefaultMatrix.get(t, func(t *testing.T) defaultMatrix {
 		out := filepath.Join(fixtureDir("matrix"), "out")
-		return defaultMatrix{out: out, r: runCLI(t, "matrix", "run", "--out", out)}
+		return defaultMatrix{out: out, r: runCLI(t, "matrix", "run", "--out", out, "--language", caseLanguage(t))}
 	})
 }
 

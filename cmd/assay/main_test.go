@@ -166,7 +166,7 @@ func TestMatrixRunWithoutUsageIsNotAccepted(t *testing.T) {
 	}
 	out := t.TempDir()
 	r := runCLI(t, "matrix", "run", "--out", out, "--formations", "sequential", "--format", "json",
-		"--reference-fault", "exec-2:1:drop_usage")
+		"--language", caseLanguage(t), "--reference-fault", "exec-2:1:drop_usage")
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1 (case not accepted)\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -57,7 +57,8 @@ func TestMatrixRunRejectedCaseNamesEveryFailedCheck(t *testing.T) {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
 	out := t.TempDir()
-	r := runCLI(t, "matrix", "run", "--out", out, "--formations", "reflection", "--format", "json",
+	language := caseLanguage(t)
+	r := runCLI(t, "matrix", "run", "--out", out, "--formations", "reflection", "--format", "json", "--language", language,
 		"--reference-fault", "critic:1:replace_reply:{\"verdict\":\"maybe\",\"feedback\":\"x\"}")
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
@@ -72,7 +73,7 @@ func TestMatrixRunRejectedCaseNamesEveryFailedCheck(t *testing.T) {
 			t.Fatalf("rejection does not name %s:\n%s", check, reasons)
 		}
 	}
-	oneLine(t, result{stderr: lastLine(r.stderr)}, "reflection/standard/go rejected")
+	oneLine(t, result{stderr: lastLine(r.stderr)}, "reflection/standard/"+language+" rejected")
 }
 
 // matrixRun runs `assay matrix run` with h (OutDir set by the caller) and format.
@@ -122,7 +123,7 @@ func TestMatrixRunReadsZeroToolCallBudgetsAsTheDefaults(t *testing.T) {
 		t.Skip("runs the matrix; skipped with -short")
 	}
 	out := t.TempDir()
-	r := matrixRun(t, harness.Options{OutDir: out, Formations: []string{"sequential"}, MemberToolCalls: 0, TeamToolCalls: 0, RequestTimeout: 0}, "")
+	r := matrixRun(t, harness.Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), MemberToolCalls: 0, TeamToolCalls: 0, RequestTimeout: 0}, "")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

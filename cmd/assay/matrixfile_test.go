@@ -86,13 +86,15 @@ func TestMatrixFileTwoProvidersThreeCasesRepeatTwo(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
+	// The subject is the matrix file's cells, not the Go path: the cases run in caseLanguage's
+	// language, still 2 providers x 3 cases x repeat 2 = 12 cases on the standard profile.
 	file := writeFile(t, dir, "matrix.yaml", `
 providers:
   - {name: ref-a, reference: true, model: ref-model-a}
   - {name: ref-b, model: ref-model-b}
 cases: [sequential, pipeline, parallel]
 tasks: [double]
-languages: [go]
+languages: [`+caseLanguage(t)+`]
 profiles: [standard]
 repeat: 2
 `)

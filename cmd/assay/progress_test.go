@@ -42,7 +42,8 @@ func TestMatrixRunOnATerminalShowsPhasesETAAndSummaryAndKeepsStdoutJSON(t *testi
 	}()
 	var stdout bytes.Buffer
 	out := t.TempDir()
-	h := harness.Options{OutDir: out, Formations: []string{"sequential"}}
+	language := caseLanguage(t)
+	h := harness.Options{OutDir: out, Formations: []string{"sequential"}, Language: language}
 	runErr := runMatrixRun(context.Background(), &MatrixRunOptions{IO: IOStreams{Out: &stdout, ErrOut: tty}, Harness: h, Format: "json"})
 	tty.Close()
 	if err := <-read; err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
@@ -67,7 +68,7 @@ func TestMatrixRunOnATerminalShowsPhasesETAAndSummaryAndKeepsStdoutJSON(t *testi
 	}
 
 	for _, want := range []string{"eta unknown | sequential: team", "sequential: oracle", "sequential: finalize",
-		"case 1/1 sequential/standard/go: accepted in",
+		"case 1/1 sequential/standard/" + language + ": accepted in",
 		"summary:  1 case(s): 1 accepted; wall ",
 		fmt.Sprintf("tokens:   %d prompt, %d completion", *tt.Tokens.PromptTokens, *tt.Tokens.CompletionTokens),
 		"evidence: " + filepath.Join(out, "evidence.duckdb"), "report:   " + filepath.Join(out, "reports")} {

@@ -25,7 +25,7 @@ func TestReconcileLookupResolvesTheHTTP500AfterCommitFault(t *testing.T) {
 	out := t.TempDir()
 	r := call(t, "", func(ctx context.Context, io IOStreams) error {
 		return runMatrixRun(ctx, &MatrixRunOptions{IO: io, Format: "json", Harness: harness.Options{OutDir: out,
-			Formations: []string{"sequential+remote"}, ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}}})
+			Formations: []string{"sequential+remote"}, Language: caseLanguage(t), ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}}})
 	})
 	if r.code != 1 {
 		t.Fatalf("matrix run: exit %d, want 1 (rejected)\n%s", r.code, r.stderr)

@@ -49,7 +49,7 @@ func TestReplayVerifyExitCodes(t *testing.T) {
 		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
 	}
 	out := t.TempDir()
-	if r := runCLI(t, "matrix", "run", "--formations", "sequential", "--out", out); r.code != 0 {
+	if r := runCLI(t, "matrix", "run", "--formations", "sequential", "--out", out, "--language", caseLanguage(t)); r.code != 0 {
 		t.Fatalf("matrix run: exit %d: %s", r.code, r.stderr)
 	}
 	r := runCLI(t, "replay", "verify", "--latest", "--out", out, "--format", "json")

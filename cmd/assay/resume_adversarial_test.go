@@ -20,16 +20,23 @@ import (
 // first write, and again at each later one.
 const askExec2 = "version: 1\ndefault: allow\nrules:\n  - id: ask-exec2\n    members: [\"exec-2\"]\n    access: [write]\n    decision: ask\n"
 
-// pausedSequential runs the sequential case under askExec2 (plus extra flags) and returns the
+// pausedSequential runs the sequential case in Go under askExec2 (plus extra flags) and returns the
 // output directory, the policy path and the paused run.
 func pausedSequential(t *testing.T, extra ...string) (out, pol, run string) {
+	t.Helper()
+	return pausedSequentialIn(t, "go", extra...)
+}
+
+// pausedSequentialIn is pausedSequential in language.
+func pausedSequentialIn(t *testing.T, language string, extra ...string) (out, pol, run string) {
 	t.Helper()
 	dir := t.TempDir()
 	out, pol = filepath.Join(dir, "out"), filepath.Join(dir, "ask.yaml")
 	if err := os.WriteFile(pol, []byte(askExec2), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, append([]string{"matrix", "run", "--formations", "sequential", "--policy", pol, "--out", out, "--format", "json"}, extra...)...)
+	r := runCLI(t, append([]string{"matrix", "run", "--formations", "sequential", "--policy", pol, "--out", out, "--format", "json",
+		"--language", language}, extra...)...)
 	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || len(sum.Cases) != 1 || !sum.Cases[0].Paused {
 		t.Fatalf("want one paused case: exit %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
@@ -126,7 +133,7 @@ func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
-	out, pol, run := pausedSequential(t)
+	out, pol, run := pausedSequentialIn(t, caseLanguage(t))
 	db, err := sql.Open("duckdb", filepath.Join(out, "evidence.duckdb"))
 	if err != nil {
 		t.Fatal(err)
@@ -186,8 +193,14 @@ func TestRefusedResumeLeavesTheCaseDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
-	out, pol, run := pausedSequential(t)
-	gomod := filepath.Join(out, "cases", run, "exec-1", "go.mod")
+	language := caseLanguage(t)
+	out, pol, run := pausedSequentialIn(t, language)
+	// A file in a member's directory (go.mod in Go, the deliverable in Python) that a refused resume must not rewrite.
+	planted := "go.mod"
+	if language != "go" {
+		planted = caseFile(language, false)
+	}
+	gomod := filepath.Join(out, "cases", run, "exec-1", planted)
 	if err := os.WriteFile(gomod, []byte("module member/wrote/this\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +322,7 @@ func TestResumeKilledBeforeItsFirstCheckpointCanBeResumed(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	approved := filepath.Join(out, "cases", run, "exec-1", "double_test.go")
+	approved := filepath.Join(out, "cases", run, "exec-1", caseFile(caseLanguage(t), true))
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if _, err := os.Stat(approved); err == nil {

@@ -18,18 +18,22 @@ import (
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
 
-// askTests sends exec-1's write of double_test.go to an approver.
-const askTests = `version: 1
+// askTests is the policy that sends exec-1's write of its test file in language (double_test.go,
+// test_double.py: caseFile) to an approver.
+func askTests(language string) string {
+	return `version: 1
 default: allow
 rules:
   - id: tests-need-approval
     tools: [write_file]
     members: [exec-1]
-    paths: [double_test.go]
+    paths: [` + caseFile(language, true) + `]
     decision: ask
 `
+}
 
-// pausedRun runs case name with the ask policy and returns the output directory, the policy path
+// pausedRun runs case name in caseLanguage's language (the subject is resume, not the Go path)
+// with the ask policy and returns the output directory, the policy path
 // and the paused run's id.
 func pausedRun(t *testing.T, name string) (out, policyPath, runID string) {
 	t.Helper()
@@ -42,10 +46,12 @@ func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string,
 	t.Helper()
 	out = filepath.Join(dir, "out")
 	policyPath = filepath.Join(dir, "ask.yaml")
-	if err := os.WriteFile(policyPath, []byte(askTests), 0o644); err != nil {
+	language := caseLanguage(t)
+	if err := os.WriteFile(policyPath, []byte(askTests(language)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = runCLI(t, "matrix", "run", "--formations", name, "--policy", policyPath, "--out", out, "--format", "json")
+	r = runCLI(t, "matrix", "run", "--formations", name, "--policy", policyPath, "--out", out, "--format", "json",
+		"--language", language)
 	if r.code != 1 {
 		t.Fatalf("paused run: exit %d, want 1\n%s", r.code, r.stderr)
 	}
@@ -257,7 +263,7 @@ func TestResumeRefusals(t *testing.T) {
 	before := len(runsOf(t, out))
 
 	other := filepath.Join(filepath.Dir(policyPath), "other.yaml")
-	if err := os.WriteFile(other, []byte(askTests+"  - id: extra\n    tools: [read_file]\n    decision: allow\n"), 0o644); err != nil {
+	if err := os.WriteFile(other, []byte(askTests(caseLanguage(t))+"  - id: extra\n    tools: [read_file]\n    decision: allow\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "resume", run, "--out", out, "--policy", other)
@@ -306,7 +312,7 @@ func TestResumeRefusals(t *testing.T) {
 	if !cr.Paused {
 		t.Fatalf("a stale approval did not leave the run paused: %+v", cr)
 	}
-	if _, err := os.Stat(filepath.Join(out, "cases", run, "exec-1", "double_test.go")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, "cases", run, "exec-1", caseFile(caseLanguage(t), true))); !os.IsNotExist(err) {
 		t.Fatalf("the call under a stale approval was dispatched: %v", err)
 	}
 
@@ -321,7 +327,7 @@ func TestResumeRefusals(t *testing.T) {
 	}
 
 	// A completed run, and a case whose formation does not resume.
-	done := runCLI(t, "matrix", "run", "--formations", "debate", "--out", out, "--format", "json")
+	done := runCLI(t, "matrix", "run", "--formations", "debate", "--out", out, "--format", "json", "--language", caseLanguage(t))
 	var sum summaryJSON
 	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil {
 		t.Fatalf("%v: %s", err, done.stderr)
@@ -330,7 +336,7 @@ func TestResumeRefusals(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "does not resume durably") {
 		t.Fatalf("resume of a debate run: exit %d: %s", r.code, r.stderr)
 	}
-	done = runCLI(t, "matrix", "run", "--formations", "pipeline", "--out", out, "--format", "json")
+	done = runCLI(t, "matrix", "run", "--formations", "pipeline", "--out", out, "--format", "json", "--language", caseLanguage(t))
 	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil {
 		t.Fatalf("%v: %s", err, done.stderr)
 	}

@@ -451,7 +451,8 @@ func TestVerifyCatchesEditsOfEverythingAVerdictRestsOn(t *testing.T) {
 		t.Skip("runs a matrix case on the reference provider; skipped with -short")
 	}
 	src := filepath.Join(t.TempDir(), "out")
-	if r := runCLI(t, "matrix", "run", "--formations", "sequential+remote", "--out", src); r.code != 0 {
+	language := caseLanguage(t)
+	if r := runCLI(t, "matrix", "run", "--formations", "sequential+remote", "--out", src, "--language", language); r.code != 0 {
 		t.Fatalf("matrix run: %d %s", r.code, r.stderr)
 	}
 	if r := runCLI(t, "verify", "--out", src); r.code != 0 {
@@ -509,11 +510,11 @@ func TestVerifyCatchesEditsOfEverythingAVerdictRestsOn(t *testing.T) {
 			}
 		}, 1, "missing_payload", "receipts records"},
 		{"case file edited on disk", func(t *testing.T, out string) {
-			files, _ := filepath.Glob(filepath.Join(out, "cases", "*", "exec-1", "double.go"))
+			files, _ := filepath.Glob(filepath.Join(out, "cases", "*", "exec-1", caseFile(language, false)))
 			if len(files) != 1 {
 				t.Fatalf("case files %v", files)
 			}
-			if err := os.WriteFile(files[0], []byte("package double\n"), 0o644); err != nil {
+			if err := os.WriteFile(files[0], []byte("# edited\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, 0, "ok", "working copy differs"},
