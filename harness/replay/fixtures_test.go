@@ -14,6 +14,7 @@ import (
 
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/internal/testlang"
 	"github.com/assay-audit/assay/internal/testroot"
 	"github.com/assay-audit/assay/runtime/event"
 	"github.com/assay-audit/assay/runtime/provider/reference"
@@ -21,6 +22,9 @@ import (
 
 // Fixtures are matrix runs on the embedded reference provider, each made once per test binary
 // in a directory of its own, and copied for every test that writes (a replay records a run).
+// They run in Python where pytest is found (testlang.Cheap): no test here is about the Go path, and
+// replaying a run re-runs its checks, so a Go fixture would pay go test and go build twice. The Go
+// path is covered by harness's catalog test; without pytest the fixtures run in Go.
 
 var fixtureRoot string
 
@@ -42,7 +46,8 @@ var (
 const policyAllowAll = "version: 1\ndefault: allow\nrules: []\n"
 
 // build returns the named fixture, making it on first use: each element of sets is one matrix run
-// (harness.Run) into the same output directory, in order, and extra runs after them.
+// (harness.Run) into the same output directory, in order, and extra runs after them; a set that
+// names no language runs in testlang.Cheap's.
 func build(t *testing.T, name string, sets ...harness.Options) *fixture {
 	t.Helper()
 	if testing.Short() {
@@ -56,6 +61,9 @@ func build(t *testing.T, name string, sets ...harness.Options) *fixture {
 	f := &fixture{out: filepath.Join(fixtureRoot, name)}
 	for _, o := range sets {
 		o.OutDir = f.out
+		if o.Language == "" {
+			o.Language = testlang.Cheap(t)
+		}
 		sum, err := harness.Run(context.Background(), o)
 		if err != nil {
 			t.Fatalf("fixture %s: %v", name, err)
