@@ -1,39 +1,17 @@
 package harness
 
 import (
-	"context"
-	"os"
-	"sync"
 	"testing"
 
-	"github.com/assay-audit/assay/oracle"
+	"github.com/assay-audit/assay/internal/testlang"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/tasks"
 )
 
-// pytestProbe finds a Python with pytest once per test binary: the probe starts a subprocess.
-var pytestProbe = sync.OnceValue(func() error {
-	_, err := oracle.FindPython(context.Background(), true)
-	return err
-})
-
-// caseLanguage is the language a test whose subject is not the Go path runs its matrix cases in:
-// "python" (a standard-profile Python case costs about a third of the CPU of a Go one: no member
-// `go test` or oracle `go build` links a binary) when a Python with pytest is found, else "go",
-// logged, so the test still runs and asserts on a machine without pytest. Under ASSAY_REQUIRE_TOOLS
-// a missing pytest fails the test instead. Go cases stay covered by
+// caseLanguage is the language a test whose subject is not the Go path runs its matrix cases in
+// (testlang.Cheap: Python where pytest is found, else Go). Go cases stay covered by
 // TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider and the custom-task tests.
-func caseLanguage(t testing.TB) string {
-	t.Helper()
-	if err := pytestProbe(); err != nil {
-		if os.Getenv("ASSAY_REQUIRE_TOOLS") != "" {
-			t.Fatalf("python3 with pytest is required (ASSAY_REQUIRE_TOOLS is set): apt-get install -y python3-pytest: %v", err)
-		}
-		t.Logf("no python3 with pytest (%v): running the case in go", err)
-		return reference.LanguageGo
-	}
-	return reference.LanguagePython
-}
+func caseLanguage(t testing.TB) string { return testlang.Cheap(t) }
 
 // deliverables are an implementing member's files in the default task for language and the
 // standard profile, artifact first: double.go, double_test.go in Go; double.py, test_double.py

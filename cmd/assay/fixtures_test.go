@@ -1,15 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/assay-audit/assay/internal/browsertest"
-	"github.com/assay-audit/assay/oracle"
+	"github.com/assay-audit/assay/internal/testlang"
 )
 
 // Expensive fixtures are made once per test binary and shared: a matrix run takes tens of seconds
@@ -54,33 +52,9 @@ func fixtureDir(name string) string {
 	return dir
 }
 
-// pythonProbe is oracle.FindPython(ctx, true), run once per test binary: the probe starts python3.
-var pythonProbe struct {
-	once sync.Once
-	err  error
-}
-
-// caseLanguage is the --language for a matrix case in a test whose subject is not the Go path (a
-// trace rule, evidence, resume, replay, reports, usage...): "python" when python3 with pytest is
-// found — its standard profile keeps go/standard's two files per implementing member at about a
-// third of the CPU (no go test or go build links a binary) — else "go", said with t.Log, so the test
-// still runs on a machine without pytest. Under ASSAY_REQUIRE_TOOLS a missing pytest fails the
-// test instead. Go stays covered end to end by the harness's catalog test and by the tests whose
-// subject is Go, which run "go" themselves.
-func caseLanguage(t *testing.T) string {
-	t.Helper()
-	pythonProbe.once.Do(func() {
-		_, pythonProbe.err = oracle.FindPython(context.Background(), true)
-	})
-	if pythonProbe.err == nil {
-		return "python"
-	}
-	if _, required := os.LookupEnv(browsertest.RequireEnv); required {
-		t.Fatalf("python3 with pytest is required (%s is set): %v", browsertest.RequireEnv, pythonProbe.err)
-	}
-	t.Logf("no python3 with pytest (%v): the matrix case runs in Go", pythonProbe.err)
-	return "go"
-}
+// caseLanguage is the language a test whose subject is not the Go path runs its matrix case in
+// (testlang.Cheap: Python where pytest is found, else Go).
+func caseLanguage(t *testing.T) string { return testlang.Cheap(t) }
 
 // caseFile is a member's deliverable or test file for language: "double.go" and "double_test.go"
 // in Go, "double.py" and "test_double.py" in Python (profile standard).
