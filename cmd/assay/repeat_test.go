@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -32,16 +31,7 @@ func TestMatrixRunRepeatFlagRunsEachRepeatAsItsOwnCase(t *testing.T) {
 	if len(sum.Cases) != 2 || !sum.Accepted() {
 		t.Fatalf("%d cases, accepted %v; want 2 accepted", len(sum.Cases), sum.Accepted())
 	}
-	ctx := context.Background()
-	store, err := evidence.Open(ctx, filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs, err := store.Runs(ctx)
-	store.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs := storeRuns(t, out)
 	var repeats []int
 	for _, run := range runs {
 		if run.Verdict == nil || run.Verdict.Verdict != evidence.VerdictAccepted || run.Envelope.Case != "sequential" {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/internal/browsertest"
 )
@@ -36,15 +35,7 @@ func checkReportInChromium(t *testing.T, out string) {
 	if !slices.Equal(names, want) {
 		t.Errorf("case rows %v, want one per catalog case %v", names, want)
 	}
-	store, err := evidence.Open(ctx, filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs, err := store.Runs(ctx)
-	store.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs := storeRuns(t, out)
 	for _, r := range runs {
 		shown, err := browsertest.Eval[map[string]string](p, `Object.fromEntries([...document.querySelectorAll('section.case[data-run="`+r.RunID+
 			`"] tr.check')].map(r => [r.dataset.check, r.querySelector(".status").textContent]))`)

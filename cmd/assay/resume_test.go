@@ -118,7 +118,9 @@ func awaiting(t *testing.T, out, run string) (call, hash string) {
 	return call, hash
 }
 
-func runsOf(t *testing.T, out string) map[string]evidence.RunSummary {
+// storeRuns is every run of the store in out (its evidence.duckdb, opened read-only), as
+// evidence.Store.Runs lists them.
+func storeRuns(t *testing.T, out string) []evidence.RunSummary {
 	t.Helper()
 	store, err := evidence.Open(context.Background(), filepath.Join(out, "evidence.duckdb"), evidence.OpenOptions{ReadOnly: true})
 	if err != nil {
@@ -129,8 +131,13 @@ func runsOf(t *testing.T, out string) map[string]evidence.RunSummary {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runs
+}
+
+func runsOf(t *testing.T, out string) map[string]evidence.RunSummary {
+	t.Helper()
 	m := map[string]evidence.RunSummary{}
-	for _, r := range runs {
+	for _, r := range storeRuns(t, out) {
 		m[r.RunID] = r
 	}
 	return m

@@ -459,20 +459,7 @@ func TestConcurrentRequests(t *testing.T) {
 				model, stream = "sse-usage", true
 			}
 			content := strings.Repeat("x", i+1) // prompt_tokens = i+1
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.URL()+"/v1/chat/completions",
-				strings.NewReader(chatBody(model, stream, content)))
-			if err != nil {
-				errs <- err
-				return
-			}
-			req.Header.Set(DefaultSessionHeader, session)
-			resp, err := rawClient().Do(req)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer resp.Body.Close()
-			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			if err := postChat(t.Context(), g.URL(), session, chatBody(model, stream, content)); err != nil {
 				errs <- err
 			}
 		})
@@ -527,21 +514,7 @@ func TestUsageSeenRightAfterResponseEnds(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				session := fmt.Sprintf("seen-%d-%d", c, i)
-				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.URL()+"/v1/chat/completions",
-					strings.NewReader(chatBody("sse-usage", true, "12345")))
-				if err != nil {
-					errs <- err
-					return
-				}
-				req.Header.Set(DefaultSessionHeader, session)
-				resp, err := rawClient().Do(req)
-				if err != nil {
-					errs <- err
-					return
-				}
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil {
+				if err := postChat(t.Context(), g.URL(), session, chatBody("sse-usage", true, "12345")); err != nil {
 					errs <- err
 					return
 				}
@@ -1158,4 +1131,21 @@ func TestUntilServesTheRecordsAsTheyStoodThen(t *testing.T) {
 	if u, err := g.Usage(t.Context(), "run-1-a"); err != nil || u.Requests != 1 {
 		t.Fatalf("usage as of the first request: %+v %v", u, err)
 	}
+}
+
+// postChat posts body to the gateway at base as a chat completion of session (DefaultSessionHeader)
+// and reads the whole response.
+func postChat(ctx context.Context, base, session, body string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(DefaultSessionHeader, session)
+	resp, err := rawClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
 }
