@@ -88,7 +88,7 @@ func oneLine(t *testing.T, r result, want string) {
 
 func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
+		t.Skip("the end-to-end matrix builds and runs member code (see caseLanguage); skipped with -short")
 	}
 	// The shared default run: its store is read here, never written (the refused write below
 	// checks exactly that).
@@ -162,7 +162,7 @@ func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
 func TestMatrixRunWithoutUsageIsNotAccepted(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
+		t.Skip("the end-to-end matrix builds and runs member code (see caseLanguage); skipped with -short")
 	}
 	out := t.TempDir()
 	r := runCLI(t, "matrix", "run", "--out", out, "--formations", "sequential", "--format", "json",

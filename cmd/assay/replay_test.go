@@ -46,7 +46,7 @@ func TestReplayVerifyExitCodes(t *testing.T) {
 		oneLine(t, r, c.want)
 	}
 	if testing.Short() {
-		t.Skip("the end-to-end matrix builds and runs Go code; skipped with -short")
+		t.Skip("the end-to-end matrix builds and runs member code (see caseLanguage); skipped with -short")
 	}
 	out := t.TempDir()
 	if r := runCLI(t, "matrix", "run", "--formations", "sequential", "--out", out, "--language", caseLanguage(t)); r.code != 0 {
