@@ -103,39 +103,6 @@ func runMatrix(t *testing.T, opts Options) Summary {
 	return sum
 }
 
-func TestEveryCatalogCaseIsAcceptedOnTheReferenceProvider(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds and runs member code for 30 members per combination; skipped with -short")
-	}
-	// The whole grid (every case in each language × profile) is four runs of every case: this test
-	// runs go/standard, the CLI's test python/single-file, so every case runs in both languages and
-	// both profiles in the default test run; -tags grid adds python/standard here and go/single-file
-	// there (.ci/run runs it).
-	for _, c := range append([]gridCombination{{"go", "standard"}}, gridExtra...) {
-		t.Run(c.language+"/"+c.profile, func(t *testing.T) {
-			var progress strings.Builder
-			sum := runMatrix(t, Options{Formations: []string{"all"}, Language: c.language, Profile: c.profile, Concurrency: 2, Progress: &progress})
-			if len(sum.Cases) != len(Catalog()) || !sum.Accepted() {
-				for _, cr := range sum.Cases {
-					if cr.Verdict.Verdict != "accepted" {
-						t.Errorf("%s: %s %v", cr.Case, cr.Verdict.Verdict, cr.Verdict.Reasons)
-					}
-				}
-				t.Fatalf("%d cases, accepted %v", len(sum.Cases), sum.Accepted())
-			}
-			for i, cr := range sum.Cases {
-				if cr.Catalog != CatalogNames()[i] || cr.Language != c.language || cr.Profile != c.profile || cr.Timings["team"] <= 0 {
-					t.Fatalf("case %d: %s %s %s %s timings %v", i, cr.Catalog, cr.Language, cr.Profile, cr.Verdict.Verdict, cr.Timings)
-				}
-			}
-			if n := strings.Count(progress.String(), ": accepted in "); n != len(Catalog()) {
-				t.Fatalf("%d progress lines for accepted cases:\n%s", n, progress.String())
-			}
-		})
-	}
-}
-
 func checkByName(cr CaseResult) map[string]evidence.Check {
 	m := map[string]evidence.Check{}
 	for _, c := range cr.Checks {

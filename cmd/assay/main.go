@@ -38,10 +38,12 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes the command line and returns the exit code, printing any error as one line.
+// run executes the command line and returns the exit code, printing any error as one line. args
+// are the arguments after the program name; nil means none (never the process's own os.Args,
+// which cobra would read for a nil slice).
 func run(ctx context.Context, args []string, io IOStreams) int {
 	root := NewCmdRoot(io)
-	root.SetArgs(args)
+	root.SetArgs(append([]string{}, args...))
 	return report(io.ErrOut, root.ExecuteContext(ctx))
 }
 

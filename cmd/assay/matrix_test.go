@@ -17,9 +17,9 @@ func TestMatrixRunAllAcceptsEveryCaseThroughTheCLI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every catalog case, building and running member code; skipped with -short")
 	}
-	// The harness's test runs go/standard, this one python/single-file: every case in both languages
-	// and both profiles. -tags grid adds go/single-file here and python/standard there, the rest of
-	// the grid (.ci/run runs it).
+	// Every catalog case once in the default test run, in python/single-file; the shared default run
+	// (defaultMatrixRun) is the main job's own go/standard. -tags grid adds go/single-file here and
+	// go/standard and python/standard in the harness: the whole grid (.ci/run runs it).
 	for _, c := range append([]gridCombination{{"python", "single-file"}}, gridExtra...) {
 		t.Run(c.language+"/"+c.profile, func(t *testing.T) {
 			out := t.TempDir()

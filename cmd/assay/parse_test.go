@@ -26,7 +26,7 @@ func parse[T any](t *testing.T, build func(IOStreams, func(context.Context, *T) 
 	root := newRoot(io)
 	root.AddCommand(build(io, func(_ context.Context, o *T) error { got = o; return nil }))
 	finishTree(root)
-	root.SetArgs(args)
+	root.SetArgs(append([]string{}, args...))
 	return got, exitCode(root.Execute())
 }
 
