@@ -174,6 +174,7 @@ func TestPolicyAsksAndExactApprovalsLetTheMatrixThrough(t *testing.T) {
 // --mode dry_run simulates every write: the envelope says dry_run, every write outcome is
 // labelled simulated, nothing is written, and the store finalizes the case non_certifiable.
 func TestDryRunIsSimulatedAndNonCertifiable(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
@@ -214,6 +215,7 @@ func TestDryRunIsSimulatedAndNonCertifiable(t *testing.T) {
 // A team tool-call budget of one: the first write dispatches, the second is refused before dispatch
 // (recorded as a refusal naming the exhausted budget, nothing written), and the case is rejected.
 func TestTeamToolCallBudgetRefusesCallsBeyondIt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

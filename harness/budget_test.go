@@ -162,6 +162,7 @@ func budgetEvents(t *testing.T, evs []evidence.StoredEvent) (refused []map[strin
 // once the first response's tokens are charged: one request on the wire, the case rejected with
 // the members check naming the team token budget, and the limits in boundary_configured.
 func TestTeamTokenBudgetRefusesTheSecondRequest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

@@ -33,6 +33,7 @@ func statesOf(t *testing.T, q EffectsQuery) map[string]string {
 }
 
 func TestEffectsEstablishesEachStateFromTheEvidence(t *testing.T) {
+	t.Parallel()
 	path := effectstest.Store(t, true)
 	want := map[string]string{"call_1": "succeeded", "call_2": "unknown", "call_3": "awaiting_approval", "call_4": "failed"}
 	for _, q := range []EffectsQuery{{StorePath: path}, {StorePath: path, Runs: []string{fixtureRun}}} {
@@ -221,6 +222,7 @@ func TestReconcileLookupResolvesOnlyThroughTheEffectsReceipt(t *testing.T) {
 }
 
 func TestApprovalBindsExactlyThePendingCall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := effectstest.Store(t, true)
 	file := filepath.Join(t.TempDir(), "approvals.json")
@@ -301,6 +303,7 @@ func TestApprovalBindsExactlyThePendingCall(t *testing.T) {
 }
 
 func TestPrepareApprovalRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := effectstest.Store(t, true)
 	for _, c := range []struct {

@@ -123,6 +123,7 @@ func TestARuntimeIgnoringAFormationOptionIsRejected(t *testing.T) {
 
 // A case run with a formation option the checks follow is accepted when the runtime follows it.
 func TestAFormationOptionTheRuntimeFollowsIsAccepted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a matrix case; skipped with -short")
 	}
@@ -137,6 +138,7 @@ func TestAFormationOptionTheRuntimeFollowsIsAccepted(t *testing.T) {
 // before execution. (The matrix's pre-flight refuses such a setting through the runtime's own
 // validation; this is the independent check for a runtime whose validation let it through.)
 func TestATreeDeeperThanMaxDepthThatRanIsRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a matrix case; skipped with -short")
 	}

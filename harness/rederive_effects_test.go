@@ -30,6 +30,7 @@ func sha256Hex(s string) string {
 // A runtime that lands other bytes than the call asked for (and observes what it landed): the files
 // check re-derives the file from the asked content, not from the runtime's observation.
 func TestLandedBytesOtherThanTheAskedContentAreRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
@@ -171,6 +172,7 @@ func TestReceiptsNoRecordedIntentAccountsForAreRejected(t *testing.T) {
 // A request sent under a finished case's session while a later case runs is the later case's stray
 // request: the earlier case's window is closed and its checks have run.
 func TestAFinishedCasesSessionDoesNotCoverALaterRequest(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
@@ -197,6 +199,7 @@ func TestAFinishedCasesSessionDoesNotCoverALaterRequest(t *testing.T) {
 // With the embedded reference provider, which echoes every session it receives, a chat response
 // without the echo means the session header never reached the provider.
 func TestAMissingSessionEchoFromTheReferenceProviderFailsSessions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
@@ -218,6 +221,7 @@ func TestAMissingSessionEchoFromTheReferenceProviderFailsSessions(t *testing.T) 
 // A runtime whose write_file also leaves a file nobody asked for (or anything placing one in a
 // member's directory): every file there must be one the recorded calls produced.
 func TestAFileNoRecordedCallProducedIsRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

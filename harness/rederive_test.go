@@ -223,6 +223,7 @@ func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
 // A runtime that keeps other response bytes than it received: the recorded reply says the attempt
 // succeeded, so its switch contradicts the record.
 func TestAdaptiveSwitchAfterASuccessfulAttemptIsRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
@@ -243,6 +244,7 @@ func TestAdaptiveSwitchAfterASuccessfulAttemptIsRejected(t *testing.T) {
 // A member whose reply broke its contract, called a success by the runtime: the members check reads
 // the reply itself.
 func TestMemberSuccessClaimedOverABrokenReplyIsRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
@@ -548,6 +550,7 @@ func TestToolCallsNoResponseAskedForAreRejected(t *testing.T) {
 // A provider that echoes another session than it was sent: the gateway records the echo, and the
 // sessions check names it (whatever the runtime's client made of it).
 func TestAWrongSessionEchoFailsSessions(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

@@ -128,6 +128,7 @@ func claimCapacity(n int) func(runtime.Event) runtime.Event {
 // A runtime variant for each admission rule, on the parallel+capacity case (three members, two
 // slots): each is rejected by the formation check naming the rule.
 func TestAdmissionRuntimeVariantsAreRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the parallel+capacity case four times; skipped with -short")
 	}

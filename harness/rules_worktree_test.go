@@ -16,6 +16,7 @@ import (
 // A runtime variant (or a tampered worktree) for each worktree rule, on the parallel+worktrees
 // case: each is rejected by the formation check naming the rule.
 func TestWorktreeVariantsAreRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the parallel+worktrees case five times; skipped with -short")
 	}

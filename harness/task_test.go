@@ -44,11 +44,13 @@ func wrongTriple(text string) string {
 // input its own tests do not look at. The manifest binds the task's name and SHA-256, and the run
 // stores the file's bytes.
 func TestACustomTaskFileRunsThroughTheMatrix(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs matrix cases; skipped with -short")
 	}
 	for _, language := range []string{"go", "python"} {
 		t.Run(language, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			good := tripleFile(t, dir, nil)
 			sum := runMatrix(t, Options{Formations: []string{"sequential"}, Language: language, Task: good})

@@ -17,6 +17,7 @@ import (
 // assay audit exits 1 on a critical finding, 0 on a clean store and on a high one (R06), and lists
 // every rule with its status in each format.
 func TestAuditExitStatusFollowsCriticalFindings(t *testing.T) {
+	t.Parallel()
 	clean := audittest.First(t, "R10").Build(t, t.TempDir(), false)
 	before, err := os.ReadFile(clean)
 	if err != nil {

@@ -26,6 +26,7 @@ func complete(t *testing.T, args ...string) []string {
 // Shell completion offers the values the flags and arguments take: the registries' names, the
 // formats a command prints, the runs of the store named.
 func TestCompletionOffersValues(t *testing.T) {
+	t.Parallel()
 	path := storeWithRuns(t, t.TempDir(), "run-a", "run-b")
 	for _, tc := range []struct {
 		args []string

@@ -14,6 +14,7 @@ import (
 // path early: index wrote its tables into another program's database
 // named by the prefix (exit 0) and readers read that database.
 func TestGraphDatabasePathWithURICharacters(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")
 	db, err := sql.Open("sqlite3", victim)

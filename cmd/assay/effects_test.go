@@ -67,6 +67,7 @@ func effectsOf(t *testing.T, path, runID string) map[string][]tool.Effect {
 }
 
 func TestEffectsListsWhatTheEvidenceEstablishes(t *testing.T) {
+	t.Parallel()
 	path := effectstest.Store(t, true)
 	r := effects(t, path, EffectsOptions{Format: "json"})
 	if r.code != 0 {
@@ -112,6 +113,7 @@ func TestEffectsListsWhatTheEvidenceEstablishes(t *testing.T) {
 // With nothing in the state asked for, the table says so instead of printing a bare header, and
 // JSON is an empty array; both exit 0.
 func TestEffectsSaysWhenNothingMatches(t *testing.T) {
+	t.Parallel()
 	path := effectstest.Store(t, true)
 	if r := effects(t, path, EffectsOptions{State: "unknown"}); r.code != 0 || !strings.Contains(r.stdout, "call_2") {
 		t.Fatalf("before reconciliation: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -135,6 +137,7 @@ func TestEffectsSaysWhenNothingMatches(t *testing.T) {
 }
 
 func TestReconcileRecordsAnOperatorDecisionInACorrectionRun(t *testing.T) {
+	t.Parallel()
 	path := effectstest.Store(t, true)
 	for _, c := range []struct {
 		opts ReconcileOptions
@@ -181,6 +184,7 @@ func TestReconcileRecordsAnOperatorDecisionInACorrectionRun(t *testing.T) {
 }
 
 func TestApproveWritesAnExactSingleUseApproval(t *testing.T) {
+	t.Parallel()
 	path := effectstest.Store(t, true)
 	approvals := filepath.Join(t.TempDir(), "approvals.json")
 	opts := ApproveOptions{Run: fixtureRun, Call: "call_3", File: approvals, Approver: "alice"}

@@ -30,6 +30,7 @@ func TestEmptyFlagValuesAreRefused(t *testing.T) {
 // (no package matched, a bad flag) creates no output directory; a
 // successful one does.
 func TestRefusedIndexLeavesNoOutputDirectory(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	for i, c := range []struct {
 		args []string

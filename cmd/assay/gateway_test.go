@@ -191,6 +191,7 @@ func verdicts(o reconcileOutput) map[string]string {
 // driven by the OpenAI Go SDK with a session header per request (two header names), then the
 // system's own usage (what the SDK received) reconciled against the gateway's database.
 func TestGatewayServeWithSDKAndUsageReconcile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "gw.db")
 	prov := serveProcess(t, "provider", "serve", "--addr", "127.0.0.1:0")

@@ -55,6 +55,7 @@ func (c *Command) runHooks(h Hook, f func()) {
 }
 
 func TestGraphSymbolsByPathSuffix(t *testing.T) {
+	t.Parallel()
 	out := indexLookupModule(t)
 
 	amb := runCLI(t, "graph", "symbols", "--out", out, "main.go")
@@ -79,6 +80,7 @@ func TestGraphSymbolsByPathSuffix(t *testing.T) {
 }
 
 func TestGraphSymbolsVariant(t *testing.T) {
+	t.Parallel()
 	out := indexLookupModule(t)
 	const base, test = "method:example.com/look/cobra.Command.Execute", "method:example.com/look/cobra [example.com/look/cobra.test].Command.Execute"
 

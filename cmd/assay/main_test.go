@@ -87,6 +87,7 @@ func oneLine(t *testing.T, r result, want string) {
 }
 
 func TestMatrixRunAcceptsBothCasesOnTheReferenceProvider(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the end-to-end matrix builds and runs member code (see caseLanguage); skipped with -short")
 	}
@@ -289,6 +290,7 @@ func TestStoreHeldByAnotherProcessIsNamedByPID(t *testing.T) {
 }
 
 func TestVerifyReportsATamperedEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	out := t.TempDir()
 	path := filepath.Join(out, "evidence.duckdb")
@@ -620,6 +622,7 @@ func TestMatrixRunRefusesBadBoundaryFiles(t *testing.T) {
 // A dry run exits 1 (not accepted), and the table, the JSON and the report all say non_certifiable
 // and dry_run.
 func TestMatrixRunDryRunSaysNonCertifiableEverywhere(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

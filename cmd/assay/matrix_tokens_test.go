@@ -30,6 +30,7 @@ func TestMatrixRunRefusesNegativeTokenBudgets(t *testing.T) {
 // --team-tokens small enough that the second provider request is refused: the case is rejected
 // (exit 1) and the report names the token budget.
 func TestMatrixRunTeamTokensRejectsTheCase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}

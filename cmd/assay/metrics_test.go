@@ -131,6 +131,7 @@ func TestMetricsExplain(t *testing.T) {
 }
 
 func TestMetricsBadInput(t *testing.T) {
+	t.Parallel()
 	out := indexFixture(t)
 	for _, tc := range []struct {
 		name string
@@ -176,6 +177,7 @@ func TestMetricsBadInput(t *testing.T) {
 }
 
 func TestIndexReuseWarningsAndNoPackages(t *testing.T) {
+	t.Parallel()
 	out := indexFixture(t)
 	again := runCLI(t, "index", "--out", out, "../../metrics/testdata/fixture")
 	if again.code != 0 || !strings.Contains(again.stderr, "reused") {
@@ -205,6 +207,7 @@ func TestIndexReuseWarningsAndNoPackages(t *testing.T) {
 // which did not load is marked "*" in the table, with a footer saying what
 // the mark means; a snapshot where everything loaded has no mark.
 func TestMetricsTableMarksPartialCoverage(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	if r := runCLI(t, "index", "--out", out, "../../indexer/testdata/broken"); r.code != 0 {
 		t.Fatalf("index exit %d: %s", r.code, r.stderr)

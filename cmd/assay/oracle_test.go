@@ -97,6 +97,7 @@ func TestOracleCheckVerdictsAndExitCodes(t *testing.T) {
 }
 
 func TestOracleCheckGoArtifactText(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go tool not on PATH")
 	}

@@ -70,6 +70,7 @@ func TestReconcileLookupResolvesTheHTTP500AfterCommitFault(t *testing.T) {
 // A lookup that finds no effects database is bad input; one that finds no receipt, or a receipt for
 // another payload, resolves nothing and records nothing: a failed check, exit 1, saying what to do.
 func TestReconcileLookupRefusesWhatDoesNotResolve(t *testing.T) {
+	t.Parallel()
 	path := effectstest.Store(t, true) // call_2 is an unknown "deploy" effect
 	lookup := func(db string) result {
 		return reconcile(t, path, ReconcileOptions{Run: fixtureRun, Call: "call_2", Lookup: true, EffectsDB: db})

@@ -10,6 +10,7 @@ import (
 // Flags that would do nothing, or do the wrong thing, are refused before anything is written: exit
 // 2, one line naming the problem, the store and the files named unchanged (adversarial review).
 func TestMisusedTrustFlagsAreRefusedWritingNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	store := storeWithRuns(t, dir, "run-a")
 	keys := t.TempDir()

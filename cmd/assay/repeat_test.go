@@ -15,6 +15,7 @@ import (
 // back from the store) records its repeat index, 1 and 2 (a matrix file's repeat: 2 records the
 // same), and `assay report --format json` shows both, grouped by repeat.
 func TestMatrixRunRepeatFlagRunsEachRepeatAsItsOwnCase(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two cases that run member code; skipped with -short")
 	}

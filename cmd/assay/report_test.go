@@ -111,6 +111,7 @@ func TestReportRendersEachFormatOfTheSelection(t *testing.T) {
 
 // --output writes atomically, mode 0644, with links relative to the file's own directory.
 func TestReportOutputFileLinksResolveFromItsDirectory(t *testing.T) {
+	t.Parallel()
 	out := reportStore(t)
 	dest := filepath.Join(out, "nested", "dir", "report.md")
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
@@ -142,6 +143,7 @@ func TestReportOutputFileLinksResolveFromItsDirectory(t *testing.T) {
 }
 
 func TestReportBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
 	out := reportStore(t)
 	dest := filepath.Join(out, "r.md")
 	usageDB := filepath.Join(out, "gateway-usage.db")

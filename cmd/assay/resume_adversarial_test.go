@@ -80,6 +80,7 @@ func checkDetail(cr caseJSON, name string) (string, string) {
 // by hand while the run is paused, for a member whose reply said "done" without writing — are not
 // its work: the files check fails and the case is rejected.
 func TestResumeRejectsDeliverablesNoRecordedWriteProduced(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
@@ -104,6 +105,7 @@ func TestResumeRejectsDeliverablesNoRecordedWriteProduced(t *testing.T) {
 // A pause does not reset the team run's budgets: the resumed runs keep the first run's limits and
 // what it consumed, so a case the token budget rejects without a pause is not accepted through one.
 func TestResumeKeepsTheRunsBudgets(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
@@ -130,6 +132,7 @@ func TestResumeKeepsTheRunsBudgets(t *testing.T) {
 // resumed from: the run no longer verifies and the state is not the one its chained checkpoint
 // event names. Nothing is written.
 func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
@@ -190,6 +193,7 @@ func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
 // A resume refused for its options (another mode) writes nothing, not even the case directory's
 // scaffold: a file a member wrote stays as it was.
 func TestRefusedResumeLeavesTheCaseDirectory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
@@ -224,6 +228,7 @@ func TestRefusedResumeLeavesTheCaseDirectory(t *testing.T) {
 // on a copy of the member's proven deliverables alone, so a hand-placed TestMain that would run only
 // its own empty test does not silence the member's tests.
 func TestHandPlacedTestFilesTakeNoPartInTheTests(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
@@ -248,6 +253,7 @@ func TestHandPlacedTestFilesTakeNoPartInTheTests(t *testing.T) {
 // resumed run charges the budget with every dispatched intent of the team run, so a case whose
 // fourth write exceeds --team-tool-calls 3 is not accepted through a crash and a resume.
 func TestCrashThenResumeKeepsTheToolCallLimit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
@@ -281,6 +287,7 @@ func TestCrashThenResumeKeepsTheToolCallLimit(t *testing.T) {
 // resume still refuses to start from an older checkpoint than the run's last checkpoint event
 // (it would ask the model again for turns that had ended and dispatched).
 func TestResumeRefusesWhenTheLatestCheckpointIsGone(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
@@ -307,6 +314,7 @@ func TestResumeRefusesWhenTheLatestCheckpointIsGone(t *testing.T) {
 // interrupted resume continues from the checkpoint it had started from, with what it did meanwhile
 // (the approved write it dispatched) taken from its journal, not done again.
 func TestResumeKilledBeforeItsFirstCheckpointCanBeResumed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}

@@ -162,6 +162,7 @@ func eventsOf(t *testing.T, out, run string) []evidence.StoredEvent {
 // approved write once, restores exec-2 without a provider request when it had completed (else
 // continues it), continues exec-1 and is accepted.
 func TestResumeAfterApprovalIsAccepted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
@@ -263,6 +264,7 @@ func mustField(t *testing.T, payload json.RawMessage, k string) any {
 // (bound to other arguments), a run already resumed, a completed run, a formation that does not
 // resume durably.
 func TestResumeRefusals(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
@@ -410,6 +412,7 @@ func killedRemoteRun(t *testing.T) (out, run, key, dbPath string) {
 // reconciles it through the receipt lookup (the effect service's database survived the kill), and
 // continues exec-1 from its checkpoint without sending the PUT again; the case is accepted.
 func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}

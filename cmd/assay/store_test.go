@@ -64,6 +64,7 @@ func storeWithEvents(t *testing.T, dir string, events int, runs ...string) strin
 func rawSQL(t *testing.T, path string, stmts ...string) { storetest.Exec(t, path, stmts...) }
 
 func TestStoreMigrate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "evidence.duckdb")
 	ddl, err := os.ReadFile("../../evidence/testdata/schema-v1.sql")

@@ -112,6 +112,7 @@ func appendForgedRun(t *testing.T, path, id string) {
 // A run appended by whoever can write the store, through assay's own code, passes every hash the
 // store holds; a manifest kept elsewhere (strict, or final) and the signed attestations catch it.
 func TestForgedAppendedRunIsCaughtByManifestAndAttestation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := storeWithRuns(t, dir, "run-a", "run-b")
 	keys := t.TempDir()
@@ -192,6 +193,7 @@ func editJSON(t *testing.T, path string, edit func(m *evidence.Manifest)) string
 // A manifest with an entry removed, an empty one, an unsigned one where a signature is required,
 // or one signed with another key, is refused with a message that says so.
 func TestVerifyRefusesUnusableManifests(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := storeWithRuns(t, dir, "run-a", "run-b", "run-c")
 	keys := t.TempDir()
@@ -261,6 +263,7 @@ func TestVerifyRefusesUnusableManifests(t *testing.T) {
 // Structural damage is reported as damaged (exit 1) with the table and row, never as a raw driver
 // error or bad input, and verify goes on with what it can read.
 func TestVerifyNamesDamageAsDamage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		damage func(t *testing.T, path string)
@@ -346,6 +349,7 @@ func storeWithOpenRun(t *testing.T, dir string) string {
 // A refused command writes nothing: no writer session, no seal of the run left open, no lock file,
 // the store byte-identical; readers never create a file.
 func TestRefusalsAndReadersWriteNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := storeWithOpenRun(t, dir)
 	if err := os.Remove(path + ".lock"); err != nil {
@@ -386,6 +390,7 @@ func TestRefusalsAndReadersWriteNothing(t *testing.T) {
 // A matrix run killed with SIGKILL mid-case leaves a run verify passes as interrupted, from then
 // on: before any other writer, after the next writer seals it, and after a resume that links to it.
 func TestKilledMatrixRunVerifiesAsInterrupted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
@@ -447,6 +452,7 @@ func sqliteExec(t *testing.T, path string, stmts ...string) {
 // hash before schema 5, of the gateway's records or the effect service's receipts (or their loss)
 // is caught; a case file on disk that differs from its artifact is noted, not failed.
 func TestVerifyCatchesEditsOfEverythingAVerdictRestsOn(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a matrix case on the reference provider; skipped with -short")
 	}

@@ -37,6 +37,7 @@ func sqlQuery(t *testing.T, path string, opts SQLOptions) result {
 // Each tamper edits the database (or a payload file) directly; `assay verify`
 // must report it with the right status and exit 1.
 func TestVerifyCLIDetectsTampering(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, status string
 		seq          string
@@ -95,6 +96,7 @@ func TestVerifyCLIDetectsTampering(t *testing.T) {
 }
 
 func TestVerifyManifestDetectsAReplacedDatabase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := storeWithRuns(t, dir, "run-a", "run-b")
 	manifest := filepath.Join(t.TempDir(), "manifest.json")
@@ -223,6 +225,7 @@ func storeWithRejectedRun(t *testing.T, dir string) string {
 // The adversarial tester's first report: a rejected run erased from every
 // table (or only from runs) left a store that verified ok.
 func TestVerifyCLIFindsAnErasedRun(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		erase func(t *testing.T, path string)
@@ -305,6 +308,7 @@ func runTables(t *testing.T, path string) []string {
 // The adversarial tester's second report: checks set to passed, the verdict
 // to accepted and only the terminal hash recomputed verified ok.
 func TestVerifyCLIFindsAForgedVerdict(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := storeWithRejectedRun(t, t.TempDir())
 	rawSQL(t, path, `UPDATE checks SET status = 'passed' WHERE run_id = 'run-b'`,

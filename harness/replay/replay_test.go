@@ -36,6 +36,7 @@ func runOf(t *testing.T, f *fixture, catalog string) harness.CaseResult {
 // event is replay_started, and assay verify verifies that run; a replay run is in no other run's
 // family and resumes nothing.
 func TestARunReplaysExactAndTheReplayIsARunOfItsOwn(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	out := copyOut(t, f)
 	for _, name := range []string{"sequential", "parallel"} {
@@ -111,6 +112,7 @@ func TestARunReplaysExactAndTheReplayIsARunOfItsOwn(t *testing.T) {
 // A build that constructs a member's prompt otherwise is a mismatch at that member's request,
 // naming the field and both values.
 func TestAChangedPromptIsAMismatchAtItsMemberAndRequest(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	out := copyOut(t, f)
 	seq := runOf(t, f, "sequential")
@@ -139,6 +141,7 @@ func TestAChangedPromptIsAMismatchAtItsMemberAndRequest(t *testing.T) {
 
 // A tolerance wider than the one the run bound is refused, naming both, and nothing is executed.
 func TestAWiderToleranceIsRefused(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	out := copyOut(t, f)
 	res := one(t, out, Options{Runs: []string{runOf(t, f, "sequential").RunID}, Tolerance: "volatile"})
@@ -165,6 +168,7 @@ func TestAWiderToleranceIsRefused(t *testing.T) {
 // A run bound to the volatile policy replays within tolerance: its clock readings differ, and
 // nothing else does; each tolerated field is named with how much it differed.
 func TestTimestampOnlyDifferencesAreWithinTolerance(t *testing.T) {
+	t.Parallel()
 	f := volatile(t)
 	out := copyOut(t, f)
 	res := one(t, out, Options{Runs: []string{f.runs[0].RunID}})
@@ -195,6 +199,7 @@ func TestTimestampOnlyDifferencesAreWithinTolerance(t *testing.T) {
 // digests, a changed recorded file with none given is refused, the same bytes under another name
 // are accepted.
 func TestAChangedPolicyIsRefused(t *testing.T) {
+	t.Parallel()
 	f := volatile(t)
 	run := f.runs[0].RunID
 	dir := t.TempDir()
@@ -235,6 +240,7 @@ func TestAChangedPolicyIsRefused(t *testing.T) {
 
 // A response whose stored bytes were altered or deleted cannot certify a replay.
 func TestAnAlteredOrDeletedResponseIsNonCertifiable(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	seq := runOf(t, f, "sequential")
 	var digest string
@@ -270,6 +276,7 @@ func TestAnAlteredOrDeletedResponseIsNonCertifiable(t *testing.T) {
 // The gateway's records a run is bound to are part of its evidence: edited or gone, the run does not
 // verify, and its replay certifies nothing (not an exact replay of a run whose evidence is damaged).
 func TestDamagedBoundGatewayRecordsAreNonCertifiable(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	seq := runOf(t, f, "sequential")
 	for name, damage := range map[string]func(t *testing.T, db string){
@@ -302,6 +309,7 @@ func TestDamagedBoundGatewayRecordsAreNonCertifiable(t *testing.T) {
 
 // An interrupted run is not a complete history: its replay is non_certifiable.
 func TestAnInterruptedRunIsNonCertifiable(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	seq := runOf(t, f, "sequential")
 	out := copyOut(t, f)
@@ -321,6 +329,7 @@ func TestAnInterruptedRunIsNonCertifiable(t *testing.T) {
 // A dry_run simulated its effects: its replay is non_certifiable, and a replay asked to run it
 // live is refused.
 func TestADryRunIsNonCertifiable(t *testing.T) {
+	t.Parallel()
 	f := build(t, "dryrun", harness.Options{Formations: []string{"sequential"}, Mode: "dry_run"})
 	out := copyOut(t, f)
 	run := f.runs[0].RunID
@@ -335,6 +344,7 @@ func TestADryRunIsNonCertifiable(t *testing.T) {
 // A resumed run replays as the chain of its lineage: the paused run (its publish unknown) and the
 // resume that reconciled it through the receipt, each in a replay run of its own.
 func TestAResumedRunReplaysAsAChain(t *testing.T) {
+	t.Parallel()
 	f := resumed(t)
 	out := copyOut(t, f)
 	res := verify(t, out, Options{All: true})
@@ -370,6 +380,7 @@ func TestAResumedRunReplaysAsAChain(t *testing.T) {
 // A tool result changed in the trace, consistently (re-chained and finalized, so assay verify cannot
 // tell), is a mismatch: the member's next request carried the result the provider was actually sent.
 func TestAToolResultAlteredInTheTraceIsAMismatch(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	seq := runOf(t, f, "sequential")
 	out := copyOut(t, f)
@@ -405,6 +416,7 @@ func TestAToolResultAlteredInTheTraceIsAMismatch(t *testing.T) {
 // --checks re-derives every check and the verdict from the replay; a recorded check status the
 // evidence does not give is a mismatch on the verdict naming the check.
 func TestChecksRederiveTheVerdict(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	seq := runOf(t, f, "sequential")
 	out := copyOut(t, f)
@@ -436,6 +448,7 @@ func TestChecksRederiveTheVerdict(t *testing.T) {
 // Two live runs of one case compare exchange by exchange: the reference provider's tool call ids
 // derive from the session, so they diverge at exec-1's first reply. Runs of other cases are refused.
 func TestAgainstComparesTwoLiveRuns(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	first, second := f.runs[0], f.runs[2]
 	if first.Catalog != "sequential" || second.Catalog != "sequential" {
@@ -455,6 +468,7 @@ func TestAgainstComparesTwoLiveRuns(t *testing.T) {
 // What the envelope does not declare, or a tolerance version this build does not have, cannot
 // certify a replay; both are named.
 func TestUndeclaredEntropyAndUnknownVersionsAreNonCertifiable(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	seq := runOf(t, f, "sequential")
 	for name, c := range map[string]struct {
@@ -484,6 +498,7 @@ func TestUndeclaredEntropyAndUnknownVersionsAreNonCertifiable(t *testing.T) {
 
 // Bad input writes nothing.
 func TestBadInputIsRefusedBeforeWriting(t *testing.T) {
+	t.Parallel()
 	f := live(t)
 	out := copyOut(t, f)
 	seq := runOf(t, f, "sequential").RunID
@@ -560,6 +575,7 @@ func (discard) Outcome(context.Context, tool.Outcome) error { return nil }
 // A streamed run, its tool-call arguments split across chunks and one response without usage,
 // replays exact: the cassette serves the recorded event streams to the runtime's own stream reader.
 func TestAStreamedRunReplaysExact(t *testing.T) {
+	t.Parallel()
 	f := build(t, "stream", harness.Options{Formations: []string{"parallel+vote"}, Stream: true,
 		ReferenceFaults: []reference.Fault{{Member: "exec-2", Turn: 0, Kind: reference.FaultSplitToolArgs}, {Member: "exec-3", Turn: 1, Kind: reference.FaultDropUsage}}})
 	out := copyOut(t, f)
