@@ -2,9 +2,17 @@ package metrics_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/graph/network"
@@ -54,7 +62,7 @@ func TestBetweennessMatchesGonum(t *testing.T) {
 			if tc.callGraph {
 				edges = callGraphLike(tc.seed, tc.n, tc.m)
 			}
-			compareWithGonum(t, tc.n, edges)
+			compareWithGonum(t, tc.name, tc.n, edges)
 		})
 	}
 }
@@ -87,15 +95,58 @@ func TestBetweennessFoldedSourcesMatchGonum(t *testing.T) {
 		{"ring with chords", 1500, ring(1500)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			compareWithGonum(t, tc.n, tc.edges)
+			compareWithGonum(t, tc.name, tc.n, tc.edges)
 		})
 	}
 }
 
-// compareWithGonum checks Betweenness against gonum's network.Betweenness
-// to a relative error of 1e-9 and fails when every value is 0.
-func compareWithGonum(t *testing.T, n int, edges [][2]int32) {
+var update = flag.Bool("update", false, "compute the gonum reference values stored under testdata/gonum again")
+
+// goldenFrom is the node count from which gonum's reference values are
+// read from testdata/gonum/<name>.json rather than computed on every run:
+// gonum's network.Betweenness (maps, an allocation per path) takes most of
+// this package's test time on the 1,500- and 2,000-node graphs. The file
+// names the graph it was computed on (edgesSHA256); go test -update
+// computes it again with gonum.
+const goldenFrom = 1000
+
+// gonumGolden is gonum's network.Betweenness of one graph, by node.
+type gonumGolden struct {
+	N           int       `json:"n"`
+	EdgesSHA256 string    `json:"edges_sha256"`
+	Betweenness []float64 `json:"betweenness"`
+}
+
+// edgesSHA256 is the SHA-256 (hex) of n and the edges in order, as
+// little-endian int32s.
+func edgesSHA256(n int, edges [][2]int32) string {
+	h := sha256.New()
+	binary.Write(h, binary.LittleEndian, int32(n))
+	binary.Write(h, binary.LittleEndian, edges)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// gonumBetweenness returns gonum's network.Betweenness of the graph, by
+// node: computed, or for a graph of goldenFrom nodes or more read from
+// testdata/gonum/<name>.json (written there with -update).
+func gonumBetweenness(t *testing.T, name string, n int, edges [][2]int32) []float64 {
 	t.Helper()
+	path := filepath.Join("testdata", "gonum", strings.ReplaceAll(name, " ", "_")+".json")
+	if n >= goldenFrom && !*update {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("gonum reference values: %v (write them with go test -run %s -update)", err, t.Name())
+		}
+		var g gonumGolden
+		if err := json.Unmarshal(b, &g); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if sum := edgesSHA256(n, edges); g.N != n || g.EdgesSHA256 != sum || len(g.Betweenness) != n {
+			t.Fatalf("%s holds gonum's values of another graph (%d nodes, edges %s; this one: %d nodes, edges %s, %d values): run go test -run %s -update",
+				path, g.N, g.EdgesSHA256, n, sum, len(g.Betweenness), t.Name())
+		}
+		return g.Betweenness
+	}
 	g := simple.NewDirectedGraph()
 	for i := 0; i < n; i++ {
 		g.AddNode(simple.Node(int64(i)))
@@ -104,13 +155,38 @@ func compareWithGonum(t *testing.T, n int, edges [][2]int32) {
 		g.SetEdge(simple.Edge{F: simple.Node(int64(e[0])), T: simple.Node(int64(e[1]))})
 	}
 	ref := network.Betweenness(g)
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = ref[int64(i)]
+	}
+	if n >= goldenFrom {
+		b, err := json.Marshal(gonumGolden{N: n, EdgesSHA256: edgesSHA256(n, edges), Betweenness: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// compareWithGonum checks Betweenness against gonum's network.Betweenness
+// (gonumBetweenness) to a relative error of 1e-9 and fails when every
+// value is 0.
+func compareWithGonum(t *testing.T, name string, n int, edges [][2]int32) {
+	t.Helper()
+	ref := gonumBetweenness(t, name, n, edges)
 	got, err := metrics.Betweenness(context.Background(), n, edges, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nonzero := 0
 	for i := 0; i < n; i++ {
-		want := ref[int64(i)]
+		want := ref[i]
 		if want != 0 {
 			nonzero++
 		}

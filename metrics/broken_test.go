@@ -54,7 +54,7 @@ func TestCallCountsOfABrokenPackageAreUnavailable(t *testing.T) {
 func TestReasonsOfAPackageIllTypedThroughAnImport(t *testing.T) {
 	t.Parallel()
 	for _, graph := range []bool{false, true} {
-		_, vals := indexValues(t, "../indexer/testdata/broken", nil, !graph, metrics.Filter{Scope: metrics.ScopeFunc})
+		_, vals := indexValues(t, "../indexer/testdata/broken", !graph, metrics.Filter{Scope: metrics.ScopeFunc})
 		const through = "package example.com/broken/user has no errors of its own but is ill-typed through its import example.com/broken/bad, which did not load cleanly"
 		seen := map[string]bool{}
 		for _, v := range vals {

@@ -61,7 +61,7 @@ func TestCoverageOfEveryKind(t *testing.T) {
 // when graph, computed from the written database otherwise.
 func indexBrokenCallers(t *testing.T, graph bool, filter metrics.Filter) (indexer.Snapshot, map[string]metrics.Value) {
 	t.Helper()
-	snap, vals := indexValues(t, "testdata/brokencallers", nil, !graph, filter)
+	snap, vals := indexValues(t, "testdata/brokencallers", !graph, filter)
 	got := map[string]metrics.Value{}
 	for _, v := range vals {
 		got[v.Metric+" "+v.Subject] = v

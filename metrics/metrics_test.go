@@ -16,18 +16,25 @@ import (
 	"github.com/assay-audit/assay/metrics"
 )
 
-// indexFixture indexes testdata/fixture with metrics and returns the
-// database path and the values by "metric subject".
+// indexFixture returns the snapshot of testdata/fixture indexed with the
+// metrics (opts) and the values by "metric subject". With the default
+// options the database is the one the test binary shares
+// (sharedEnrichedIndex): read it, never write it.
 func indexFixture(t *testing.T, opts metrics.Options) (indexer.Snapshot, map[string]metrics.Value) {
 	t.Helper()
-	db := filepath.Join(t.TempDir(), "graph.db")
-	snap, err := indexer.Index(context.Background(), indexer.Options{
-		Dir: "testdata/fixture", Tests: true, DBPath: db, Enrich: metrics.Enrich(opts), EnrichID: metrics.RegistryID(),
-	})
-	if err != nil {
-		t.Fatalf("Index: %v", err)
+	var snap indexer.Snapshot
+	if opts == (metrics.Options{}) {
+		snap = sharedEnrichedIndex(t, "testdata/fixture")
+	} else {
+		var err error
+		snap, err = indexer.Index(context.Background(), indexer.Options{
+			Dir: "testdata/fixture", Tests: true, DBPath: filepath.Join(t.TempDir(), "graph.db"), Enrich: metrics.Enrich(opts), EnrichID: metrics.RegistryID(),
+		})
+		if err != nil {
+			t.Fatalf("Index: %v", err)
+		}
 	}
-	vals, err := metrics.Read(context.Background(), db, metrics.Filter{})
+	vals, err := metrics.Read(context.Background(), snap.DBPath, metrics.Filter{})
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
@@ -38,28 +45,25 @@ func indexFixture(t *testing.T, opts metrics.Options) (indexer.Snapshot, map[str
 	return snap, byKey
 }
 
-// indexValues indexes dir (patterns; nil: all) with the metrics into a
-// fresh database and returns the values filter selects (SnapshotID aside):
-// as the index stored them, computed from its graph in memory (Enrich), or
-// when fromDB computed again by Compute from the written database. Tests
-// that call it both ways check that the two say the same.
-func indexValues(t *testing.T, dir string, patterns []string, fromDB bool, filter metrics.Filter) (indexer.Snapshot, []metrics.Value) {
+// indexValues returns the values filter selects (SnapshotID aside) of dir
+// (a module, all its packages) indexed with the metrics: as the index
+// stored them, computed from its graph in memory (Enrich), or when fromDB
+// computed again by Compute from the written database. The index is the
+// one the test binary shares (sharedEnrichedIndex), so a test that asks
+// both ways compares the two on one database. Tests that call it both
+// ways check that the two say the same.
+func indexValues(t *testing.T, dir string, fromDB bool, filter metrics.Filter) (indexer.Snapshot, []metrics.Value) {
 	t.Helper()
 	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "graph.db")
-	snap, err := indexer.Index(ctx, indexer.Options{Dir: dir, Patterns: patterns, Tests: true, DBPath: db,
-		Enrich: metrics.Enrich(metrics.Options{}), EnrichID: metrics.RegistryID()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := sharedEnrichedIndex(t, dir)
 	if !fromDB {
-		vals, err := metrics.Read(ctx, db, filter)
+		vals, err := metrics.Read(ctx, snap.DBPath, filter)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return snap, vals
 	}
-	h, err := indexer.OpenDatabase(ctx, db)
+	h, err := indexer.OpenDatabase(ctx, snap.DBPath)
 	if err != nil {
 		t.Fatal(err)
 	}

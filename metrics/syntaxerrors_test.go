@@ -20,7 +20,7 @@ import (
 func TestComplexityOfAFileWithSyntaxErrors(t *testing.T) {
 	t.Parallel()
 	for _, graph := range []bool{false, true} {
-		_, vals := indexValues(t, "testdata/syntaxerrors", nil, !graph, metrics.Filter{Metrics: []string{"cyclomatic", "cyclomatic_folded", "cognitive"}})
+		_, vals := indexValues(t, "testdata/syntaxerrors", !graph, metrics.Filter{Metrics: []string{"cyclomatic", "cyclomatic_folded", "cognitive"}})
 		got := map[string]metrics.Value{}
 		for _, v := range vals {
 			got[v.Metric+" "+strings.TrimPrefix(v.Subject, "func:example.com/syntaxerrors/p.")] = v
