@@ -52,14 +52,39 @@ func (s *Store) probe(ctx context.Context, migrating bool) error {
 	return p.db.Close()
 }
 
-func (s *Store) openDB(ctx context.Context, migrating bool) error {
-	dsn := s.path
-	var init func(driver.ExecerContext) error
+// SmallStoreBytes is the size of a store file, in bytes (256 MiB), below
+// which (and for a store not yet written) the store is opened with one DuckDB
+// thread (DuckDB's `threads` setting = 1); a larger store keeps DuckDB's default
+// of one thread per core for its scans. The stores of a matrix run are small:
+// on them DuckDB's worker pool costs more than it saves. Measured on the 2-core
+// CI machine: opening, verifying and closing a 14 MB two-run store took 30-35%
+// less CPU with one thread, writing a run of 50 events and finalizing it 35-40%
+// less; the reports/audit tests 57 -> 41 CPU-s. What a store holds and how it
+// is checked do not depend on the setting.
+const SmallStoreBytes = 256 << 20
+
+// dsn is the DuckDB data source name the store opens: its path, with
+// access_mode=read_only for a reader and threads=1 for a small store
+// (SmallStoreBytes).
+func (s *Store) dsn() string {
+	var params []string
 	if s.readOnly {
-		dsn += "?access_mode=read_only"
-		if !s.exporting {
-			init = lockDownConnection
-		}
+		params = append(params, "access_mode=read_only")
+	}
+	if fi, err := os.Stat(s.path); err != nil || fi.Size() < SmallStoreBytes {
+		params = append(params, "threads=1")
+	}
+	if len(params) == 0 {
+		return s.path
+	}
+	return s.path + "?" + strings.Join(params, "&")
+}
+
+func (s *Store) openDB(ctx context.Context, migrating bool) error {
+	dsn := s.dsn()
+	var init func(driver.ExecerContext) error
+	if s.readOnly && !s.exporting {
+		init = lockDownConnection
 	}
 	connector, err := duckdb.NewConnector(dsn, init)
 	if err != nil {
