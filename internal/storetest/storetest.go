@@ -15,7 +15,7 @@ import (
 // value; this reads each one back. It fails the test on any database error.
 func EachValue(t testing.TB, path string, fn func(table, text string)) {
 	t.Helper()
-	db, err := sql.Open("duckdb", path+"?access_mode=read_only")
+	db, err := sql.Open("duckdb", path+"?access_mode=read_only&threads=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func EachValue(t testing.TB, path string, fn func(table, text string)) {
 // would edit a store directly; it fails the test on the first statement that errs.
 func Exec(t testing.TB, path string, stmts ...string) {
 	t.Helper()
-	db, err := sql.Open("duckdb", path)
+	db, err := sql.Open("duckdb", path+"?threads=1")
 	if err != nil {
 		t.Fatal(err)
 	}
