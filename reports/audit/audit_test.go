@@ -195,9 +195,7 @@ func TestHostRulesAreNeverPassed(t *testing.T) {
 // A rule that applies to nothing in the selection is not_assessable naming what was missing, not
 // passed; one evaluated over rows that exist is passed with the count.
 func TestNothingToEvaluateIsNotAPass(t *testing.T) {
-	b := audittest.NewBuilder(t, t.TempDir())
-	b.CaseRun("r1", audittest.Envelope(evidence.ModeLive), "", nil)
-	res := evaluate(t, b.Close())
+	_, res := built(t, "clean/"+audittest.LiveCase().Name, audittest.LiveCase().Build) // one live case run r1
 	for _, id := range []string{"R01", "R05", "R07"} {
 		if r := rule(res, id); r.Status != audit.StatusNotAssessable || !strings.Contains(r.Reason, "resumed or replay runs") {
 			t.Fatalf("%s on a store without resumes: %s %q", id, r.Status, r.Reason)

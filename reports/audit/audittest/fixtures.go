@@ -79,6 +79,10 @@ var (
 	}}
 )
 
+// LiveCase is the store of one clean, accepted live case run r1 (audittest.Builder.CaseRun), the
+// clean store of several fixtures.
+func LiveCase() *Base { return liveCase }
+
 // bigDeliverableBytes is 360 KB: above the inline limit, stored as a file.
 var bigDeliverableBytes = bytes.Repeat([]byte("deliverable "), 30000)
 
