@@ -35,6 +35,7 @@ func TestImportRestriction(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case checks its own artifact in its own directories
 			spec, err := DoubleSpec().ForLanguage(c.language)
 			if err != nil {
 				t.Fatal(err)
@@ -81,6 +82,7 @@ func TestGoImportViolations(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case checks its own source; spec is only read
 			res, err := Check(context.Background(), spec, writeSource(t, "double.go", c.src), Options{})
 			if err != nil {
 				t.Fatal(err)

@@ -8,11 +8,77 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/testroot"
 )
+
+// fixtureRoot holds the stores shared by the tests of this binary; TestMain removes it after them.
+var fixtureRoot string
+
+func TestMain(m *testing.M) {
+	os.Exit(testroot.Main(m, "reports-test-", &fixtureRoot))
+}
+
+// sharedStore is a store written once per test binary by the first test that needs it.
+type sharedStore[T any] struct {
+	once  sync.Once
+	value T
+	err   string
+}
+
+// get writes the store with build into a new directory under fixtureRoot on the first call and
+// returns what build returned; a later call fails when that first build failed.
+func (s *sharedStore[T]) get(t testing.TB, name string, build func(t testing.TB, dir string) T) T {
+	t.Helper()
+	s.once.Do(func() {
+		s.err = "writing the " + name + " store failed in " + t.Name()
+		dir, err := os.MkdirTemp(fixtureRoot, name+"-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.value = build(t, dir)
+		s.err = ""
+	})
+	if s.err != "" {
+		t.Fatal(s.err)
+	}
+	return s.value
+}
+
+// copyDir copies the directory src whole (a store, its artifacts, files beside it) to a new
+// directory of t's own and returns it.
+func copyDir(t testing.TB, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "out")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+var theFixture sharedStore[fixture]
+
+// sharedFixture returns the fixture written once per test binary; callers only read it (open the
+// store read-only, write nothing under out). A test that changes it takes fixtureCopy.
+func sharedFixture(t testing.TB) fixture {
+	t.Helper()
+	return theFixture.get(t, "fixture", buildFixture)
+}
+
+// fixtureCopy returns a copy of the shared fixture's out directory, store included, in a directory
+// of t's own, for a test that changes the store or writes under out. The copy's recorded test log
+// path is still the shared fixture's (the store records it absolute).
+func fixtureCopy(t testing.TB) fixture {
+	t.Helper()
+	f := sharedFixture(t)
+	f.out = copyDir(t, f.out)
+	f.store = filepath.Join(f.out, filepath.Base(f.store))
+	return f
+}
 
 // fixture is a store written through the evidence API as the harness writes one: an older run
 // without case or invocation, then invocation inv-a (an accepted case with usage from every source,
@@ -52,11 +118,10 @@ func ev(typ, member string, at time.Time, payload string) evidence.Event {
 		Payload: json.RawMessage(payload)}
 }
 
-// buildFixture writes the fixture store under a new temporary out directory.
-func buildFixture(t testing.TB) fixture {
+// buildFixture writes the fixture store in out.
+func buildFixture(t testing.TB, out string) fixture {
 	t.Helper()
 	ctx := context.Background()
-	out := t.TempDir()
 	f := fixture{out: out, store: filepath.Join(out, "evidence.duckdb"), old: "run-old", accepted: "run-acc", rejected: "run-rej",
 		open: "run-open", resumed: "run-res", replay: "run-rpl"}
 	s, err := evidence.Open(ctx, f.store, evidence.OpenOptions{Command: "fixture"})

@@ -16,7 +16,7 @@ import (
 // the DOM of headless Chromium.
 func TestHTMLInChromium(t *testing.T) {
 	browsertest.Require(t)
-	f := buildFixture(t)
+	f := sharedFixture(t)
 	r := loadFixture(t, f, Selection{All: true})
 	var buf bytes.Buffer
 	if err := HTML(&buf, r); err != nil {

@@ -39,7 +39,7 @@ func runIDs(r Report) []string {
 }
 
 func TestLoadSelects(t *testing.T) {
-	f := buildFixture(t)
+	f := sharedFixture(t)
 	for _, tc := range []struct {
 		name string
 		sel  Selection
@@ -69,7 +69,7 @@ func TestLoadSelects(t *testing.T) {
 }
 
 func TestLoadSaysWhatTheEvidenceSays(t *testing.T) {
-	f := buildFixture(t)
+	f := sharedFixture(t)
 	r := loadFixture(t, f, Selection{All: true})
 	acc, _ := caseByRun(r, f.accepted)
 	if acc.Name != "parallel+vote" || acc.TerminalHash != f.acceptedTerminal || len(acc.TerminalHash) != 64 {
@@ -129,7 +129,7 @@ func TestLoadSaysWhatTheEvidenceSays(t *testing.T) {
 }
 
 func TestMarkdownAndJSON(t *testing.T) {
-	f := buildFixture(t)
+	f := sharedFixture(t)
 	r := loadFixture(t, f, Selection{All: true})
 	var md bytes.Buffer
 	must(t, Markdown(&md, r))
@@ -167,7 +167,7 @@ func TestMarkdownAndJSON(t *testing.T) {
 
 // Links resolve from wherever the report file is: the out directory or OUT/reports/<invocation>/.
 func TestRebasedLinksResolve(t *testing.T) {
-	f := buildFixture(t)
+	f := sharedFixture(t)
 	r := loadFixture(t, f, Selection{All: true})
 	for _, dir := range []string{f.out, filepath.Join(f.out, "reports", "inv-a")} {
 		rb, err := r.Rebase(dir)
@@ -191,7 +191,7 @@ func TestJUnitValidatesAgainstTheAntSchema(t *testing.T) {
 		}
 		t.Skip("xmllint not installed (apt-get install -y libxml2-utils)")
 	}
-	f := buildFixture(t)
+	f := sharedFixture(t)
 	r := loadFixture(t, f, Selection{All: true})
 	var b bytes.Buffer
 	must(t, JUnit(&b, r))
@@ -222,7 +222,7 @@ func TestJUnitValidatesAgainstTheAntSchema(t *testing.T) {
 }
 
 func TestJUnitFailsWhatWasNotAccepted(t *testing.T) {
-	f := buildFixture(t)
+	f := sharedFixture(t)
 	r := loadFixture(t, f, Selection{All: true})
 	var b bytes.Buffer
 	must(t, JUnit(&b, r))
@@ -260,7 +260,7 @@ func TestJUnitFailsWhatWasNotAccepted(t *testing.T) {
 // An invocation's reports hold its runs, and no runs is an empty report, never the latest
 // invocation's; both copies are written, mode 0644.
 func TestWriteInvocationReports(t *testing.T) {
-	f := buildFixture(t)
+	f := fixtureCopy(t)
 	ctx := context.Background()
 	w, err := WriteInvocationReports(ctx, f.store, "inv-a", []string{f.rejected}, nil, "")
 	must(t, err)
@@ -314,7 +314,7 @@ func TestTotalsNeverReportMissingUsageAsZero(t *testing.T) {
 // finalization is shown as evidence that does not verify — first, counted apart, never a passing
 // JUnit test — not as accepted.
 func TestATamperedRunIsNeverPresentedAsAccepted(t *testing.T) {
-	f := buildFixture(t)
+	f := fixtureCopy(t)
 	audittest.Exec(t, f.store, `UPDATE verdicts SET verdict = 'accepted', requested_verdict = 'accepted', reasons = [] WHERE run_id = '`+f.rejected+`'`)
 	r := loadFixture(t, f, Selection{RunIDs: []string{f.rejected, f.accepted}})
 	c, ok := caseByRun(r, f.rejected)
@@ -351,7 +351,7 @@ func TestATamperedRunIsNeverPresentedAsAccepted(t *testing.T) {
 // Runs sharing a fingerprint are one environment line only when each holds its preimage: a run
 // whose environment.json is gone has a line of its own saying so, never a share of "re-derives".
 func TestAnEnvironmentWithoutItsPreimageIsNotFoldedIntoOneThatReDerives(t *testing.T) {
-	f := buildFixture(t)
+	f := fixtureCopy(t)
 	audittest.Exec(t, f.store, `DELETE FROM run_artifacts WHERE run_id = '`+f.rejected+`' AND name = '`+evidence.EnvironmentArtifact+`'`)
 	r := loadFixture(t, f, Selection{RunIDs: []string{f.accepted, f.rejected}})
 	envs := r.Invocations[0].Environments
@@ -390,7 +390,7 @@ func TestMarkdownNeverRendersRecordedTextAsMarkup(t *testing.T) {
 // from the store would leave it — is said first by every renderer and fails JUnit, although every
 // selected run verifies on its own.
 func TestAStoreThatDoesNotVerifyIsSaidWhateverTheRunsSay(t *testing.T) {
-	f := buildFixture(t)
+	f := fixtureCopy(t)
 	// Admission 1 (run-old) deleted: the break is the next admission's (run-acc's); run-rej, the
 	// one selected, verifies on its own.
 	audittest.Exec(t, f.store, `DELETE FROM admissions WHERE ordinal = 1`)
@@ -407,7 +407,7 @@ func TestAStoreThatDoesNotVerifyIsSaidWhateverTheRunsSay(t *testing.T) {
 	if !strings.Contains(junit.String(), `type="store_does_not_verify"`) {
 		t.Fatalf("junit:\n%s", junit.String())
 	}
-	if clean := loadFixture(t, buildFixture(t), Selection{All: true}); len(clean.StoreFindings) != 0 {
+	if clean := loadFixture(t, sharedFixture(t), Selection{All: true}); len(clean.StoreFindings) != 0 {
 		t.Fatalf("an untouched store has store findings: %v", clean.StoreFindings)
 	}
 }

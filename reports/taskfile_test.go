@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,10 +22,36 @@ import (
 // hashes otherwise and the tests check says the task cannot be re-derived (mismatch); the run
 // stored none (missing); the stored manifest does not hash to the envelope's manifest digest.
 // It returns the store's path, the task file's SHA-256 and the run ids in that order.
+// The store is written once per test binary and shared: callers only read it; a test that changes
+// it takes taskStoreCopy.
 func taskStore(t testing.TB) (string, string, []string) {
 	t.Helper()
+	v := theTaskStore.get(t, "task", func(t testing.TB, dir string) taskStoreValue {
+		path, sha, ids := buildTaskStore(t, dir)
+		return taskStoreValue{path, sha, ids}
+	})
+	return v.path, v.sha, slices.Clone(v.ids)
+}
+
+// taskStoreCopy is taskStore with the store copied to a directory of t's own.
+func taskStoreCopy(t testing.TB) (string, string, []string) {
+	t.Helper()
+	path, sha, ids := taskStore(t)
+	return filepath.Join(copyDir(t, filepath.Dir(path)), filepath.Base(path)), sha, ids
+}
+
+type taskStoreValue struct {
+	path, sha string
+	ids       []string
+}
+
+var theTaskStore sharedStore[taskStoreValue]
+
+// buildTaskStore writes taskStore's store in dir.
+func buildTaskStore(t testing.TB, dir string) (string, string, []string) {
+	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "evidence.duckdb")
+	path := filepath.Join(dir, "evidence.duckdb")
 	s, err := evidence.Open(ctx, path, evidence.OpenOptions{Command: "fixture"})
 	must(t, err)
 	defer s.Close()
@@ -229,7 +256,7 @@ func TestHTMLGroupsInChromium(t *testing.T) {
 // "matches"; a stored payload the store cannot give back is "unreadable", and the report is still
 // written.
 func TestATaskFileIsOnlyVouchedForByEvidenceThatVerifies(t *testing.T) {
-	path, _, ids := taskStore(t)
+	path, _, ids := taskStoreCopy(t)
 	statusOf := func(r Report, id string) TaskFile {
 		t.Helper()
 		c, ok := caseByRun(r, id)

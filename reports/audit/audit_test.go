@@ -3,14 +3,83 @@ package audit_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/testroot"
 	"github.com/assay-audit/assay/reports/audit"
 	"github.com/assay-audit/assay/reports/audit/audittest"
 )
+
+// fixtureRoot holds the stores shared by the tests of this binary; TestMain removes it after them.
+var fixtureRoot string
+
+func TestMain(m *testing.M) {
+	os.Exit(testroot.Main(m, "audit-test-", &fixtureRoot))
+}
+
+// shared is a store written once per test binary and its evaluation over every rule.
+type shared struct {
+	once sync.Once
+	path string
+	res  audit.Result
+	err  string
+}
+
+// sharedStores are the stores written by built, by key.
+var sharedStores sync.Map // key -> *shared
+
+// built writes the store build returns under a directory of its own, once per key per test binary,
+// evaluates it once, and returns its path and result; callers open it read-only and never change it.
+func built(t *testing.T, key string, build func(t testing.TB, dir string) string) (string, audit.Result) {
+	t.Helper()
+	v, _ := sharedStores.LoadOrStore(key, &shared{})
+	s := v.(*shared)
+	s.once.Do(func() {
+		s.err = "writing or evaluating the store " + key + " failed in " + t.Name()
+		dir, err := os.MkdirTemp(fixtureRoot, "store-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.path = build(t, dir)
+		s.res = evaluate(t, s.path)
+		s.err = ""
+	})
+	if s.err != "" {
+		t.Fatal(s.err)
+	}
+	return s.path, s.res
+}
+
+// clean returns f's store without its hazard (shared by the fixtures with the same Clean) and its
+// evaluation.
+func clean(t *testing.T, f audittest.Fixture) (string, audit.Result) {
+	t.Helper()
+	return built(t, "clean/"+f.Clean.Name, f.Clean.Build)
+}
+
+// hazard returns f's store with its hazard and its evaluation. A tampered store is a copy of the
+// shared clean one, edited.
+func hazard(t *testing.T, f audittest.Fixture) (string, audit.Result) {
+	t.Helper()
+	return built(t, "hazard/"+f.Rule+"/"+f.Name, func(tb testing.TB, dir string) string {
+		if f.Tamper == nil {
+			return f.Hazard(tb, dir)
+		}
+		src, _ := clean(t, f)
+		if err := os.CopyFS(dir, os.DirFS(filepath.Dir(src))); err != nil {
+			tb.Fatal(err)
+		}
+		path := filepath.Join(dir, filepath.Base(src))
+		f.Tamper(tb, path)
+		return path
+	})
+}
 
 // evaluate opens the store at path read-only and evaluates every rule.
 func evaluate(t *testing.T, path string, runs ...string) audit.Result {
@@ -77,7 +146,7 @@ func TestEachRuleFindsItsFixtureHazard(t *testing.T) {
 	for _, f := range audittest.Fixtures() {
 		t.Run(f.Rule+"/"+f.Name, func(t *testing.T) {
 			t.Parallel() // each fixture is its own store; building one mostly waits on fsync
-			clean := evaluate(t, f.Build(t, t.TempDir(), false))
+			_, clean := clean(t, f)
 			if ids := withFindings(clean); len(ids) > 0 {
 				for _, x := range clean.Findings() {
 					t.Log(x.Rule, x.Message)
@@ -87,7 +156,7 @@ func TestEachRuleFindsItsFixtureHazard(t *testing.T) {
 			if len(clean.Rules) != 14 {
 				t.Fatalf("%d rules listed, want 14", len(clean.Rules))
 			}
-			res := evaluate(t, f.Build(t, t.TempDir(), true))
+			_, res := hazard(t, f)
 			r := rule(res, f.Rule)
 			if r.Status != audit.StatusFinding || len(r.Findings) == 0 {
 				t.Fatalf("%s: status %s, no finding of the hazard", f.Rule, r.Status)
@@ -114,7 +183,7 @@ func TestEachRuleFindsItsFixtureHazard(t *testing.T) {
 
 // R13 and R14 cannot be decided by evidence: listed not_assessable with a reason, on any store.
 func TestHostRulesAreNeverPassed(t *testing.T) {
-	res := evaluate(t, audittest.Fixtures()[0].Build(t, t.TempDir(), false))
+	_, res := clean(t, audittest.Fixtures()[0])
 	for _, id := range []string{"R13", "R14"} {
 		r := rule(res, id)
 		if r.Status != audit.StatusNotAssessable || r.Reason == "" {
@@ -126,9 +195,7 @@ func TestHostRulesAreNeverPassed(t *testing.T) {
 // A rule that applies to nothing in the selection is not_assessable naming what was missing, not
 // passed; one evaluated over rows that exist is passed with the count.
 func TestNothingToEvaluateIsNotAPass(t *testing.T) {
-	b := audittest.NewBuilder(t, t.TempDir())
-	b.CaseRun("r1", audittest.Envelope(evidence.ModeLive), "", nil)
-	res := evaluate(t, b.Close())
+	_, res := built(t, "clean/"+audittest.LiveCase().Name, audittest.LiveCase().Build) // one live case run r1
 	for _, id := range []string{"R01", "R05", "R07"} {
 		if r := rule(res, id); r.Status != audit.StatusNotAssessable || !strings.Contains(r.Reason, "resumed or replay runs") {
 			t.Fatalf("%s on a store without resumes: %s %q", id, r.Status, r.Reason)
@@ -152,7 +219,7 @@ func TestNothingToEvaluateIsNotAPass(t *testing.T) {
 // Naming runs narrows the audit to them; naming a run the store lacks is ErrNoRun; an unknown rule
 // is ErrUnknownRule.
 func TestSelection(t *testing.T) {
-	path := audittest.First(t, "R02").Build(t, t.TempDir(), true) // R02's hazard in r1
+	path, _ := hazard(t, audittest.First(t, "R02")) // R02's hazard in r1
 	s, err := evidence.Open(context.Background(), path, evidence.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

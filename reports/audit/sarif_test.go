@@ -113,7 +113,7 @@ type sarifLog struct {
 // A log with evidence findings, not-assessable rules and metric findings validates against the
 // SARIF 2.1.0 schema, and carries every rule, each finding located at its run or its code.
 func TestSARIFValidatesAndLocatesFindings(t *testing.T) {
-	res := evaluate(t, audittest.First(t, "R10").Build(t, t.TempDir(), true))
+	_, res := hazard(t, audittest.First(t, "R10"))
 	res.Graph = "graph.db"
 	res.Thresholds = []audit.Threshold{{Metric: "cognitive", Op: ">", Value: 3, Compared: 4}}
 	res.Exceeded = []audit.MetricFinding{{Threshold: "cognitive>3", Metric: "cognitive", Subject: "func:example.com/mx/cx.Logic", Scope: "func",

@@ -28,9 +28,38 @@ type Fixture struct {
 	// Also are the other rules the planted hazard necessarily trips (a tampered verdict breaks the
 	// terminal hash too: R12); a clean build trips none.
 	Also []string
-	// Build writes the store under dir and returns its path; hazard false builds the same store
-	// without the hazard.
-	Build func(t testing.TB, dir string, hazard bool) string
+	// Clean is the store the fixture builds without its hazard; fixtures sharing a Clean build the
+	// same store.
+	Clean *Base
+	// Hazard writes the store with the hazard under dir and returns its path; nil when Tamper plants
+	// the hazard.
+	Hazard func(t testing.TB, dir string) string
+	// Tamper, when not nil, plants the hazard by editing the closed Clean store at path directly, as
+	// a tamperer or a broken tool would.
+	Tamper func(t testing.TB, path string)
+}
+
+// Base is a store written through the evidence API with no hazard.
+type Base struct {
+	// Name says what the store holds, e.g. "exact replay".
+	Name string
+	// Build writes the store under dir and returns its path.
+	Build func(t testing.TB, dir string) string
+}
+
+// Build writes the fixture's store under dir and returns its path: Clean's store when hazard is
+// false; with hazard, Hazard's store, or Clean's store edited by Tamper.
+func (f Fixture) Build(t testing.TB, dir string, hazard bool) string {
+	t.Helper()
+	if !hazard {
+		return f.Clean.Build(t, dir)
+	}
+	if f.Tamper == nil {
+		return f.Hazard(t, dir)
+	}
+	path := f.Clean.Build(t, dir)
+	f.Tamper(t, path)
+	return path
 }
 
 // Sum returns SHA-256 hex of s.
