@@ -50,7 +50,11 @@ func validateGoSpec(spec Spec) error {
 // assayoracle/artifact/<spec.File>, generates main.go calling
 // <Function>[<type>] over each domain, builds it with the go tool under Run
 // (BuildDeadline), and runs the binary under Run (Deadline) with the report
-// path, inside a random-named directory, as its only argument.
+// path, inside a random-named directory, as its only argument. The build
+// passes -trimpath so that root, which differs for every check, is not part
+// of the compiled packages and the go build cache reuses the compile of an
+// identical driver and artifact; build errors name files relative to the
+// module either way.
 func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opts Options) execution {
 	ex := execution{guarded: map[string]string{}}
 	fail := func(verdict, detail string) execution {
@@ -122,7 +126,7 @@ func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opt
 	binPath := filepath.Join(root, goDriverBinary)
 	buildLog := filepath.Join(root, goBuildLog)
 	build, err := Run(ctx, Command{
-		Path: goBin, Args: []string{"build", "-buildvcs=false", "-o", binPath, "."}, Dir: moduleDir, Env: env,
+		Path: goBin, Args: []string{"build", "-buildvcs=false", "-trimpath", "-o", binPath, "."}, Dir: moduleDir, Env: env,
 		OutputPath: buildLog, Deadline: buildDeadline, Cleanup: opts.Cleanup,
 	})
 	switch {
