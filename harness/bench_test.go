@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/oracle"
 	"github.com/assay-audit/assay/runtime/provider"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 )
@@ -129,4 +131,60 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BenchmarkCaseCPU runs three catalog cases (sequential, parallel, reflection: five implementing
+// members) on the embedded reference provider, in Python (single-file profile) and in Go (standard
+// profile), and reports the CPU time per case: this process's user+system time plus that of every
+// descendant reaped during the run (getrusage(2) RUSAGE_SELF and RUSAGE_CHILDREN: go test, go
+// build, compile, link, vet, pytest, the oracle's driver), in seconds. CPU, not wall time, because
+// the machines that run the suite are shared; the suite's cost is roughly this figure times its
+// cases.
+//
+//	go test ./harness -run '^$' -bench CaseCPU -benchtime 1x
+func BenchmarkCaseCPU(b *testing.B) {
+	formations := []string{"sequential", "parallel", "reflection"}
+	for _, lp := range []struct{ language, profile string }{{"python", "single-file"}, {"go", "standard"}} {
+		b.Run(lp.language+"/"+lp.profile, func(b *testing.B) {
+			if lp.language == "python" {
+				if _, err := oracle.FindPython(context.Background(), true); err != nil {
+					b.Skipf("no python3 with pytest: %v", err)
+				}
+			}
+			opts := Options{Formations: formations, Language: lp.language, Profile: lp.profile}
+			// One run outside the measurement warms the go build cache and the Python probe.
+			opts.OutDir = b.TempDir()
+			if _, err := Run(context.Background(), opts); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			var cpu float64
+			for i := 0; i < b.N; i++ {
+				opts.OutDir = b.TempDir()
+				before := cpuSeconds(b)
+				sum, err := Run(context.Background(), opts)
+				cpu += cpuSeconds(b) - before
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(sum.Cases) != len(formations) || !sum.Accepted() {
+					b.Fatalf("%d cases, accepted %v", len(sum.Cases), sum.Accepted())
+				}
+			}
+			b.ReportMetric(cpu/float64(b.N*len(formations)), "cpu_s/case")
+		})
+	}
+}
+
+// cpuSeconds is the user+system CPU time of this process and of its reaped descendants, in seconds.
+func cpuSeconds(b *testing.B) float64 {
+	var total float64
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	return total
 }

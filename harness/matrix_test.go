@@ -248,3 +248,34 @@ func TestARetriedServerErrorKeepsSessionsAndRoutingMatched(t *testing.T) {
 		t.Fatalf("check statuses %v", got)
 	}
 }
+
+// TestFailingGoMemberTestRejects: a Go member whose own test fails makes the tests check fail and
+// the case rejected, naming the failed test; the runner's -trimpath (build cache reuse) changes
+// nothing of that.
+func TestFailingGoMemberTestRejects(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs member code; skipped with -short")
+	}
+	sc := scriptedFor(t, reference.LanguageGo)
+	failing := "package double\n\nimport \"testing\"\n\nfunc TestDoubleOfTwo(t *testing.T) {\n\tif Double(2) != 5 {\n\t\tt.Fatal(\"want 5\")\n\t}\n}\n"
+	srv := scriptedProvider(t, map[string]string{sc.artifact: sc.correct, sc.testFile: failing}, sc.done)
+	sum, err := Run(context.Background(), Options{OutDir: t.TempDir(), Formations: []string{"sequential"}, Language: sc.language,
+		BaseURL: srv.URL + "/v1", Model: "scripted-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Accepted() || len(sum.Cases) != 1 || sum.Cases[0].Verdict.Verdict != "rejected" {
+		t.Fatalf("want one rejected case, got %+v", sum.Cases)
+	}
+	for _, ch := range sum.Cases[0].Checks {
+		if ch.Name != "tests" {
+			continue
+		}
+		if ch.Status != "failed" || !strings.Contains(ch.Detail, "exec-1 failed") || !strings.Contains(string(ch.Evidence), "TestDoubleOfTwo") {
+			t.Fatalf("tests check = %s (%s, %s), want failed for exec-1 naming TestDoubleOfTwo", ch.Status, ch.Detail, ch.Evidence)
+		}
+		return
+	}
+	t.Fatalf("no tests check in %+v", sum.Cases[0].Checks)
+}

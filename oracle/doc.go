@@ -54,14 +54,15 @@
 // output to a file (never a pipe, so a grandchild holding the output open
 // cannot hang the caller) of bounded size, kills the whole group on deadline,
 // cancellation or output overflow, and reports processes left behind as a
-// cleanup fault. [RunGoTest] runs `go test -count=1 -json ./...` and counts
+// cleanup fault. [RunGoTest] runs `go test -count=1 -trimpath -json ./...` and counts
 // tests from the test2json events; [RunPytest] runs
 // `python3 -I -B -m pytest -q -p no:cacheprovider` and counts from pytest's
 // summary line. Both return a [TestRunResult]. A passing member test never
 // substitutes for the oracle: callers record both as separate checks.
 //
-// The package is Unix-only (process groups). On Linux, group liveness is read
-// from /proc so that zombies awaiting their reaper do not count as alive;
-// elsewhere kill(-pgid, 0) is used. A process that leaves the group (setsid,
+// The package is Unix-only (process groups). Group liveness starts with
+// kill(-pgid, 0): no process at all means gone. On Linux a group that exists
+// is then read from /proc so that zombies awaiting their reaper do not count
+// as alive; elsewhere existence is the answer. A process that leaves the group (setsid,
 // setpgid) is outside what the runner can see or kill.
 package oracle

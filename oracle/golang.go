@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"text/template"
 )
 
@@ -50,7 +52,11 @@ func validateGoSpec(spec Spec) error {
 // assayoracle/artifact/<spec.File>, generates main.go calling
 // <Function>[<type>] over each domain, builds it with the go tool under Run
 // (BuildDeadline), and runs the binary under Run (Deadline) with the report
-// path, inside a random-named directory, as its only argument.
+// path, inside a random-named directory, as its only argument. The build
+// passes -trimpath so that root, which differs for every check, is not part
+// of the compiled packages and the go build cache reuses the compile of an
+// identical driver and artifact; build errors name files relative to the
+// module either way.
 func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opts Options) execution {
 	ex := execution{guarded: map[string]string{}}
 	fail := func(verdict, detail string) execution {
@@ -77,20 +83,33 @@ func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opt
 	}
 
 	// The language version of the generated go.mod is the local toolchain's,
-	// so the artifact may use every feature the toolchain has.
-	verRun, err := Run(ctx, Command{
-		Path: goBin, Args: []string{"env", "GOVERSION"}, Dir: root, Env: env,
-		OutputPath: filepath.Join(root, goVersionLog), Deadline: buildDeadline, Cleanup: opts.Cleanup,
-	})
-	switch {
-	case err != nil:
-		return fail(VerdictUnavailable, fmt.Sprintf("go env GOVERSION: %v", err))
-	case verRun.Cancelled:
-		return fail(VerdictCancelled, "")
-	case verRun.TimedOut || verRun.ExitCode != 0:
-		return fail(VerdictUnavailable, "go env GOVERSION failed: "+summarizeOutput(filepath.Join(root, goVersionLog)))
+	// so the artifact may use every feature the toolchain has. The answer of
+	// one go tool is remembered for the process (goVersionMemo) and written to
+	// goversion.log either way.
+	versionLog := filepath.Join(root, goVersionLog)
+	key := goToolKey(goBin, env)
+	if out, ok := goVersionMemo.Load(key); ok && key != "" {
+		if err := os.WriteFile(versionLog, out.([]byte), 0o600); err != nil {
+			return fail(VerdictUnavailable, fmt.Sprintf("write %s: %v", versionLog, err))
+		}
+	} else {
+		verRun, err := Run(ctx, Command{
+			Path: goBin, Args: []string{"env", "GOVERSION"}, Dir: root, Env: env,
+			OutputPath: versionLog, Deadline: buildDeadline, Cleanup: opts.Cleanup,
+		})
+		switch {
+		case err != nil:
+			return fail(VerdictUnavailable, fmt.Sprintf("go env GOVERSION: %v", err))
+		case verRun.Cancelled:
+			return fail(VerdictCancelled, "")
+		case verRun.TimedOut || verRun.ExitCode != 0:
+			return fail(VerdictUnavailable, "go env GOVERSION failed: "+summarizeOutput(versionLog))
+		}
+		if out, err := os.ReadFile(versionLog); err == nil && key != "" && !verRun.Leftover && !verRun.CleanupFault {
+			goVersionMemo.Store(key, out)
+		}
 	}
-	goLang := goLanguageVersion(filepath.Join(root, goVersionLog))
+	goLang := goLanguageVersion(versionLog)
 
 	moduleDir := filepath.Join(root, "module")
 	if err := os.MkdirAll(filepath.Join(moduleDir, goArtifactDir), 0o755); err != nil {
@@ -122,7 +141,7 @@ func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opt
 	binPath := filepath.Join(root, goDriverBinary)
 	buildLog := filepath.Join(root, goBuildLog)
 	build, err := Run(ctx, Command{
-		Path: goBin, Args: []string{"build", "-buildvcs=false", "-o", binPath, "."}, Dir: moduleDir, Env: env,
+		Path: goBin, Args: []string{"build", "-buildvcs=false", "-trimpath", "-o", binPath, "."}, Dir: moduleDir, Env: env,
 		OutputPath: buildLog, Deadline: buildDeadline, Cleanup: opts.Cleanup,
 	})
 	switch {
@@ -213,6 +232,30 @@ func goLanguageVersion(path string) string {
 		}
 	}
 	return goFallbackLang
+}
+
+// goVersionMemo holds the output of `go env GOVERSION` in this process, by
+// goToolKey: every Go check otherwise starts a go command for the same answer.
+var goVersionMemo sync.Map // string -> []byte
+
+// goToolKey identifies what `go env GOVERSION` depends on that can be seen
+// without running anything: the go tool's path, its symlink target, size,
+// modification time and inode, and the GOROOT of env. It is "" (never
+// remembered) when the tool cannot be described.
+func goToolKey(goBin string, env []string) string {
+	real, err := filepath.EvalSymlinks(goBin)
+	if err != nil {
+		return ""
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return ""
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d:%d\x00GOROOT=%s", goBin, real, info.Size(), info.ModTime().UnixNano(), st.Dev, st.Ino, envValue(env, "GOROOT"))
 }
 
 // goDriverTemplate is the generated driver. It checks every domain in spec

@@ -1,6 +1,9 @@
 package oracle
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,5 +73,73 @@ func TestGoDriverSource(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGoVersionRemembered runs two checks with the same go tool: both keep the toolchain's
+// version in goversion.log, the second from the memo the first filled.
+func TestGoVersionRemembered(t *testing.T) {
+	requireGo(t)
+	t.Parallel()
+	spec := Spec{
+		Name: "square", Language: "go", File: "square.go", Function: "Square",
+		Domains:   []Domain{{Type: TypeInt, Min: -5, Max: 5, Step: 1}},
+		Reference: Reference{Int: func(x int64) int64 { return x * x }, GoExpr: "x * x"},
+	}
+	path, _ := writeArtifact(t, "square_int", "square.go")
+	var logs []string
+	for i := range 2 {
+		res, err := Check(context.Background(), spec, path, Options{WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict != VerdictPassed {
+			t.Fatalf("check %d: Verdict=%q (%s), want passed", i, res.Verdict, res.Detail)
+		}
+		data, err := os.ReadFile(filepath.Join(res.WorkDir, goVersionLog))
+		if err != nil || !strings.HasPrefix(string(data), "go1.") {
+			t.Fatalf("check %d: %s = %q, %v; want the go version", i, goVersionLog, data, err)
+		}
+		logs = append(logs, string(data))
+	}
+	if logs[0] != logs[1] {
+		t.Errorf("goversion.log differs between checks: %q, %q", logs[0], logs[1])
+	}
+	env := MinimalEnv()
+	goBin, err := resolveExecutable("go", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := goVersionMemo.Load(goToolKey(goBin, env)); !ok || string(out.([]byte)) != logs[0] {
+		t.Errorf("memo for %s = %q, %v; want %q", goBin, out, ok, logs[0])
+	}
+}
+
+// TestGoToolKey: the memo key changes with the tool's file and with GOROOT, and is "" for a tool
+// that cannot be described, so a changed toolchain is asked again.
+func TestGoToolKey(t *testing.T) {
+	t.Parallel()
+	tool := filepath.Join(t.TempDir(), "go")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho go1.0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first := goToolKey(tool, nil)
+	if first == "" {
+		t.Fatal("goToolKey of an existing file is empty")
+	}
+	if again := goToolKey(tool, nil); again != first {
+		t.Errorf("goToolKey is not stable: %q, %q", first, again)
+	}
+	if other := goToolKey(tool, []string{"GOROOT=/elsewhere"}); other == first {
+		t.Error("goToolKey ignores GOROOT")
+	}
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho go1.99.0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if changed := goToolKey(tool, nil); changed == first {
+		t.Error("goToolKey did not change with the tool's file")
+	}
+	if missing := goToolKey(filepath.Join(t.TempDir(), "absent"), nil); missing != "" {
+		t.Errorf("goToolKey of a missing tool = %q, want \"\"", missing)
 	}
 }

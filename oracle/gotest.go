@@ -61,12 +61,20 @@ type testEvent struct {
 	Output     string
 }
 
-// RunGoTest runs `go test -count=1 -json ./...` in dir under [Run] with
-// [MinimalEnv] (offline, no credentials), deadline defaulting to
+// RunGoTest runs `go test -count=1 -trimpath -json ./...` in dir under [Run]
+// with [MinimalEnv] (offline, no credentials), deadline defaulting to
 // DefaultBuildDeadline (120s) when zero or negative and the cleanup deadline
 // DefaultCleanup. Output goes to outputPath, or, when it is empty, to a new
 // file "<base>-gotest-*.jsonl" in dir's parent (outside the module, never a
 // pipe). Counts are parsed from that file afterwards.
+//
+// -count=1 keeps test results uncached: the tests always run. -trimpath
+// keeps dir out of the compiled packages, so the go build cache reuses the
+// compile and vet actions of identical sources tested in another directory
+// (every matrix case has its own); it changes no verdict or count. File names
+// the output shows are then module-relative: compiler errors and t.Error
+// lines as before ("./x.go:3:2", "x_test.go:12:"), and panic stack traces as
+// "<module path>/x.go:12" instead of the absolute path under dir.
 //
 // Verdict precedence: cancelled; timeout; cleanup_fault (leftover
 // processes); failed (any test failed or the go command exited non-zero,
@@ -113,7 +121,7 @@ func RunGoTest(ctx context.Context, dir string, outputPath string, deadline time
 	}
 	res.Interpreter = goBin
 	run, err := Run(ctx, Command{
-		Path: goBin, Args: []string{"test", "-count=1", "-json", "./..."}, Dir: absDir, Env: env,
+		Path: goBin, Args: []string{"test", "-count=1", "-trimpath", "-json", "./..."}, Dir: absDir, Env: env,
 		OutputPath: outputPath, Deadline: deadline,
 	})
 	if err != nil {

@@ -172,3 +172,57 @@ func TestRunGoTestBadDir(t *testing.T) {
 		t.Fatalf("error = %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestRunGoTestTrimpathKeepsEvidence runs the same failing module in two directories: with
+// -trimpath both runs still fail with both failures counted, and the output names files relative
+// to the module (a t.Error line by base name, a panic trace as example.com/m/m_test.go), never
+// the absolute directory. A passing module run twice in one directory runs its tests both times:
+// results are never cached.
+func TestRunGoTestTrimpathKeepsEvidence(t *testing.T) {
+	t.Parallel()
+	failing := `package m
+
+import "testing"
+
+func TestWrong(t *testing.T) { t.Error("wrong answer") }
+
+func TestPanic(t *testing.T) { panic("boom") }
+`
+	for i := range 2 {
+		dir := writeModule(t, map[string]string{"m.go": moduleSource, "m_test.go": failing})
+		res, err := RunGoTest(context.Background(), dir, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict != VerdictFailed || res.Failed != 2 || res.ExitCode != 1 {
+			t.Fatalf("run %d: RunGoTest = %s, %d failed, exit %d (%s); want failed, 2, 1", i, res.Verdict, res.Failed, res.ExitCode, res.Detail)
+		}
+		out, err := os.ReadFile(res.OutputPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"m_test.go:5: wrong answer", "example.com/m/m_test.go:7"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("run %d: output does not mention %q:\n%s", i, want, out)
+			}
+		}
+		if strings.Contains(string(out), dir) {
+			t.Errorf("run %d: output names the absolute directory %s; -trimpath should keep it out:\n%s", i, dir, out)
+		}
+	}
+
+	dir := writeModule(t, map[string]string{"m.go": moduleSource, "m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestOK(t *testing.T) {}\n"})
+	for i := range 2 {
+		res, err := RunGoTest(context.Background(), dir, filepath.Join(t.TempDir(), "out.jsonl"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.ReadFile(res.OutputPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verdict != VerdictPassed || res.Passed != 1 || strings.Contains(string(out), "(cached)") {
+			t.Fatalf("run %d: RunGoTest = %s, %d passed; want passed, 1, not cached:\n%s", i, res.Verdict, res.Passed, out)
+		}
+	}
+}
