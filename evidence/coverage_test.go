@@ -17,7 +17,7 @@ import (
 // checks with evidence, usage rows and calls with every count, usage verdicts, a checkpoint and a
 // binding, finalized; the second writer's first write sealed "int" (a status change, a verdict,
 // a finalization).
-func coverageStore(t *testing.T) string {
+func coverageStore(t testing.TB) string {
 	t.Helper()
 	ctx := context.Background()
 	path := storePath(t)
