@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -163,9 +164,23 @@ func readShapes(ctx context.Context, q queryer) (map[string]*tableShape, error) 
 	return out, rows.Err()
 }
 
-// expectedShapes builds the current schema in an in-memory database and reads
-// its shapes: the reference a store's catalog is compared with.
-func expectedShapes(ctx context.Context) (map[string]*tableShape, map[string]string, error) {
+// expectedShapes returns the shapes of the current schema and each table's CREATE TABLE statement:
+// the reference a store's catalog is compared with. The schema is fixed for a build, so it is built
+// (in an in-memory database) once per process; callers share the result and must not change it.
+var expectedShapes = sync.OnceValues(func() (expectedSchema, error) {
+	shapes, ddl, err := buildExpectedShapes(context.Background())
+	return expectedSchema{shapes: shapes, ddl: ddl}, err
+})
+
+// expectedSchema is the reference expectedShapes returns: the shape of each table of the schema
+// and its CREATE TABLE statement, by table name.
+type expectedSchema struct {
+	shapes map[string]*tableShape
+	ddl    map[string]string
+}
+
+// buildExpectedShapes builds the current schema in an in-memory database and reads its shapes.
+func buildExpectedShapes(ctx context.Context) (map[string]*tableShape, map[string]string, error) {
 	connector, err := duckdb.NewConnector("", nil)
 	if err != nil {
 		return nil, nil, err
@@ -198,10 +213,11 @@ func expectedShapes(ctx context.Context) (map[string]*tableShape, map[string]str
 // Verify can go on; the caller drops them (dropStandIns). Must be called
 // with s.mu held.
 func (s *Store) damageScan(ctx context.Context) ([]Damage, []string, error) {
-	want, ddl, err := expectedShapes(ctx)
+	ref, err := expectedShapes()
 	if err != nil {
 		return nil, nil, err
 	}
+	want, ddl := ref.shapes, ref.ddl
 	var out []Damage
 	have, err := readShapes(ctx, s.conn)
 	if err != nil {
