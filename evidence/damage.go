@@ -265,24 +265,44 @@ func (s *Store) damageScan(ctx context.Context) ([]Damage, []string, error) {
 	for _, n := range extra {
 		out = append(out, Damage{Table: n, Reason: fmt.Sprintf("table %s is not part of schema %d", n, SchemaVersion)})
 	}
+	// Every row of every table is read in one statement; only when that fails is each table read
+	// on its own, to name the tables whose blocks cannot be read.
+	var present, reads []string
 	for _, name := range names {
-		if have[name] == nil {
-			continue
+		if have[name] != nil {
+			present = append(present, name)
+			reads = append(reads, `SELECT count(*), bit_xor(hash(t)) FROM "`+name+`" t`)
 		}
-		var n int64
-		var h any // a UBIGINT
-		err := s.conn.QueryRowContext(ctx, `SELECT count(*), bit_xor(hash(t)) FROM "`+name+`" t`).Scan(&n, &h)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, nil, ctx.Err()
+	}
+	if len(reads) > 0 && scanAll(ctx, s.conn, strings.Join(reads, " UNION ALL ")) != nil {
+		for i, name := range present {
+			if err := scanAll(ctx, s.conn, reads[i]); err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, ctx.Err()
+				}
+				out = append(out, Damage{Table: name, Reason: fmt.Sprintf("its rows cannot be read: a block of the file is corrupt (%s)", engineReason(err))})
 			}
-			out = append(out, Damage{Table: name, Reason: fmt.Sprintf("its rows cannot be read: a block of the file is corrupt (%s)", engineReason(err))})
 		}
 	}
 	if d := s.sizeDamage(ctx); d != nil {
 		out = append(out, *d)
 	}
 	return out, standIns, nil
+}
+
+// scanAll runs query and reads every row it returns, discarding them.
+func scanAll(ctx context.Context, q queryer, query string) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
 }
 
 // sizeDamage reports a file shorter than the blocks the database says are in
