@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -237,27 +238,9 @@ func (s *Store) missingRuns(ctx context.Context, admitted map[string]int64) ([]R
 	if err := trows.Close(); err != nil {
 		return nil, fmt.Errorf("evidence: verify: list tables: %w", err)
 	}
-	left := map[string][]string{} // run id -> "table (n)"
-	for _, t := range tables {
-		// Table names come from the catalog; quoting keeps any name literal.
-		q := `SELECT run_id, count(*) FROM "` + strings.ReplaceAll(t, `"`, `""`) + `"
-			WHERE run_id NOT IN (SELECT run_id FROM runs) GROUP BY run_id ORDER BY run_id`
-		rows, err := s.conn.QueryContext(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("evidence: verify: orphan rows of %s: %w", t, err)
-		}
-		for rows.Next() {
-			var id sql.NullString
-			var n int64
-			if err := rows.Scan(&id, &n); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("evidence: verify: orphan rows of %s: %w", t, err)
-			}
-			left[id.String] = append(left[id.String], fmt.Sprintf("%s (%d)", t, n))
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("evidence: verify: orphan rows of %s: %w", t, err)
-		}
+	left, err := s.orphanRows(ctx, tables)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := s.conn.QueryContext(ctx, `SELECT corrects_run_id, run_id FROM runs
 		WHERE corrects_run_id IS NOT NULL AND corrects_run_id NOT IN (SELECT run_id FROM runs) ORDER BY ordinal`)
@@ -335,4 +318,50 @@ func (s *Store) unlinkedArtifacts(ctx context.Context) ([]RunVerification, error
 			Detail: fmt.Sprintf("artifact sha256:%s is linked by no run: it was added, or the links of the run that stored it were deleted", d)})
 	}
 	return out, rows.Err()
+}
+
+// orphanRows counts, for each of tables, its rows whose run_id is missing from runs, by run id:
+// "table (n)" per table, in the order of tables. All tables are read in one statement; only when
+// that fails is each read on its own, so that the error names the table.
+func (s *Store) orphanRows(ctx context.Context, tables []string) (map[string][]string, error) {
+	left := map[string][]string{} // run id -> "table (n)"
+	if len(tables) == 0 {
+		return left, nil
+	}
+	queries := make([]string, len(tables))
+	for i, t := range tables {
+		// Table names come from the catalog; quoting keeps any name literal.
+		queries[i] = `SELECT ` + strconv.Itoa(i) + ` AS i, run_id, count(*) FROM "` + strings.ReplaceAll(t, `"`, `""`) + `"
+			WHERE run_id NOT IN (SELECT run_id FROM runs) GROUP BY run_id`
+	}
+	read := func(query, what string) error {
+		rows, err := s.conn.QueryContext(ctx, query)
+		if err != nil {
+			return fmt.Errorf("evidence: verify: orphan rows of %s: %w", what, err)
+		}
+		for rows.Next() {
+			var i int
+			var id sql.NullString
+			var n int64
+			if err := rows.Scan(&i, &id, &n); err != nil {
+				rows.Close()
+				return fmt.Errorf("evidence: verify: orphan rows of %s: %w", what, err)
+			}
+			left[id.String] = append(left[id.String], fmt.Sprintf("%s (%d)", tables[i], n))
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("evidence: verify: orphan rows of %s: %w", what, err)
+		}
+		return nil
+	}
+	if read(`SELECT * FROM (`+strings.Join(queries, " UNION ALL ")+`) ORDER BY i, run_id`, "every table") == nil {
+		return left, nil
+	}
+	clear(left)
+	for i, t := range tables {
+		if err := read(queries[i]+` ORDER BY run_id`, t); err != nil {
+			return nil, err
+		}
+	}
+	return left, nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -163,4 +164,36 @@ func benchBatch() int {
 		return n
 	}
 	return 10_000
+}
+
+// BenchmarkVerifySmallStore measures one Verify of the coverage store (two runs, every column
+// filled) on a store opened read-only, as `assay verify`, reports and replays do; the per-call
+// cost every one of them pays, whatever the size of the store. cpu-ms/op is the process's CPU
+// time (user + system, DuckDB's threads included) per Verify: on a shared machine it is the
+// figure to compare, as ns/op grows with the load.
+//
+//	go test -run '^$' -bench BenchmarkVerifySmallStore ./evidence/
+func BenchmarkVerifySmallStore(b *testing.B) {
+	ctx := context.Background()
+	ro := mustOpen(b, coverageStore(b), OpenOptions{ReadOnly: true})
+	start := cpuTime()
+	for b.Loop() {
+		vs, err := ro.Verify(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(vs) != 2 || vs[0].Status != VerifyInterrupted || vs[1].Status != VerifyOK {
+			b.Fatalf("the coverage store does not verify: %+v", vs)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
+
+// cpuTime is the CPU time (user + system) the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,10 +18,17 @@ import (
 // checks with evidence, usage rows and calls with every count, usage verdicts, a checkpoint and a
 // binding, finalized; the second writer's first write sealed "int" (a status change, a verdict,
 // a finalization).
-func coverageStore(t *testing.T) string {
+func coverageStore(t testing.TB) string {
+	t.Helper()
+	path := storePath(t)
+	writeCoverageStore(t, path)
+	return path
+}
+
+// writeCoverageStore writes coverageStore's store at path.
+func writeCoverageStore(t testing.TB, path string) {
 	t.Helper()
 	ctx := context.Background()
-	path := storePath(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -68,19 +76,17 @@ func coverageStore(t *testing.T) string {
 	_, err = s.Finalize(ctx, "cov", Verdict{Verdict: VerdictRejected, Reasons: []string{"coverage"}})
 	must(err)
 	mustClose(t, s)
-	return path
 }
 
 // alternatives are values tried, in order, for a text column a CHECK constraint restricts.
 var alternatives = []string{"finalized", "open", "interrupted", "failed", "passed", "unknown", "wire", "store", "gateway",
 	"reported", "partial", "accepted", "rejected", "non_certifiable", "conserved", "mismatch", "dry_run", "observe", "live", "file", "inline"}
 
-// editColumn changes column col of table (of run "cov" where the table has a run_id column) in the
-// closed store at path, and reports whether some value changed.
-func editColumn(t *testing.T, path, table, col, typ string, hasRunID bool) bool {
+// columnEdits are the UPDATE statements that change column col (of SQL type typ) of one row of
+// table, tried in order until one changes a row: of run "cov" where the table has a run_id column
+// (hasRunID), else the first row.
+func columnEdits(t *testing.T, table, col, typ string, hasRunID bool) []string {
 	t.Helper()
-	db := openRaw(t, path)
-	defer db.Close()
 	// One row: of run "cov" where it has one there, else the first.
 	prefer := "run_id = 'cov'"
 	if table == "usage_calls" {
@@ -115,8 +121,22 @@ func editColumn(t *testing.T, path, table, col, typ string, hasRunID bool) bool 
 	default:
 		t.Fatalf("%s.%s: no edit for type %s", table, col, typ)
 	}
-	for _, c := range candidates {
-		res, err := db.Exec(q(c))
+	stmts := make([]string, len(candidates))
+	for i, c := range candidates {
+		stmts[i] = q(c)
+	}
+	return stmts
+}
+
+// editColumn changes column col of table (columnEdits) in the closed store at path, committed to
+// the file through a DuckDB handle of its own as an attacker would, and reports whether some value
+// changed.
+func editColumn(t *testing.T, path, table, col, typ string, hasRunID bool) bool {
+	t.Helper()
+	db := openRaw(t, path)
+	defer db.Close()
+	for _, stmt := range columnEdits(t, table, col, typ, hasRunID) {
+		res, err := db.Exec(stmt)
 		if err != nil {
 			continue
 		}
@@ -127,33 +147,51 @@ func editColumn(t *testing.T, path, table, col, typ string, hasRunID bool) bool 
 	return false
 }
 
-// Every column of the schema is covered: changing any value of any column of a run's rows, of the
-// store-wide chains or of the writer sessions makes verify fail. Only meta, which identifies the
-// file (checked by Open) and not a run, is outside.
-func TestEveryColumnIsCovered(t *testing.T) {
-	if testing.Short() {
-		t.Skip("one store copy and verification per column (about 170); skipped with -short")
-	}
+// editColumnInTx changes column col of table (columnEdits), as editColumn does, inside a
+// transaction begun on s's own connection, which it leaves open so that s.Verify reads the edited
+// rows; the caller rolls it back. Each candidate that fails or changes nothing is rolled back
+// before the next, as a failed statement ends a DuckDB transaction. It reports whether some value
+// changed (false: no transaction is open).
+func editColumnInTx(t *testing.T, s *Store, table, col, typ string, hasRunID bool) bool {
+	t.Helper()
 	ctx := context.Background()
-	src := coverageStore(t)
-	if got := verifyAll(t, src); got["cov"].Status != VerifyOK || got["int"].Status != VerifyInterrupted {
-		t.Fatalf("the coverage store does not verify: %+v", got)
+	for _, stmt := range columnEdits(t, table, col, typ, hasRunID) {
+		if _, err := s.conn.ExecContext(ctx, `BEGIN TRANSACTION`); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.conn.ExecContext(ctx, stmt)
+		if err == nil {
+			if n, _ := res.RowsAffected(); n > 0 {
+				return true
+			}
+		}
+		if _, err := s.conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+			t.Fatal(err)
+		}
 	}
-	ro := mustOpen(t, src, OpenOptions{ReadOnly: true})
-	rows, err := ro.conn.QueryContext(ctx, `SELECT table_name, column_name, data_type,
+	return false
+}
+
+// coverageColumn is a column of the schema TestEveryColumnIsCovered edits.
+type coverageColumn struct {
+	table, name, typ string
+	runID            bool // the table has a run_id column
+}
+
+// coverageColumns lists every column of the schema but meta's, in table and column order.
+func coverageColumns(t *testing.T, s *Store) []coverageColumn {
+	t.Helper()
+	rows, err := s.conn.QueryContext(context.Background(), `SELECT table_name, column_name, data_type,
 			(SELECT count(*) FROM duckdb_columns() c2 WHERE c2.table_name = c.table_name AND c2.column_name = 'run_id' AND c2.database_name = c.database_name)
 		FROM duckdb_columns() c WHERE database_name = current_database() AND schema_name = 'main' AND table_name <> 'meta'
 		ORDER BY table_name, column_index`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type column struct {
-		table, name, typ string
-		runID            bool
-	}
-	var cols []column
+	defer rows.Close()
+	var cols []coverageColumn
 	for rows.Next() {
-		var c column
+		var c coverageColumn
 		var n int
 		if err := rows.Scan(&c.table, &c.name, &c.typ, &n); err != nil {
 			t.Fatal(err)
@@ -161,41 +199,101 @@ func TestEveryColumnIsCovered(t *testing.T) {
 		c.runID = n > 0
 		cols = append(cols, c)
 	}
-	rows.Close()
-	mustClose(t, ro)
-	if len(cols) < 150 {
-		t.Fatalf("only %d columns", len(cols))
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cols
+}
+
+// failedFindings lists the findings of vs that do not pass.
+func failedFindings(vs []RunVerification) []string {
+	var failed []string
+	for _, v := range vs {
+		if !v.Passed() {
+			failed = append(failed, v.RunID+v.Table+" "+v.Status)
+		}
+	}
+	return failed
+}
+
+// Every column of the schema is covered: changing any value of any column of a run's rows, of the
+// store-wide chains or of the writer sessions makes verify fail. Only meta, which identifies the
+// file (checked by Open) and not a run, is outside.
+//
+// Each column is edited inside a transaction on the connection Verify reads through, verified and
+// rolled back, all on one copy of the coverage store. The control columns (one of each type, and
+// the run status) are also edited the way an attacker would, committed to a copy of the file of
+// their own and verified through a read-only store: those findings must equal the in-transaction
+// ones, so that what Verify sees of an uncommitted edit is what it sees of a committed one.
+func TestEveryColumnIsCovered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("one verification per column (about 170); skipped with -short")
+	}
+	ctx := context.Background()
+	src := storeCopy(t, "coverageStore", func(t *testing.T, path string) { writeCoverageStore(t, path) })
+	if got := verifyAll(t, src); got["cov"].Status != VerifyOK || got["int"].Status != VerifyInterrupted {
+		t.Fatalf("the coverage store does not verify: %+v", got)
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := mustOpen(t, src, OpenOptions{})
+	cols := coverageColumns(t, s)
+	if len(cols) < 150 {
+		t.Fatalf("only %d columns", len(cols))
+	}
+	control := map[string]bool{"runs.status": true}
+	seenType := map[string]bool{}
+	for _, c := range cols {
+		if !seenType[c.typ] {
+			seenType[c.typ] = true
+			control[c.table+"."+c.name] = true
+		}
+	}
 	for _, c := range cols {
 		t.Run(c.table+"."+c.name, func(t *testing.T) {
-			t.Parallel()
+			if !editColumnInTx(t, s, c.table, c.name, c.typ, c.runID) {
+				t.Fatalf("no edit of %s.%s (%s) took", c.table, c.name, c.typ)
+			}
+			vs, err := s.Verify(ctx)
+			if _, err := s.conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+				t.Fatal(err)
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if len(failedFindings(vs)) == 0 {
+				t.Fatalf("an edit of %s.%s goes unnoticed: %+v", c.table, c.name, vs)
+			}
+			if !control[c.table+"."+c.name] {
+				return
+			}
 			path := filepath.Join(t.TempDir(), "evidence.duckdb")
 			if err := os.WriteFile(path, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			if !editColumn(t, path, c.table, c.name, c.typ, c.runID) {
-				t.Fatalf("no edit of %s.%s (%s) took", c.table, c.name, c.typ)
+				t.Fatalf("no committed edit of %s.%s (%s) took", c.table, c.name, c.typ)
 			}
 			ro := mustOpen(t, path, OpenOptions{ReadOnly: true})
-			vs, err := ro.Verify(ctx)
+			committed, err := ro.Verify(ctx)
 			mustClose(t, ro)
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			var failed []string
-			for _, v := range vs {
-				if !v.Passed() {
-					failed = append(failed, v.RunID+v.Table+" "+v.Status)
-				}
-			}
-			if len(failed) == 0 {
-				t.Fatalf("an edit of %s.%s goes unnoticed: %+v", c.table, c.name, vs)
+			if !reflect.DeepEqual(committed, vs) {
+				t.Fatalf("an edit of %s.%s verifies differently in a transaction and committed:\n in a transaction %+v\n committed        %+v", c.table, c.name, vs, committed)
 			}
 		})
+	}
+	// Every edit was rolled back: the store verifies as it did.
+	vs, err := s.Verify(ctx)
+	if err != nil || len(failedFindings(vs)) != 0 {
+		t.Fatalf("after the edits were rolled back: %v %+v", err, vs)
+	}
+	if len(control) < 6 {
+		t.Fatalf("only %d control columns: %v", len(control), control)
 	}
 }
 

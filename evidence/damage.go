@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -163,9 +164,23 @@ func readShapes(ctx context.Context, q queryer) (map[string]*tableShape, error) 
 	return out, rows.Err()
 }
 
-// expectedShapes builds the current schema in an in-memory database and reads
-// its shapes: the reference a store's catalog is compared with.
-func expectedShapes(ctx context.Context) (map[string]*tableShape, map[string]string, error) {
+// expectedShapes returns the shapes of the current schema and each table's CREATE TABLE statement:
+// the reference a store's catalog is compared with. The schema is fixed for a build, so it is built
+// (in an in-memory database) once per process; callers share the result and must not change it.
+var expectedShapes = sync.OnceValues(func() (expectedSchema, error) {
+	shapes, ddl, err := buildExpectedShapes(context.Background())
+	return expectedSchema{shapes: shapes, ddl: ddl}, err
+})
+
+// expectedSchema is the reference expectedShapes returns: the shape of each table of the schema
+// and its CREATE TABLE statement, by table name.
+type expectedSchema struct {
+	shapes map[string]*tableShape
+	ddl    map[string]string
+}
+
+// buildExpectedShapes builds the current schema in an in-memory database and reads its shapes.
+func buildExpectedShapes(ctx context.Context) (map[string]*tableShape, map[string]string, error) {
 	connector, err := duckdb.NewConnector("", nil)
 	if err != nil {
 		return nil, nil, err
@@ -198,10 +213,11 @@ func expectedShapes(ctx context.Context) (map[string]*tableShape, map[string]str
 // Verify can go on; the caller drops them (dropStandIns). Must be called
 // with s.mu held.
 func (s *Store) damageScan(ctx context.Context) ([]Damage, []string, error) {
-	want, ddl, err := expectedShapes(ctx)
+	ref, err := expectedShapes()
 	if err != nil {
 		return nil, nil, err
 	}
+	want, ddl := ref.shapes, ref.ddl
 	var out []Damage
 	have, err := readShapes(ctx, s.conn)
 	if err != nil {
@@ -249,24 +265,44 @@ func (s *Store) damageScan(ctx context.Context) ([]Damage, []string, error) {
 	for _, n := range extra {
 		out = append(out, Damage{Table: n, Reason: fmt.Sprintf("table %s is not part of schema %d", n, SchemaVersion)})
 	}
+	// Every row of every table is read in one statement; only when that fails is each table read
+	// on its own, to name the tables whose blocks cannot be read.
+	var present, reads []string
 	for _, name := range names {
-		if have[name] == nil {
-			continue
+		if have[name] != nil {
+			present = append(present, name)
+			reads = append(reads, `SELECT count(*), bit_xor(hash(t)) FROM "`+name+`" t`)
 		}
-		var n int64
-		var h any // a UBIGINT
-		err := s.conn.QueryRowContext(ctx, `SELECT count(*), bit_xor(hash(t)) FROM "`+name+`" t`).Scan(&n, &h)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, nil, ctx.Err()
+	}
+	if len(reads) > 0 && scanAll(ctx, s.conn, strings.Join(reads, " UNION ALL ")) != nil {
+		for i, name := range present {
+			if err := scanAll(ctx, s.conn, reads[i]); err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, ctx.Err()
+				}
+				out = append(out, Damage{Table: name, Reason: fmt.Sprintf("its rows cannot be read: a block of the file is corrupt (%s)", engineReason(err))})
 			}
-			out = append(out, Damage{Table: name, Reason: fmt.Sprintf("its rows cannot be read: a block of the file is corrupt (%s)", engineReason(err))})
 		}
 	}
 	if d := s.sizeDamage(ctx); d != nil {
 		out = append(out, *d)
 	}
 	return out, standIns, nil
+}
+
+// scanAll runs query and reads every row it returns, discarding them.
+func scanAll(ctx context.Context, q queryer, query string) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
 }
 
 // sizeDamage reports a file shorter than the blocks the database says are in

@@ -43,12 +43,12 @@ func testEnvelope(mode string) Envelope {
 func i64(v int64) *int64 { return &v }
 
 // storePath returns a fresh store path under its own temp dir.
-func storePath(t *testing.T) string {
+func storePath(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(t.TempDir(), "assay-out", "evidence.duckdb")
 }
 
-func mustOpen(t *testing.T, path string, opts OpenOptions) *Store {
+func mustOpen(t testing.TB, path string, opts OpenOptions) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), path, opts)
 	if err != nil {
@@ -58,7 +58,7 @@ func mustOpen(t *testing.T, path string, opts OpenOptions) *Store {
 	return s
 }
 
-func mustClose(t *testing.T, s *Store) {
+func mustClose(t testing.TB, s *Store) {
 	t.Helper()
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

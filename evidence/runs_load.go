@@ -43,14 +43,16 @@ func (s *Store) Run(ctx context.Context, runID string) (RunSummary, error) {
 func loadRuns(ctx context.Context, q queryer, runID string) ([]RunSummary, error) {
 	rows, err := q.QueryContext(ctx, `SELECT r.run_id, r.corrects_run_id, r.status, r.envelope_digest, r.created_at,
 			r.finalized_at, r.event_count, r.terminal_hash, coalesce(r.terminal_version, 0),
-			(SELECT count(*) FROM events ev WHERE ev.run_id = r.run_id),
+			coalesce(ev.n, 0),
 			e.tenant, e.manifest_digest, e.mode, e.policy_digest, e.dataset_digest, e.environment_fingerprint,
 			e.entropy_sources, e.replay_tolerance, e.provider, e.base_url, e.model, e.formation, e.task_profile, e.language,
 			coalesce(e.case_name, ''), coalesce(e.invocation_id, ''), coalesce(e.task_name, ''), coalesce(e.repeat_index, 0),
-			coalesce((SELECT min(a.hash) FROM admissions a WHERE a.run_id = r.run_id), ''), coalesce(r.writer_id, 0)
+			coalesce(a.hash, ''), coalesce(r.writer_id, 0)
 		FROM runs r LEFT JOIN envelopes e ON e.run_id = r.run_id
-		WHERE ? = '' OR r.run_id = ?
-		ORDER BY r.ordinal`, runID, runID)
+			LEFT JOIN (SELECT run_id, count(*) AS n FROM events WHERE $1 = '' OR run_id = $1 GROUP BY run_id) ev ON ev.run_id = r.run_id
+			LEFT JOIN (SELECT run_id, min(hash) AS hash FROM admissions WHERE $1 = '' OR run_id = $1 GROUP BY run_id) a ON a.run_id = r.run_id
+		WHERE $1 = '' OR r.run_id = $1
+		ORDER BY r.ordinal`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: load runs: %w", err)
 	}

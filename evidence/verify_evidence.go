@@ -63,11 +63,13 @@ func (re *runEvidence) finalizationRecorded() bool {
 
 func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence, error) {
 	re := &runEvidence{}
-	err := q.QueryRowContext(ctx, `SELECT status, ordinal, event_count, terminal_hash, finalized_at,
-			(SELECT count(*) FROM envelopes e WHERE e.run_id = r.run_id) > 0,
-			(SELECT min(v.requested_verdict) FROM verdicts v WHERE v.run_id = r.run_id),
-			(SELECT min(v.decided_at) FROM verdicts v WHERE v.run_id = r.run_id)
-		FROM runs r WHERE run_id = ?`, runID).Scan(&re.status, &re.ordinal, &re.storedCount, &re.terminal, &re.finalizedAt,
+	err := q.QueryRowContext(ctx, `SELECT r.status, r.ordinal, r.event_count, r.terminal_hash, r.finalized_at,
+			e.run_id IS NOT NULL, v.requested, v.decided_at
+		FROM runs r
+			LEFT JOIN (SELECT DISTINCT run_id FROM envelopes WHERE run_id = $1) e ON e.run_id = r.run_id
+			LEFT JOIN (SELECT run_id, min(requested_verdict) AS requested, min(decided_at) AS decided_at
+				FROM verdicts WHERE run_id = $1 GROUP BY run_id) v ON v.run_id = r.run_id
+		WHERE r.run_id = $1`, runID).Scan(&re.status, &re.ordinal, &re.storedCount, &re.terminal, &re.finalizedAt,
 		&re.hasEnvelope, &re.requested, &re.decidedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
