@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/template"
 )
 
@@ -243,19 +242,11 @@ var goVersionMemo sync.Map // string -> []byte
 // modification time and inode, and the GOROOT of env. It is "" (never
 // remembered) when the tool cannot be described.
 func goToolKey(goBin string, env []string) string {
-	real, err := filepath.EvalSymlinks(goBin)
-	if err != nil {
+	id := fileIdentity(goBin)
+	if id == "" {
 		return ""
 	}
-	info, err := os.Stat(real)
-	if err != nil {
-		return ""
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d:%d\x00GOROOT=%s", goBin, real, info.Size(), info.ModTime().UnixNano(), st.Dev, st.Ino, envValue(env, "GOROOT"))
+	return id + "\x00GOROOT=" + envValue(env, "GOROOT")
 }
 
 // goDriverTemplate is the generated driver. It checks every domain in spec

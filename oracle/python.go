@@ -175,21 +175,34 @@ func pythonMemoKey(pathList string, needPytest bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pytest=%t\x00PATH=%s", needPytest, pathList)
 	for _, cand := range pythonCandidates(pathList) {
-		real, err := filepath.EvalSymlinks(cand)
-		if err != nil {
+		id := fileIdentity(cand)
+		if id == "" {
 			return ""
 		}
-		info, err := os.Stat(real)
-		if err != nil {
-			return ""
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return ""
-		}
-		fmt.Fprintf(&b, "\x00%s\x00%s\x00%d\x00%d\x00%d:%d", cand, real, info.Size(), info.ModTime().UnixNano(), st.Dev, st.Ino)
+		b.WriteString("\x00" + id)
 	}
 	return b.String()
+}
+
+// fileIdentity describes the executable at path as far as it can be seen
+// without running it: the path, its symlink target, and the target's size,
+// modification time and device:inode, NUL-separated. It is "" when path
+// cannot be resolved or stated. It keys the per-process memos of FindPython
+// and of the go tool's version.
+func fileIdentity(path string) string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return ""
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d:%d", path, real, info.Size(), info.ModTime().UnixNano(), st.Dev, st.Ino)
 }
 
 // findPython is FindPython with the environment and probe directory given.
