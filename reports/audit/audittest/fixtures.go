@@ -195,29 +195,7 @@ func exchangeRun(t testing.TB, dir string, unbacked bool, checks []string) strin
 // unknownEffect builds r1 ending its effect unknown, rejected, and r2 resuming r1; with reconciled,
 // an operator's reconciliation resolves the effect in correction run k1 (corrects r1) before r2.
 func unknownEffect(t testing.TB, dir string, reconciled bool) string {
-	b := NewBuilder(t, dir)
-	env := Envelope(evidence.ModeLive)
-	b.Open("r1", env, "")
-	b.Event("r1", "boundary_configured", "", map[string]any{"mode": "live"})
-	b.Exchange("r1", "exec-1", 0)
-	key := b.ToolCall("r1", "exec-1", "c1", "unknown", nil)
-	seq, hash := b.Checkpoint("r1")
-	b.Checks("r1", "files")
-	b.Finalize("r1", evidence.VerdictRejected)
-	if reconciled {
-		b.Open("k1", env, "r1")
-		b.Event("k1", "tool_result", "exec-1", map[string]any{"call_id": "c1", "idempotency_key": key, "state": "succeeded",
-			"tool": "write_file", "source": "reconciliation", "receipt": map[string]any{"committed": true}})
-		b.Finalize("k1", evidence.VerdictNonCertifiable)
-	}
-	b.Open("r2", env, "r1")
-	b.Event("r2", "run_resumed", "", map[string]any{"resumes_run_id": "r1", "team_run_id": "r1", "checkpoint_seq": seq, "checkpoint_hash": hash})
-	b.Event("r2", "boundary_configured", "", map[string]any{"mode": "live"})
-	b.Exchange("r2", "exec-1", 1)
-	b.ToolCall("r2", "exec-1", "c2", "succeeded", nil)
-	b.Checks("r2", CaseChecks...)
-	b.Finalize("r2", evidence.VerdictAccepted)
-	return b.Close()
+	return resumeChain(t, dir, "unknown", reconciled, nil)
 }
 
 // First returns the first fixture of rule; it fails the test when there is none.
@@ -235,15 +213,29 @@ func First(t testing.TB, rule string) Fixture {
 // resume builds a run r1 interrupted after a checkpoint and a run r2 resuming it; drift (may be nil)
 // changes r2's envelope.
 func resume(t testing.TB, dir string, drift func(*evidence.Envelope)) string {
+	return resumeChain(t, dir, "succeeded", false, drift)
+}
+
+// resumeChain builds r1, whose effect c1 ends in state c1State, checkpointed and rejected; with
+// reconciled, correction run k1 (corrects r1) records an operator's reconciliation of c1 as
+// committed; then r2 resumes r1 from its checkpoint, with r1's envelope changed by drift (may be
+// nil), and is accepted.
+func resumeChain(t testing.TB, dir, c1State string, reconciled bool, drift func(*evidence.Envelope)) string {
 	b := NewBuilder(t, dir)
 	env := Envelope(evidence.ModeLive)
 	b.Open("r1", env, "")
 	b.Event("r1", "boundary_configured", "", map[string]any{"mode": "live"})
 	b.Exchange("r1", "exec-1", 0)
-	b.ToolCall("r1", "exec-1", "c1", "succeeded", nil)
+	key := b.ToolCall("r1", "exec-1", "c1", c1State, nil)
 	seq, hash := b.Checkpoint("r1")
 	b.Checks("r1", "files")
 	b.Finalize("r1", evidence.VerdictRejected)
+	if reconciled {
+		b.Open("k1", env, "r1")
+		b.Event("k1", "tool_result", "exec-1", map[string]any{"call_id": "c1", "idempotency_key": key, "state": "succeeded",
+			"tool": "write_file", "source": "reconciliation", "receipt": map[string]any{"committed": true}})
+		b.Finalize("k1", evidence.VerdictNonCertifiable)
+	}
 	env2 := env
 	if drift != nil {
 		drift(&env2)
