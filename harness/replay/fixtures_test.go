@@ -79,11 +79,17 @@ func live(t *testing.T) *fixture {
 	return build(t, "live", harness.Options{Formations: []string{"sequential", "parallel"}}, harness.Options{Formations: []string{"sequential"}})
 }
 
+// volatilePolicy guards the one write of the volatile fixture's policy file: parallel tests replay
+// its run, which reads the file, so it is never rewritten while they may.
+var volatilePolicy sync.Once
+
 // volatile is sequential decided by a policy file, bound to the volatile tolerance policy.
 func volatile(t *testing.T) *fixture {
 	t.Helper()
 	pol := filepath.Join(fixtureRoot, "allow-all.yaml")
-	if err := os.WriteFile(pol, []byte(policyAllowAll), 0o644); err != nil {
+	var err error
+	volatilePolicy.Do(func() { err = os.WriteFile(pol, []byte(policyAllowAll), 0o644) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	return build(t, "volatile", harness.Options{Formations: []string{"sequential"}, PolicyFile: pol, ReplayTolerance: "volatile"})

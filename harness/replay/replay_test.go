@@ -197,9 +197,9 @@ func TestTimestampOnlyDifferencesAreWithinTolerance(t *testing.T) {
 
 // The policy a replay decides tool calls by must be the run's: another file is refused naming both
 // digests, a changed recorded file with none given is refused, the same bytes under another name
-// are accepted.
+// are accepted. Not parallel: it edits the policy file the shared volatile fixture's run named (and
+// restores it when it ends, before the parallel tests that replay that run start).
 func TestAChangedPolicyIsRefused(t *testing.T) {
-	t.Parallel()
 	f := volatile(t)
 	run := f.runs[0].RunID
 	dir := t.TempDir()
