@@ -226,17 +226,23 @@ func TestCheckCancelled(t *testing.T) {
 	assertProcessGone(t, pid)
 }
 
+// squareIntSpec is Square over the ints -5..5 only: a Go spec whose driver instantiates the
+// function with int alone.
+func squareIntSpec() Spec {
+	return Spec{
+		Name: "square", Language: "go", File: "square.go", Function: "Square",
+		Domains:   []Domain{{Type: TypeInt, Min: -5, Max: 5, Step: 1}},
+		Reference: Reference{Int: func(x int64) int64 { return x * x }, GoExpr: "x * x"},
+	}
+}
+
 // A spec with only an int domain instantiates the function with int only, so
 // an artifact whose constraint admits only ints builds and passes; the work
 // directory is kept when the caller names its parent.
 func TestCheckIntOnlySpecKeepsWorkDir(t *testing.T) {
 	requireGo(t)
 	t.Parallel()
-	spec := Spec{
-		Name: "square", Language: "go", File: "square.go", Function: "Square",
-		Domains:   []Domain{{Type: TypeInt, Min: -5, Max: 5, Step: 1}},
-		Reference: Reference{Int: func(x int64) int64 { return x * x }, GoExpr: "x * x"},
-	}
+	spec := squareIntSpec()
 	path, _ := writeArtifact(t, "square_int", "square.go")
 	parent := t.TempDir()
 	res, err := Check(context.Background(), spec, path, Options{WorkDir: parent})

@@ -81,11 +81,7 @@ func TestGoDriverSource(t *testing.T) {
 func TestGoVersionRemembered(t *testing.T) {
 	requireGo(t)
 	t.Parallel()
-	spec := Spec{
-		Name: "square", Language: "go", File: "square.go", Function: "Square",
-		Domains:   []Domain{{Type: TypeInt, Min: -5, Max: 5, Step: 1}},
-		Reference: Reference{Int: func(x int64) int64 { return x * x }, GoExpr: "x * x"},
-	}
+	spec := squareIntSpec()
 	path, _ := writeArtifact(t, "square_int", "square.go")
 	var logs []string
 	for i := range 2 {

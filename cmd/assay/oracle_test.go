@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"os"
+
+	"github.com/assay-audit/assay/internal/browsertest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,10 +21,14 @@ func writeOracleFile(t *testing.T, name, body string) string {
 	return path
 }
 
-// requirePython3 skips a test that runs Python artifacts on a machine without python3.
+// requirePython3 skips a test that runs Python artifacts on a machine without python3, and fails
+// it there when ASSAY_REQUIRE_TOOLS is set (as .ci/run sets it), so CI cannot pass it unrun.
 func requirePython3(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv(browsertest.RequireEnv) != "" {
+			t.Fatalf("python3 is required (%s is set): apt-get install -y python3", browsertest.RequireEnv)
+		}
 		t.Skip("python3 not on PATH")
 	}
 }
