@@ -16,19 +16,13 @@ import (
 	"github.com/assay-audit/assay/evidence"
 )
 
-// askExec2 sends every write of exec-2 to an approver: exec-1 completes, exec-2 pauses at its
-// first write, and again at each later one.
-const askExec2 = "version: 1\ndefault: allow\nrules:\n  - id: ask-exec2\n    members: [\"exec-2\"]\n    access: [write]\n    decision: ask\n"
+// askExec2 sends exec-2's first write (its double.go) to an approver: exec-1 completes, exec-2
+// pauses at that write, and once only (one resume completes the case).
+const askExec2 = "version: 1\ndefault: allow\nrules:\n  - id: ask-exec2\n    members: [\"exec-2\"]\n    tools: [write_file]\n    paths: [double.go]\n    decision: ask\n"
 
 // pausedSequential runs the sequential case in Go under askExec2 (plus extra flags) and returns the
 // output directory, the policy path and the paused run.
 func pausedSequential(t *testing.T, extra ...string) (out, pol, run string) {
-	t.Helper()
-	return pausedSequentialIn(t, "go", extra...)
-}
-
-// pausedSequentialIn is pausedSequential in language.
-func pausedSequentialIn(t *testing.T, language string, extra ...string) (out, pol, run string) {
 	t.Helper()
 	dir := t.TempDir()
 	out, pol = filepath.Join(dir, "out"), filepath.Join(dir, "ask.yaml")
@@ -36,7 +30,7 @@ func pausedSequentialIn(t *testing.T, language string, extra ...string) (out, po
 		t.Fatal(err)
 	}
 	r := runCLI(t, append([]string{"matrix", "run", "--formations", "sequential", "--policy", pol, "--out", out, "--format", "json",
-		"--language", language}, extra...)...)
+		"--language", "go"}, extra...)...)
 	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || len(sum.Cases) != 1 || !sum.Cases[0].Paused {
 		t.Fatalf("want one paused case: exit %d %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
@@ -130,13 +124,15 @@ func TestResumeKeepsTheRunsBudgets(t *testing.T) {
 
 // A checkpoint whose state was rewritten in the store, with its own row hash recomputed, is not
 // resumed from: the run no longer verifies and the state is not the one its chained checkpoint
-// event names. Nothing is written.
+// event names. Nothing is written. The forgery: exec-1, paused awaiting an approval for its test
+// file, is made to have completed with both files.
 func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
-	out, pol, run := pausedSequentialIn(t, caseLanguage(t))
+	p := pausedSequentialGo(t)
+	out, pol, run := p.out, p.policy, p.run
 	db, err := sql.Open("duckdb", filepath.Join(out, "evidence.duckdb"))
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +153,7 @@ func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
 	forged := false
 	for _, tv := range s["turns"].([]any) {
 		turn := tv.(map[string]any)
-		if turn["member_id"] != "exec-2" {
+		if turn["member_id"] != "exec-1" {
 			continue
 		}
 		turn["status"] = "completed"
@@ -169,7 +165,7 @@ func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
 		forged = true
 	}
 	if !forged {
-		t.Fatal("no exec-2 turn in the checkpoint to forge")
+		t.Fatal("no exec-1 turn in the checkpoint to forge")
 	}
 	b, _ := json.Marshal(s)
 	h, err := evidence.CheckpointHash(run, seq, eventHash, envelope, b)
@@ -197,18 +193,17 @@ func TestRefusedResumeLeavesTheCaseDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
-	language := caseLanguage(t)
-	out, pol, run := pausedSequentialIn(t, language)
-	// A file in a member's directory (go.mod in Go, the deliverable in Python) that a refused resume must not rewrite.
-	planted := "go.mod"
-	if language != "go" {
-		planted = caseFile(language, false)
-	}
-	gomod := filepath.Join(out, "cases", run, "exec-1", planted)
+	p := pausedSequentialGo(t)
+	out, pol, run := p.out, p.policy, p.run
+	// A file in a member's directory that a refused resume must not rewrite (a resume scaffolds go.mod).
+	gomod := filepath.Join(out, "cases", run, "exec-1", "go.mod")
 	if err := os.WriteFile(gomod, []byte("module member/wrote/this\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	exec2 := filepath.Join(out, "cases", run, "exec-2")
+	if _, err := os.Stat(exec2); err != nil {
+		t.Fatalf("the paused case has no exec-2 directory to remove: %v", err)
+	}
 	if err := os.RemoveAll(exec2); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +227,8 @@ func TestHandPlacedTestFilesTakeNoPartInTheTests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
-	out, pol, run := pausedSequential(t)
+	p := pausedSequentialGo(t) // exec-1 paused before its test file, its deliverable written
+	out, pol, run := p.out, p.policy, p.run
 	planted := "package double\n\nimport (\n\t\"flag\"\n\t\"os\"\n\t\"testing\"\n)\n\n" +
 		"func TestMain(m *testing.M) {\n\tflag.Parse()\n\t_ = flag.Set(\"test.run\", \"^TestHandPlaced$\")\n\tos.Exit(m.Run())\n}\n\n" +
 		"func TestHandPlaced(t *testing.T) {}\n"
@@ -291,7 +287,8 @@ func TestResumeRefusesWhenTheLatestCheckpointIsGone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
-	out, run, _, _ := killedRemoteRun(t)
+	k, _ := killedRemoteCopy(t)
+	out, run := k.out, k.run
 	db, err := sql.Open("duckdb", filepath.Join(out, "evidence.duckdb"))
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +315,8 @@ func TestResumeKilledBeforeItsFirstCheckpointCanBeResumed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
-	out, policyPath, run := pausedRun(t, "sequential")
+	p := pausedSequentialGo(t)
+	out, policyPath, run := p.out, p.policy, p.run
 	call, hash := awaiting(t, out, run)
 	if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
@@ -330,7 +328,7 @@ func TestResumeKilledBeforeItsFirstCheckpointCanBeResumed(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	approved := filepath.Join(out, "cases", run, "exec-1", caseFile(caseLanguage(t), true))
+	approved := filepath.Join(out, "cases", run, "exec-1", caseFile("go", true))
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if _, err := os.Stat(approved); err == nil {

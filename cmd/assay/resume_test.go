@@ -32,21 +32,12 @@ rules:
 `
 }
 
-// pausedRun runs case name in caseLanguage's language (the subject is resume, not the Go path)
-// with the ask policy and returns the output directory, the policy path
-// and the paused run's id.
-func pausedRun(t *testing.T, name string) (out, policyPath, runID string) {
-	t.Helper()
-	out, policyPath, runID, _ = pausedRunIn(t, t.TempDir(), name)
-	return out, policyPath, runID
-}
-
-// pausedRunIn is pausedRun into dir; it also returns the matrix run's result.
-func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string, r result) {
+// pausedRunIn runs case name in language with the ask policy into dir and returns the output
+// directory, the policy path, the paused run's id and the matrix run's result.
+func pausedRunIn(t *testing.T, dir, name, language string) (out, policyPath, runID string, r result) {
 	t.Helper()
 	out = filepath.Join(dir, "out")
 	policyPath = filepath.Join(dir, "ask.yaml")
-	language := caseLanguage(t)
 	if err := os.WriteFile(policyPath, []byte(askTests(language)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +62,7 @@ func pausedRunIn(t *testing.T, dir, name string) (out, policyPath, runID string,
 // binds its content, and so does the approval): shared, the evidence read-only.
 type approvedResume struct {
 	out, run, call string // the output directory, the paused run, the approved call
+	policy         string // the policy file the resume ran under
 	paused         result // of the paused assay matrix run --format json
 	r              result // of assay resume --format json
 }
@@ -81,7 +73,7 @@ func approvedResumeRun(t *testing.T) approvedResume {
 	t.Helper()
 	return sharedApprovedResume.get(t, func(t *testing.T) approvedResume {
 		dir := fixtureDir("resume")
-		out, policyPath, run, paused := pausedRunIn(t, dir, "parallel")
+		out, policyPath, run, paused := pausedRunIn(t, dir, "parallel", caseLanguage(t))
 		call, hash := awaiting(t, out, run)
 		approvals := filepath.Join(out, "approvals.json")
 		if r := runCLI(t, "approve", run, call, "--out", out, "--approver", "lead", "--payload-sha256", hash, "--disclose"); r.code != 0 {
@@ -92,7 +84,7 @@ func approvedResumeRun(t *testing.T) approvedResume {
 			t.Fatal("copy the policy", err)
 		}
 		r := runCLI(t, "resume", run, "--out", out, "--policy", renamed, "--approvals", approvals, "--format", "json")
-		return approvedResume{out: out, run: run, call: call, paused: paused, r: r}
+		return approvedResume{out: out, run: run, call: call, policy: renamed, paused: paused, r: r}
 	})
 }
 
@@ -268,11 +260,12 @@ func TestResumeRefusals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs; skipped with -short")
 	}
-	out, policyPath, run := pausedRun(t, "sequential")
+	p := pausedSequentialGo(t)
+	out, policyPath, run := p.out, p.policy, p.run
 	before := len(runsOf(t, out))
 
 	other := filepath.Join(filepath.Dir(policyPath), "other.yaml")
-	if err := os.WriteFile(other, []byte(askTests(caseLanguage(t))+"  - id: extra\n    tools: [read_file]\n    decision: allow\n"), 0o644); err != nil {
+	if err := os.WriteFile(other, []byte(askTests("go")+"  - id: extra\n    tools: [read_file]\n    decision: allow\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "resume", run, "--out", out, "--policy", other)
@@ -321,7 +314,7 @@ func TestResumeRefusals(t *testing.T) {
 	if !cr.Paused {
 		t.Fatalf("a stale approval did not leave the run paused: %+v", cr)
 	}
-	if _, err := os.Stat(filepath.Join(out, "cases", run, "exec-1", caseFile(caseLanguage(t), true))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, "cases", run, "exec-1", caseFile("go", true))); !os.IsNotExist(err) {
 		t.Fatalf("the call under a stale approval was dispatched: %v", err)
 	}
 
@@ -335,21 +328,29 @@ func TestResumeRefusals(t *testing.T) {
 		t.Fatalf("approve through the first run: exit %d: %s", r.code, r.stderr)
 	}
 
-	// A completed run, and a case whose formation does not resume.
-	done := runCLI(t, "matrix", "run", "--formations", "debate", "--out", out, "--format", "json", "--language", caseLanguage(t))
+	// A case whose formation does not resume: the formation is refused before anything of the run
+	// is read but its manifest, so a debate run the team token budget stopped at its first request
+	// (finalized, rejected; no member code built) is as good as an accepted one and far cheaper.
+	done := runCLI(t, "matrix", "run", "--formations", "debate", "--team-tokens", "1", "--out", out, "--format", "json", "--language", caseLanguage(t))
 	var sum summaryJSON
-	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil {
+	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil || len(sum.Cases) != 1 {
 		t.Fatalf("%v: %s", err, done.stderr)
 	}
 	r = runCLI(t, "resume", sum.Cases[0].RunID, "--out", out)
 	if r.code != 2 || !strings.Contains(r.stderr, "does not resume durably") {
 		t.Fatalf("resume of a debate run: exit %d: %s", r.code, r.stderr)
 	}
-	done = runCLI(t, "matrix", "run", "--formations", "pipeline", "--out", out, "--format", "json", "--language", caseLanguage(t))
-	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil {
-		t.Fatalf("%v: %s", err, done.stderr)
+
+	// A completed run of a formation that resumes: the shared approved resume's run (parallel),
+	// accepted, resumed under its own policy, on a copy of its output directory.
+	fx := approvedResumeRun(t)
+	var completed caseJSON
+	if err := json.Unmarshal([]byte(fx.r.stdout), &completed); err != nil || fx.r.code != 0 || completed.Paused {
+		t.Fatalf("the shared approved resume did not complete: exit %d %v\n%s", fx.r.code, err, fx.r.stderr)
 	}
-	r = runCLI(t, "resume", sum.Cases[0].RunID, "--out", out)
+	doneOut := filepath.Join(t.TempDir(), "out")
+	copyTree(t, fx.out, doneOut)
+	r = runCLI(t, "resume", completed.RunID, "--out", doneOut, "--policy", fx.policy)
 	if r.code != 2 || !strings.Contains(r.stderr, "nothing to resume") {
 		t.Fatalf("resume of a completed run: exit %d: %s", r.code, r.stderr)
 	}
@@ -357,11 +358,11 @@ func TestResumeRefusals(t *testing.T) {
 
 // killedRemoteRun runs the sequential+remote case in its own process with exec-1's effect service
 // PUT committing and never answering (hang_after_commit), kills the process with SIGKILL while the
-// call waits, and returns the output directory, the run, the committed effect's key and the effect
-// service's database.
-func killedRemoteRun(t *testing.T) (out, run, key, dbPath string) {
+// call waits, and returns the output directory (out in dir), the run, the committed effect's key and
+// the effect service's database. Tests share one (killedRemoteCopy).
+func killedRemoteRun(t *testing.T, dir string) (out, run, key, dbPath string) {
 	t.Helper()
-	out = filepath.Join(t.TempDir(), "out")
+	out = filepath.Join(dir, "out")
 	args, _ := json.Marshal([]string{"matrix", "run", "--formations", "sequential+remote", "--out", out,
 		"--reference-fault", "exec-1:-1:hang_after_commit"})
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -416,7 +417,8 @@ func TestKillBetweenIntentAndOutcomeThenResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end matrix runs in subprocesses; skipped with -short")
 	}
-	out, run, key, dbPath := killedRemoteRun(t)
+	k, key := killedRemoteCopy(t)
+	out, run, dbPath := k.out, k.run, filepath.Join(k.out, "reference-effects.db")
 	r := runCLI(t, "resume", run, "--out", out, "--format", "json")
 	if r.code != 0 {
 		t.Fatalf("resume after kill -9: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
