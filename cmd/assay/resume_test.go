@@ -330,8 +330,9 @@ func TestResumeRefusals(t *testing.T) {
 
 	// A case whose formation does not resume: the formation is refused before anything of the run
 	// is read but its manifest, so a debate run the team token budget stopped at its first request
-	// (finalized, rejected; no member code built) is as good as an accepted one and far cheaper.
-	done := runCLI(t, "matrix", "run", "--formations", "debate", "--team-tokens", "1", "--out", out, "--format", "json", "--language", caseLanguage(t))
+	// (finalized, rejected; no member code built) is as good as an accepted one and far cheaper
+	// (in Go, like the rest of this store: such a run measured 1.8 CPU-s in Go, 3.5 in Python).
+	done := runCLI(t, "matrix", "run", "--formations", "debate", "--team-tokens", "1", "--out", out, "--format", "json", "--language", "go")
 	var sum summaryJSON
 	if err := json.Unmarshal([]byte(done.stdout), &sum); err != nil || len(sum.Cases) != 1 {
 		t.Fatalf("%v: %s", err, done.stderr)
