@@ -83,8 +83,10 @@ var jsonInvocations = map[string]func(t *testing.T, w jsonWorld) ([]string, *res
 	"assay oracle check": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		return []string{writeOracleFile(t, "double.go", "package anything\n\nfunc Double[T ~int | ~float64](x T) T { return 2 * x }\n")}, nil
 	},
+	// A replay's JSON: the shared replay of the sequential case (replay verify --latest --format json).
 	"assay replay verify": func(t *testing.T, w jsonWorld) ([]string, *result) {
-		return []string{"--out", w.out, "--latest"}, nil
+		r := replayedSequentialRun(t).r
+		return nil, &r
 	},
 	"assay gateway serve": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		r := serveUntilFirstValue(t, "gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--addr", "127.0.0.1:0",
