@@ -12,3 +12,6 @@ var gridExtra = []gridCombination{{"go", "single-file"}}
 // matrixFileCases are the cases of TestMatrixFileTwoProvidersCasesRepeatTwo's matrix file: with
 // -tags grid, three (2 providers x 3 cases x repeat 2 = 12 cases).
 var matrixFileCases = []string{"sequential", "pipeline", "parallel"}
+
+// matrixFileRepeatFlag: with -tags grid the matrix file sets repeat: 2 itself.
+const matrixFileRepeatFlag = false

@@ -79,9 +79,12 @@ func TestMatrixFileBadInputExitsTwoAndWritesNothing(t *testing.T) {
 // Done when: a matrix file with two reference providers of different model ids x its cases x
 // repeat 2 runs every cell's case in one invocation into one store, each its own run and verdict,
 // all accepted; each envelope (read back from the store) names its provider, model, task and
-// repeat index; the summary JSON and the reports (md and json) show them and group them. The
-// default test run composes the axes on one case (2 x 1 x 2 = 4 cases); -tags grid runs the same
-// checks on three cases (2 x 3 x 2 = 12), as matrixFileCases says.
+// repeat index; the summary JSON and the reports (md and json) show them and group them, and each
+// report case names its task file (the builtin double, its digest, matching, a reference solution).
+// The default test run composes the axes on one case (2 x 1 x 2 = 4 cases) with the repeat given
+// as --repeat 2 beside a file that leaves it out (the one-axis shortcut: the --repeat flag's own
+// end-to-end test); -tags grid runs the same checks on three cases with repeat: 2 in the file
+// (2 x 3 x 2 = 12), as matrixFileCases and matrixFileRepeatFlag say.
 func TestMatrixFileTwoProvidersCasesRepeatTwo(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -101,9 +104,12 @@ cases: [`+strings.Join(cases, ", ")+`]
 tasks: [double]
 languages: [`+caseLanguage(t)+`]
 profiles: [standard]
-repeat: 2
-`)
-	r := runCLI(t, "matrix", "run", "--matrix", file, "--out", out, "--concurrency", "2", "--group-by", "provider", "--format", "json")
+`+map[bool]string{false: "repeat: 2\n", true: ""}[matrixFileRepeatFlag])
+	args := []string{"matrix", "run", "--matrix", file, "--out", out, "--concurrency", "2", "--group-by", "provider", "--format", "json"}
+	if matrixFileRepeatFlag {
+		args = append(args, "--repeat", "2")
+	}
+	r := runCLI(t, args...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -215,6 +221,10 @@ repeat: 2
 		for _, c := range rep.Invocations[0].Cases {
 			if c.Model != modelOf[c.Provider] || c.Task != "double" || c.Repeat < 1 || c.Repeat > 2 || !c.Reference || c.Verdict != "accepted" {
 				t.Fatalf("report case %+v", c)
+			}
+			if c.TaskFile.Name != "double" || len(c.TaskFile.SHA256) != 64 || c.TaskFile.Status != reports.TaskFileMatches ||
+				c.TaskFile.ReferenceSolution == nil || !*c.TaskFile.ReferenceSolution {
+				t.Fatalf("report case %s: task file %+v", c.RunID, c.TaskFile)
 			}
 		}
 	}
