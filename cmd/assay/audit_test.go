@@ -108,11 +108,7 @@ func TestAuditBadInput(t *testing.T) {
 // --graph DB --fail-on METRIC>N reports each value over the threshold with its file and line, in
 // SARIF that validates, and exits 1; a threshold nothing exceeds exits 0.
 func TestAuditMetricThresholds(t *testing.T) {
-	dir := t.TempDir()
-	if r := runCLI(t, "index", "--out", dir, "../../metrics/testdata/fixture"); r.code != 0 {
-		t.Fatalf("index: %d %s", r.code, r.stderr)
-	}
-	db := filepath.Join(dir, "graph.db")
+	db := filepath.Join(indexFixture(t), "graph.db")
 	r := runCLI(t, "audit", "--graph", db, "--fail-on", "cognitive>=7", "--format", "sarif")
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1: %s", r.code, r.stderr)

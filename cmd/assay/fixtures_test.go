@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
+	"github.com/creack/pty"
+
+	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/internal/testlang"
 )
 
@@ -119,4 +127,79 @@ func (s summaryJSON) Accepted() bool {
 		}
 	}
 	return true
+}
+
+// sequentialCase is one sequential case in caseLanguage through runMatrixRun with every other
+// harness option at its zero value (tool-call budgets and request timeout 0, which mean the
+// defaults) and --format json, its stderr a pseudo-terminal where the machine has one, so that
+// --progress auto draws the bar there. Its output directory is read-only for the tests: a test
+// that writes (a replay) copies it first.
+type sequentialCase struct {
+	out, language string
+	stdout        string // the JSON summary
+	screen        string // what the terminal showed; empty when there is no pseudo-terminal
+	noPTY         error  // why there is no pseudo-terminal, or nil
+	err           error  // runMatrixRun's error
+}
+
+var sharedSequentialCase memo[sequentialCase]
+
+// sequentialCaseRun returns the shared sequential case (sequentialCase).
+func sequentialCaseRun(t *testing.T) sequentialCase {
+	t.Helper()
+	return sharedSequentialCase.get(t, func(t *testing.T) sequentialCase {
+		c := sequentialCase{out: filepath.Join(fixtureDir("sequential"), "out"), language: caseLanguage(t)}
+		h := harness.Options{OutDir: c.out, Formations: []string{"sequential"}, Language: c.language,
+			MemberToolCalls: 0, TeamToolCalls: 0, RequestTimeout: 0}
+		var stdout, stderr bytes.Buffer
+		errOut := io.Writer(&stderr)
+		ptmx, tty, err := pty.Open()
+		read := make(chan error, 1)
+		if err != nil {
+			c.noPTY = err
+		} else {
+			defer ptmx.Close()
+			if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				_, err := io.Copy(&stderr, ptmx) // drained as it is written: a full pty would block the run
+				read <- err
+			}()
+			errOut = tty
+		}
+		c.err = runMatrixRun(context.Background(), &MatrixRunOptions{IO: IOStreams{Out: &stdout, ErrOut: errOut}, Harness: h, Format: "json"})
+		if c.noPTY == nil {
+			tty.Close()
+			if err := <-read; err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
+				t.Fatal(err)
+			}
+			c.screen = stderr.String()
+		}
+		c.stdout = stdout.String()
+		if c.err != nil {
+			t.Fatalf("the shared sequential case: %v\n%s", c.err, stderr.String())
+		}
+		return c
+	})
+}
+
+// replayedSequential is a copy of the shared sequential case replayed once with
+// `assay replay verify --latest --format json`: r is that command's result. The copy's output
+// directory belongs to TestReplayVerifyExitCodes, which replays it again; other tests read r only.
+type replayedSequential struct {
+	out string
+	r   result
+}
+
+var sharedReplayedSequential memo[replayedSequential]
+
+func replayedSequentialRun(t *testing.T) replayedSequential {
+	t.Helper()
+	s := sequentialCaseRun(t)
+	return sharedReplayedSequential.get(t, func(t *testing.T) replayedSequential {
+		out := filepath.Join(fixtureDir("replayed"), "out")
+		copyTree(t, s.out, out)
+		return replayedSequential{out: out, r: runCLI(t, "replay", "verify", "--latest", "--out", out, "--format", "json")}
+	})
 }

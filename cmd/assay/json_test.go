@@ -33,10 +33,11 @@ func jsonCommands(root *cobra.Command) []string {
 
 // jsonWorld is what the commands of TestEveryJSONOutputFollowsTheConvention run against: a copy
 // of the default matrix run's output directory (so that commands that write, such as store migrate
-// or attest, change no shared fixture), with the metrics fixture module indexed into it.
+// or attest, change no shared fixture), with the metrics fixture module's index (fixtureIndex)
+// copied into it.
 type jsonWorld struct {
 	out   string // evidence.duckdb, gateway-usage.db, graph.db
-	index result // assay index --format json into out
+	index result // assay index --format json of the fixture module (fixtureIndex), its files copied into out
 }
 
 // jsonInvocations are the arguments (after the command path, before --format json) a command needs
@@ -83,8 +84,10 @@ var jsonInvocations = map[string]func(t *testing.T, w jsonWorld) ([]string, *res
 	"assay oracle check": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		return []string{writeOracleFile(t, "double.go", "package anything\n\nfunc Double[T ~int | ~float64](x T) T { return 2 * x }\n")}, nil
 	},
+	// A replay's JSON: the shared replay of the sequential case (replay verify --latest --format json).
 	"assay replay verify": func(t *testing.T, w jsonWorld) ([]string, *result) {
-		return []string{"--out", w.out, "--latest"}, nil
+		r := replayedSequentialRun(t).r
+		return nil, &r
 	},
 	"assay gateway serve": func(t *testing.T, w jsonWorld) ([]string, *result) {
 		r := serveUntilFirstValue(t, "gateway", "serve", "--upstream", "http://127.0.0.1:9/v1", "--addr", "127.0.0.1:0",
@@ -138,7 +141,10 @@ func TestEveryJSONOutputFollowsTheConvention(t *testing.T) {
 	m := defaultMatrixRun(t)
 	w := jsonWorld{out: filepath.Join(t.TempDir(), "out")}
 	copyTree(t, m.out, w.out)
-	w.index = runCLI(t, "index", "--out", w.out, "--format", "json", "../../metrics/testdata/fixture")
+	// The shared index of the fixture module (assay index --format json), its files copied in.
+	var index string
+	index, w.index = fixtureIndex(t)
+	copyTree(t, index, w.out)
 
 	paths := jsonCommands(NewCmdRoot(IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}))
 	if len(paths) < 15 {

@@ -358,11 +358,8 @@ func TestVerifyReportsATamperedEvent(t *testing.T) {
 // CLI's path is the same whatever the module's size.
 func TestIndexPrintsTheDigestOfItsDatabase(t *testing.T) {
 	t.Parallel()
-	out := t.TempDir()
-	r := runCLI(t, "index", "--out", out, "--format", "json", "../../metrics/testdata/fixture")
-	if r.code != 0 {
-		t.Fatalf("index exit %d: %s", r.code, r.stderr)
-	}
+	// The shared index is this command: `assay index --out DIR --format json` of the fixture.
+	out, r := fixtureIndex(t)
 	var snap struct {
 		DBSHA256 string `json:"db_sha256"`
 		Counts   struct {

@@ -122,11 +122,8 @@ func TestMatrixRunReadsZeroToolCallBudgetsAsTheDefaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
-	out := t.TempDir()
-	r := matrixRun(t, harness.Options{OutDir: out, Formations: []string{"sequential"}, Language: caseLanguage(t), MemberToolCalls: 0, TeamToolCalls: 0, RequestTimeout: 0}, "")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
+	// The shared sequential case ran with MemberToolCalls, TeamToolCalls and RequestTimeout 0.
+	out := sequentialCaseRun(t).out
 	q := sqlQuery(t, filepath.Join(out, "evidence.duckdb"), SQLOptions{Format: "csv", Query: `SELECT payload->>'$.member_tool_calls' AS m,
 		payload->>'$.team_tool_calls' AS t FROM events WHERE type = 'boundary_configured'`})
 	if q.code != 0 || !strings.Contains(q.stdout, fmt.Sprintf("%d,%d", harness.DefaultMemberToolCalls, harness.DefaultTeamToolCalls)) {

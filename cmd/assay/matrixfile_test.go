@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,51 +76,61 @@ func TestMatrixFileBadInputExitsTwoAndWritesNothing(t *testing.T) {
 	}
 }
 
-// Done when: a matrix file with two reference providers of different model ids x 3 cases x
-// repeat 2 runs 12 cases in one invocation into one store, each its own run and verdict, all
-// accepted; each envelope (read back from the store) names its provider, model, task and repeat
-// index; the summary JSON and the reports (md and json) show them and group them.
-func TestMatrixFileTwoProvidersThreeCasesRepeatTwo(t *testing.T) {
+// Done when: a matrix file with two reference providers of different model ids x its cases x
+// repeat 2 runs every cell's case in one invocation into one store, each its own run and verdict,
+// all accepted; each envelope (read back from the store) names its provider, model, task and
+// repeat index; the summary JSON and the reports (md and json) show them and group them, and each
+// report case names its task file (the builtin double, its digest, matching, a reference solution).
+// The default test run composes the axes on one case (2 x 1 x 2 = 4 cases) with the repeat given
+// as --repeat 2 beside a file that leaves it out (the one-axis shortcut: the --repeat flag's own
+// end-to-end test); -tags grid runs the same checks on three cases with repeat: 2 in the file
+// (2 x 3 x 2 = 12), as matrixFileCases and matrixFileRepeatFlag say.
+func TestMatrixFileTwoProvidersCasesRepeatTwo(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("runs 12 cases that build and run member code; skipped with -short")
+		t.Skip("runs cases that build and run member code; skipped with -short")
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
+	cases := matrixFileCases
+	n := 2 * len(cases) * 2
 	// The subject is the matrix file's cells, not the Go path: the cases run in caseLanguage's
-	// language, still 2 providers x 3 cases x repeat 2 = 12 cases on the standard profile.
+	// language on the standard profile.
 	file := writeFile(t, dir, "matrix.yaml", `
 providers:
   - {name: ref-a, reference: true, model: ref-model-a}
   - {name: ref-b, model: ref-model-b}
-cases: [sequential, pipeline, parallel]
+cases: [`+strings.Join(cases, ", ")+`]
 tasks: [double]
 languages: [`+caseLanguage(t)+`]
 profiles: [standard]
-repeat: 2
-`)
-	r := runCLI(t, "matrix", "run", "--matrix", file, "--out", out, "--concurrency", "2", "--group-by", "provider", "--format", "json")
+`+map[bool]string{false: "repeat: 2\n", true: ""}[matrixFileRepeatFlag])
+	args := []string{"matrix", "run", "--matrix", file, "--out", out, "--concurrency", "2", "--group-by", "provider", "--format", "json"}
+	if matrixFileRepeatFlag {
+		args = append(args, "--repeat", "2")
+	}
+	r := runCLI(t, args...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	// The progress numbers the matrix's cases across its cells, and the end-of-run summary is the
 	// whole matrix's, not its last cell's.
-	if strings.Count(r.stderr, "/12 ") != 24 || !strings.Contains(r.stderr, "case 12/12 ") ||
-		!strings.Contains(r.stderr, "summary:  12 case(s): 12 accepted;") {
-		t.Fatalf("the summary does not count the matrix's 12 cases:\n%s", r.stderr)
+	if strings.Count(r.stderr, fmt.Sprintf("/%d ", n)) != 2*n || !strings.Contains(r.stderr, fmt.Sprintf("case %d/%d ", n, n)) ||
+		!strings.Contains(r.stderr, fmt.Sprintf("summary:  %d case(s): %d accepted;", n, n)) {
+		t.Fatalf("the summary does not count the matrix's %d cases:\n%s", n, r.stderr)
 	}
 	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatal(err)
 	}
-	if len(sum.Cases) != 12 || !sum.Accepted() || !sum.Reference {
+	if len(sum.Cases) != n || !sum.Accepted() || !sum.Reference {
 		t.Fatalf("%d cases, accepted %v, reference %v", len(sum.Cases), sum.Accepted(), sum.Reference)
 	}
 	if problems := jsonConventionProblems(r.stdout); len(problems) > 0 {
 		t.Fatalf("matrix run --group-by --format json breaks docs/json.md: %v", problems)
 	}
-	if sum.GroupBy != "provider" || len(sum.Groups) != 2 || sum.Groups[0].Key != "ref-a" || sum.Groups[0].Cases != 6 ||
-		sum.Groups[0].Accepted != 6 || sum.Groups[1].Key != "ref-b" || sum.Groups[1].Accepted != 6 {
+	if sum.GroupBy != "provider" || len(sum.Groups) != 2 || sum.Groups[0].Key != "ref-a" || sum.Groups[0].Cases != n/2 ||
+		sum.Groups[0].Accepted != n/2 || sum.Groups[1].Key != "ref-b" || sum.Groups[1].Accepted != n/2 {
 		t.Fatalf("summary groups %+v", sum.Groups)
 	}
 	modelOf := map[string]string{"ref-a": "ref-model-a", "ref-b": "ref-model-b"}
@@ -143,8 +154,8 @@ repeat: 2
 		byID[run.RunID] = run
 		invocations[run.Envelope.InvocationID] = true
 	}
-	if len(runs) != 12 || len(invocations) != 1 {
-		t.Fatalf("%d runs in %d invocations, want 12 in 1", len(runs), len(invocations))
+	if len(runs) != n || len(invocations) != 1 {
+		t.Fatalf("%d runs in %d invocations, want %d in 1", len(runs), len(invocations), n)
 	}
 	for _, c := range sum.Cases {
 		e := byID[c.RunID].Envelope
@@ -169,7 +180,7 @@ repeat: 2
 		seen[k] = c.RunID
 	}
 	for _, p := range []string{"ref-a", "ref-b"} {
-		for _, cs := range []string{"sequential", "pipeline", "parallel"} {
+		for _, cs := range cases {
 			for rep := 1; rep <= 2; rep++ {
 				if seen[cell{p, cs, rep}] == "" {
 					t.Fatalf("no run of %s %s repeat %d", p, cs, rep)
@@ -184,12 +195,13 @@ repeat: 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Cases by provider", "| ref-a | 6 | 6 | 0 |", "| ref-b | 6 | 6 | 0 |", "`ref-model-a`", "`ref-model-b`", "task double, repeat #2", "Reference results"} {
+	for _, want := range []string{"## Cases by provider", fmt.Sprintf("| ref-a | %d | %d | 0 |", n/2, n/2), fmt.Sprintf("| ref-b | %d | %d | 0 |", n/2, n/2),
+		"`ref-model-a`", "`ref-model-b`", "task double, repeat #2", "Reference results"} {
 		if !strings.Contains(string(md), want) {
 			t.Fatalf("report.md lacks %q", want)
 		}
 	}
-	for axis, keys := range map[string][]string{"repeat": {"1", "2"}, "model": {"ref-model-a", "ref-model-b"}, "case": {"parallel", "pipeline", "sequential"}} {
+	for axis, keys := range map[string][]string{"repeat": {"1", "2"}, "model": {"ref-model-a", "ref-model-b"}, "case": slices.Sorted(slices.Values(cases))} {
 		r := runCLI(t, "report", "--out", out, "--format", "json", "--group-by", axis)
 		if r.code != 0 {
 			t.Fatalf("report --group-by %s: exit %d %s", axis, r.code, r.stderr)
@@ -198,11 +210,11 @@ repeat: 2
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep.GroupBy != axis || len(rep.Groups) != len(keys) || rep.Totals.Cases != 12 {
+		if rep.GroupBy != axis || len(rep.Groups) != len(keys) || rep.Totals.Cases != n {
 			t.Fatalf("report --group-by %s: %d groups %+v", axis, len(rep.Groups), rep.Groups)
 		}
 		for i, g := range rep.Groups {
-			if g.Key != keys[i] || g.Totals.Cases != 12/len(keys) || g.Totals.ByVerdict["accepted"] != 12/len(keys) {
+			if g.Key != keys[i] || g.Totals.Cases != n/len(keys) || g.Totals.ByVerdict["accepted"] != n/len(keys) {
 				t.Fatalf("report --group-by %s: group %d = %+v", axis, i, g)
 			}
 		}
@@ -210,10 +222,15 @@ repeat: 2
 			if c.Model != modelOf[c.Provider] || c.Task != "double" || c.Repeat < 1 || c.Repeat > 2 || !c.Reference || c.Verdict != "accepted" {
 				t.Fatalf("report case %+v", c)
 			}
+			if c.TaskFile.Name != "double" || len(c.TaskFile.SHA256) != 64 || c.TaskFile.Status != reports.TaskFileMatches ||
+				c.TaskFile.ReferenceSolution == nil || !*c.TaskFile.ReferenceSolution {
+				t.Fatalf("report case %s: task file %+v", c.RunID, c.TaskFile)
+			}
 		}
 	}
 	// A replay re-applies the run's recorded provider, model, task and repeat, never anything given now.
-	target := seen[cell{"ref-b", "pipeline", 2}]
+	last := cases[len(cases)-1]
+	target := seen[cell{"ref-b", last, 2}]
 	if rr := runCLI(t, "replay", "verify", target, "--out", out, "--format", "json"); rr.code != 0 {
 		t.Fatalf("replay verify %s: exit %d\n%s\n%s", target, rr.code, rr.stdout, rr.stderr)
 	}
@@ -229,7 +246,7 @@ repeat: 2
 	for _, run := range runs {
 		if run.CorrectsRunID == target {
 			replays++
-			if e := run.Envelope; e.Model != "ref-model-b" || e.Task != "double" || e.Repeat != 2 || e.Case != "pipeline" {
+			if e := run.Envelope; e.Model != "ref-model-b" || e.Task != "double" || e.Repeat != 2 || e.Case != last {
 				t.Fatalf("replay run %s envelope %+v, want the replayed run's model, task and repeat", run.RunID, e)
 			}
 		}

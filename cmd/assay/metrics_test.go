@@ -9,21 +9,58 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/assay-audit/assay/metrics"
 )
 
 // indexFixture runs `assay index` on the metrics fixture into a fresh
-// output directory and returns it.
+// output directory and returns it. Without extra flags the directory is a copy of the shared
+// index's (fixtureIndex): the same command's files, written once per test binary.
 func indexFixture(t *testing.T, extra ...string) string {
 	t.Helper()
 	out := t.TempDir()
+	if len(extra) == 0 {
+		dir, _ := fixtureIndex(t)
+		copyTree(t, dir, out)
+		return out
+	}
 	r := runCLI(t, append([]string{"index", "--out", out, "../../metrics/testdata/fixture"}, extra...)...)
 	if r.code != 0 {
 		t.Fatalf("index exit %d: %s", r.code, r.stderr)
 	}
 	return out
+}
+
+// sharedIndex is `assay index --out DIR --format json` of the metrics fixture, run once per test
+// binary by the first test that asks (fixtureIndex): indexing costs about 0.6 CPU-s, a copy of its
+// files a few milliseconds.
+var sharedIndex struct {
+	once sync.Once
+	dir  string
+	r    result
+	err  string
+}
+
+// fixtureIndex returns the shared index's output directory, which tests only read (indexFixture
+// copies it for a test that may write), and the result of the command that wrote it.
+func fixtureIndex(t *testing.T) (string, result) {
+	t.Helper()
+	sharedIndex.once.Do(func() {
+		// t.Fatal ends the goroutine before the assignment below: err stays.
+		sharedIndex.err = "the shared index failed in the test that made it: " + t.Name()
+		sharedIndex.dir = fixtureDir("index")
+		sharedIndex.r = runCLI(t, "index", "--out", sharedIndex.dir, "--format", "json", "../../metrics/testdata/fixture")
+		if sharedIndex.r.code != 0 {
+			t.Fatalf("index exit %d: %s", sharedIndex.r.code, sharedIndex.r.stderr)
+		}
+		sharedIndex.err = ""
+	})
+	if sharedIndex.err != "" {
+		t.Fatal(sharedIndex.err)
+	}
+	return sharedIndex.dir, sharedIndex.r
 }
 
 func TestMetricsTableJSONAndCSV(t *testing.T) {

@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-
-	"github.com/creack/pty"
 
 	"github.com/assay-audit/assay/harness"
 )
@@ -23,36 +19,14 @@ import (
 // bar there (each running case's phase, the ETA, unknown until the case finished) and ends with the
 // summary; stdout holds the JSON object and nothing else, its totals the summary's figures.
 func TestMatrixRunOnATerminalShowsPhasesETAAndSummaryAndKeepsStdoutJSON(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a case; skipped with -short")
+	t.Parallel()
+	// The shared sequential case is this run: runMatrixRun with stderr on a pseudo-terminal.
+	c := sequentialCaseRun(t)
+	if c.noPTY != nil {
+		t.Skipf("no pseudo-terminal on this machine: %v", c.noPTY)
 	}
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal on this machine: %v", err)
-	}
-	defer ptmx.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
-		t.Fatal(err)
-	}
-	var screen bytes.Buffer
-	read := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(&screen, ptmx) // drained as it is written: a full pty would block the run
-		read <- err
-	}()
-	var stdout bytes.Buffer
-	out := t.TempDir()
-	language := caseLanguage(t)
-	h := harness.Options{OutDir: out, Formations: []string{"sequential"}, Language: language}
-	runErr := runMatrixRun(context.Background(), &MatrixRunOptions{IO: IOStreams{Out: &stdout, ErrOut: tty}, Harness: h, Format: "json"})
-	tty.Close()
-	if err := <-read; err != nil && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
-		t.Fatal(err)
-	}
-	shown := screen.String()
-	if runErr != nil {
-		t.Fatalf("matrix run: %v\n%q", runErr, shown)
-	}
+	shown, out, language := c.screen, c.out, c.language
+	stdout := bytes.NewBufferString(c.stdout)
 
 	var sum summaryJSON
 	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))

@@ -48,11 +48,10 @@ func TestReplayVerifyExitCodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the end-to-end matrix builds and runs member code (see caseLanguage); skipped with -short")
 	}
-	out := t.TempDir()
-	if r := runCLI(t, "matrix", "run", "--formations", "sequential", "--out", out, "--language", caseLanguage(t)); r.code != 0 {
-		t.Fatalf("matrix run: exit %d: %s", r.code, r.stderr)
-	}
-	r := runCLI(t, "replay", "verify", "--latest", "--out", out, "--format", "json")
+	// A copy of the shared sequential case, replayed once with --latest --format json; the copy is
+	// this test's to replay again.
+	rs := replayedSequentialRun(t)
+	out, r := rs.out, rs.r
 	var res []map[string]json.RawMessage
 	if r.code != 0 || json.Unmarshal(listOf(t, r.stdout, "results"), &res) != nil || len(res) != 1 {
 		t.Fatalf("replay verify --latest: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

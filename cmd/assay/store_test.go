@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,82 @@ func storeWithRuns(t *testing.T, dir string, runs ...string) string {
 
 // storeWithEvents is storeWithRuns with events events per run.
 func storeWithEvents(t *testing.T, dir string, events int, runs ...string) string {
+	t.Helper()
+	return copyOfTemplateStore(t, dir, fmt.Sprint("events", events, runs), func(t *testing.T, dir string) string {
+		return writeStoreWithEvents(t, dir, events, runs...)
+	})
+}
+
+// storeTemplate is a store written once per test binary (storeTemplates), copied for each caller.
+type storeTemplate struct {
+	once sync.Once
+	dir  string
+	err  string
+}
+
+// storeTemplates maps a template's key to its *storeTemplate. Writing a store through the API costs
+// about half a CPU-second (DuckDB creates its schema and checkpoints), a copy of its files a few
+// milliseconds; the stores these helpers write hold nothing that names their directory.
+var storeTemplates sync.Map
+
+// copyOfTemplateStore copies into dir every file of the store write(t, templateDir) wrote, the
+// first time key was asked for, and returns the path of the copy's evidence.duckdb. Each caller
+// gets its own copy, file modes kept, so a test may tamper with it.
+func copyOfTemplateStore(t *testing.T, dir, key string, write func(t *testing.T, dir string) string) string {
+	t.Helper()
+	v, _ := storeTemplates.LoadOrStore(key, &storeTemplate{})
+	tmpl := v.(*storeTemplate)
+	tmpl.once.Do(func() {
+		// t.Fatal in write ends the goroutine before the assignment below: err stays.
+		tmpl.err = "the store template " + key + " failed in the test that wrote it: " + t.Name()
+		tmpl.dir = fixtureDir("store")
+		if path := write(t, tmpl.dir); path != filepath.Join(tmpl.dir, "evidence.duckdb") {
+			t.Fatalf("the template store is at %s, want evidence.duckdb in %s", path, tmpl.dir)
+		}
+		tmpl.err = ""
+	})
+	if tmpl.err != "" {
+		t.Fatal(tmpl.err)
+	}
+	dirModes := map[string]os.FileMode{} // set once the files are in
+	err := filepath.WalkDir(tmpl.dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(tmpl.dir, p)
+		target := filepath.Join(dir, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if rel != "." {
+				dirModes[target] = info.Mode().Perm()
+			}
+			return os.MkdirAll(target, 0o700)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(target, data, 0o600); err != nil {
+			return err
+		}
+		return os.Chmod(target, info.Mode().Perm())
+	})
+	for d, mode := range dirModes {
+		if err == nil {
+			err = os.Chmod(d, mode)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "evidence.duckdb")
+}
+
+// writeStoreWithEvents writes storeWithEvents' store through the API.
+func writeStoreWithEvents(t *testing.T, dir string, events int, runs ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "evidence.duckdb")

@@ -185,6 +185,12 @@ func TestVerifyWaitsForTheWriter(t *testing.T) {
 // run-b, whose required usage check is unknown, so the store rejects it.
 func storeWithRejectedRun(t *testing.T, dir string) string {
 	t.Helper()
+	return copyOfTemplateStore(t, dir, "rejected", writeStoreWithRejectedRun)
+}
+
+// writeStoreWithRejectedRun writes storeWithRejectedRun's store through the API.
+func writeStoreWithRejectedRun(t *testing.T, dir string) string {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "evidence.duckdb")
 	s, err := evidence.Open(ctx, path, evidence.OpenOptions{Command: "test"})
