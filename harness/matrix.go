@@ -173,6 +173,8 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 			}
 			// A matrix file's cells share one progress: its case numbers run on across cells.
 			at := opts.progressOffset + i
+			opts := opts
+			opts.hooks = opts.hooks.forCase(c)
 			cr, err := runCase(ctx, opts, c, env, prog.start(at, c.Name()))
 			if err != nil {
 				errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
@@ -330,6 +332,18 @@ type testHooks struct {
 	artifact func(name string, data []byte) []byte
 	// checks narrows the checks a test needs (the tests and oracle build member code).
 	checks func([]Check) []Check
+	// byCatalog, when set, replaces these hooks for each case by its catalog entry's own (nil for
+	// an entry it does not name): one matrix run stands a differently defective runtime in front of
+	// each of its cases.
+	byCatalog map[string]*testHooks
+}
+
+// forCase returns the hooks of case c: byCatalog's for its catalog entry when byCatalog is set.
+func (h *testHooks) forCase(c Case) *testHooks {
+	if h == nil || h.byCatalog == nil {
+		return h
+	}
+	return h.byCatalog[c.Entry.Name]
 }
 
 // hookEnv is what a duringTeam hook is told: the gateway's base URL, the effect service's ("" when

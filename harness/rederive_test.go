@@ -5,12 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,6 +98,31 @@ func runHooked(t *testing.T, catalog string, faults []reference.Fault, h *testHo
 		t.Fatalf("%d cases", len(sum.Cases))
 	}
 	return sum.Cases[0]
+}
+
+// runHookedEach runs the catalog cases named by hooks' keys in one matrix run with faults, each case
+// behind its own hooks (withoutBuilds's checks where they narrow none), in caseLanguage, and
+// returns them by catalog name.
+func runHookedEach(t *testing.T, faults []reference.Fault, hooks map[string]*testHooks) map[string]CaseResult {
+	t.Helper()
+	var names []string
+	for name, h := range hooks {
+		if h.checks == nil {
+			h.checks = withoutBuilds
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	sum := runMatrix(t, Options{Formations: names, Language: caseLanguage(t), ReferenceFaults: faults, Concurrency: 2,
+		hooks: &testHooks{byCatalog: hooks}})
+	if len(sum.Cases) != len(names) {
+		t.Fatalf("%d cases, want %d", len(sum.Cases), len(names))
+	}
+	out := map[string]CaseResult{}
+	for _, c := range sum.Cases {
+		out[c.Catalog] = c
+	}
+	return out
 }
 
 // mustFail asserts the case was rejected with check name failed and its detail naming every want.
@@ -212,10 +239,37 @@ func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
 					result: func(r *runtime.TeamResult) { r.FinalOutput = "forged answer" }}
 			}, []string{`deciding "forged answer"`, "raw reply answers"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+	// The variants that fault the same replies run as the cases of one matrix run, each case
+	// behind its own defective runtime (testHooks.byCatalog): a fault names a member's session
+	// and turn, which every case of the run has its own of.
+	var groups [][]int
+	keys := map[string]int{}
+	for i, c := range cases {
+		k := fmt.Sprint(c.faults)
+		g, ok := keys[k]
+		if !ok {
+			g = len(groups)
+			keys[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, g := range groups {
+		var names []string
+		for _, i := range g {
+			names = append(names, cases[i].catalog)
+		}
+		t.Run(strings.Join(names, ","), func(t *testing.T) {
 			t.Parallel()
-			mustFail(t, runHooked(t, c.catalog, c.faults, c.hooks()), "formation", c.want...)
+			hooks := map[string]*testHooks{}
+			for _, i := range g {
+				hooks[cases[i].catalog] = cases[i].hooks()
+			}
+			got := runHookedEach(t, cases[g[0]].faults, hooks)
+			for _, i := range g {
+				c := cases[i]
+				t.Run(c.name, func(t *testing.T) { mustFail(t, got[c.catalog], "formation", c.want...) })
+			}
 		})
 	}
 }
