@@ -332,18 +332,26 @@ type testHooks struct {
 	artifact func(name string, data []byte) []byte
 	// checks narrows the checks a test needs (the tests and oracle build member code).
 	checks func([]Check) []Check
-	// byCatalog, when set, replaces these hooks for each case by its catalog entry's own (nil for
-	// an entry it does not name): one matrix run stands a differently defective runtime in front of
+	// byCase, when set, replaces these hooks for each case by its own, keyed by hookKey (nil for a
+	// case it does not name): one matrix run stands a differently defective runtime in front of
 	// each of its cases.
-	byCatalog map[string]*testHooks
+	byCase map[string]*testHooks
 }
 
-// forCase returns the hooks of case c: byCatalog's for its catalog entry when byCatalog is set.
+// hookKey is a case's key in testHooks.byCase: its catalog entry's name, with "#N" for repeat N.
+func hookKey(catalog string, repeat int) string {
+	if repeat > 0 {
+		return fmt.Sprintf("%s#%d", catalog, repeat)
+	}
+	return catalog
+}
+
+// forCase returns the hooks of case c: byCase's when byCase is set.
 func (h *testHooks) forCase(c Case) *testHooks {
-	if h == nil || h.byCatalog == nil {
+	if h == nil || h.byCase == nil {
 		return h
 	}
-	return h.byCatalog[c.Entry.Name]
+	return h.byCase[hookKey(c.Entry.Name, c.Repeat)]
 }
 
 // hookEnv is what a duringTeam hook is told: the gateway's base URL, the effect service's ("" when

@@ -114,7 +114,7 @@ func runHookedEach(t *testing.T, faults []reference.Fault, hooks map[string]*tes
 	}
 	slices.Sort(names)
 	sum := runMatrix(t, Options{Formations: names, Language: caseLanguage(t), ReferenceFaults: faults, Concurrency: 2,
-		hooks: &testHooks{byCatalog: hooks}})
+		hooks: &testHooks{byCase: hooks}})
 	if len(sum.Cases) != len(names) {
 		t.Fatalf("%d cases, want %d", len(sum.Cases), len(names))
 	}
@@ -123,6 +123,27 @@ func runHookedEach(t *testing.T, faults []reference.Fault, hooks map[string]*tes
 		out[c.Catalog] = c
 	}
 	return out
+}
+
+// runHookedRepeats runs catalog len(hooks) times in one matrix run (repeats, one at a time, so that
+// each case's gateway window holds only its own requests) with faults, repeat i+1 behind hooks[i]
+// (withoutBuilds's checks where they narrow none), in caseLanguage, and returns the cases in repeat
+// order.
+func runHookedRepeats(t *testing.T, catalog string, faults []reference.Fault, hooks ...*testHooks) []CaseResult {
+	t.Helper()
+	byCase := map[string]*testHooks{}
+	for i, h := range hooks {
+		if h.checks == nil {
+			h.checks = withoutBuilds
+		}
+		byCase[hookKey(catalog, i+1)] = h
+	}
+	sum := runMatrix(t, Options{Formations: []string{catalog}, Repeat: len(hooks), Language: caseLanguage(t), ReferenceFaults: faults,
+		hooks: &testHooks{byCase: byCase}})
+	if len(sum.Cases) != len(hooks) {
+		t.Fatalf("%d cases, want %d", len(sum.Cases), len(hooks))
+	}
+	return sum.Cases
 }
 
 // mustFail asserts the case was rejected with check name failed and its detail naming every want.
