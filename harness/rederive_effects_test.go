@@ -250,8 +250,7 @@ func TestExchangeClaimsAreHeldToTheRawExchanges(t *testing.T) {
 		hook func(runtime.Event) runtime.Event
 		want string
 	}
-	var variants []variant
-	for _, c := range []variant{
+	variants := []variant{
 		{"finish reason", func(ev runtime.Event) runtime.Event {
 			if ev.MemberID != "exec-1" {
 				return ev
@@ -267,8 +266,6 @@ func TestExchangeClaimsAreHeldToTheRawExchanges(t *testing.T) {
 				p.Result = "a result the model was never shown"
 			}
 		}), "the tool journal recorded \"a result the model was never shown\""},
-	} {
-		variants = append(variants, c)
 	}
 	// The variants are the repeats of one matrix run, each behind its own hooks.
 	var hooks []*testHooks

@@ -641,8 +641,7 @@ func TestToolCallsNoResponseAskedForAreRejected(t *testing.T) {
 		change func(p *event.ToolCall)
 		want   string
 	}
-	var variants []variant
-	for _, c := range []variant{
+	variants := []variant{
 		{"other arguments", func(p *event.ToolCall) {
 			if p.MemberID == "exec-1" {
 				p.PayloadSHA256 = strings.Repeat("ab", 32)
@@ -653,8 +652,6 @@ func TestToolCallsNoResponseAskedForAreRejected(t *testing.T) {
 				p.CallID = "r7-forged"
 			}
 		}, "exec-2 call r7-forged (write_file): no recorded response asked for it"},
-	} {
-		variants = append(variants, c)
 	}
 	// The variants are the repeats of one matrix run, each behind its own hooks.
 	var hooks []*testHooks
