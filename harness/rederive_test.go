@@ -167,7 +167,7 @@ func failedCompletion(member string, turn int) reference.Fault {
 
 func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the matrix once per formation; skipped with -short")
+		t.Skip("runs the matrix once per fault set, every formation once; skipped with -short")
 	}
 	lang := caseLanguage(t)
 	// Both members propose the same files: one group keyed by task, language and deliverables.
