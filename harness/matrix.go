@@ -173,6 +173,8 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 			}
 			// A matrix file's cells share one progress: its case numbers run on across cells.
 			at := opts.progressOffset + i
+			opts := opts
+			opts.hooks = opts.hooks.forCase(c)
 			cr, err := runCase(ctx, opts, c, env, prog.start(at, c.Name()))
 			if err != nil {
 				errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
@@ -330,6 +332,26 @@ type testHooks struct {
 	artifact func(name string, data []byte) []byte
 	// checks narrows the checks a test needs (the tests and oracle build member code).
 	checks func([]Check) []Check
+	// byCase, when set, replaces these hooks for each case by its own, keyed by hookKey (nil for a
+	// case it does not name): one matrix run stands a differently defective runtime in front of
+	// each of its cases.
+	byCase map[string]*testHooks
+}
+
+// hookKey is a case's key in testHooks.byCase: its catalog entry's name, with "#N" for repeat N.
+func hookKey(catalog string, repeat int) string {
+	if repeat > 0 {
+		return fmt.Sprintf("%s#%d", catalog, repeat)
+	}
+	return catalog
+}
+
+// forCase returns the hooks of case c: byCase's when byCase is set.
+func (h *testHooks) forCase(c Case) *testHooks {
+	if h == nil || h.byCase == nil {
+		return h
+	}
+	return h.byCase[hookKey(c.Entry.Name, c.Repeat)]
 }
 
 // hookEnv is what a duringTeam hook is told: the gateway's base URL, the effect service's ("" when

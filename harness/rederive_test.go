@@ -5,12 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,6 +100,52 @@ func runHooked(t *testing.T, catalog string, faults []reference.Fault, h *testHo
 	return sum.Cases[0]
 }
 
+// runHookedEach runs the catalog cases named by hooks' keys in one matrix run with faults, each case
+// behind its own hooks (withoutBuilds's checks where they narrow none), in caseLanguage, and
+// returns them by catalog name.
+func runHookedEach(t *testing.T, faults []reference.Fault, hooks map[string]*testHooks) map[string]CaseResult {
+	t.Helper()
+	var names []string
+	for name, h := range hooks {
+		if h.checks == nil {
+			h.checks = withoutBuilds
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	sum := runMatrix(t, Options{Formations: names, Language: caseLanguage(t), ReferenceFaults: faults, Concurrency: 2,
+		hooks: &testHooks{byCase: hooks}})
+	if len(sum.Cases) != len(names) {
+		t.Fatalf("%d cases, want %d", len(sum.Cases), len(names))
+	}
+	out := map[string]CaseResult{}
+	for _, c := range sum.Cases {
+		out[c.Catalog] = c
+	}
+	return out
+}
+
+// runHookedRepeats runs catalog len(hooks) times in one matrix run (repeats, one at a time, so that
+// each case's gateway window holds only its own requests) with faults, repeat i+1 behind hooks[i]
+// (withoutBuilds's checks where they narrow none), in caseLanguage, and returns the cases in repeat
+// order.
+func runHookedRepeats(t *testing.T, catalog string, faults []reference.Fault, hooks ...*testHooks) []CaseResult {
+	t.Helper()
+	byCase := map[string]*testHooks{}
+	for i, h := range hooks {
+		if h.checks == nil {
+			h.checks = withoutBuilds
+		}
+		byCase[hookKey(catalog, i+1)] = h
+	}
+	sum := runMatrix(t, Options{Formations: []string{catalog}, Repeat: len(hooks), Language: caseLanguage(t), ReferenceFaults: faults,
+		hooks: &testHooks{byCase: byCase}})
+	if len(sum.Cases) != len(hooks) {
+		t.Fatalf("%d cases, want %d", len(sum.Cases), len(hooks))
+	}
+	return sum.Cases
+}
+
 // mustFail asserts the case was rejected with check name failed and its detail naming every want.
 func mustFail(t *testing.T, c CaseResult, name string, want ...string) {
 	t.Helper()
@@ -119,7 +167,7 @@ func failedCompletion(member string, turn int) reference.Fault {
 
 func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the matrix once per formation; skipped with -short")
+		t.Skip("runs the matrix once per fault set, every formation once; skipped with -short")
 	}
 	lang := caseLanguage(t)
 	// Both members propose the same files: one group keyed by task, language and deliverables.
@@ -212,10 +260,37 @@ func TestFormationDecisionsContradictingTheRawRepliesAreRejected(t *testing.T) {
 					result: func(r *runtime.TeamResult) { r.FinalOutput = "forged answer" }}
 			}, []string{`deciding "forged answer"`, "raw reply answers"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+	// The variants that fault the same replies run as the cases of one matrix run, each case
+	// behind its own defective runtime (testHooks.byCatalog): a fault names a member's session
+	// and turn, which every case of the run has its own of.
+	var groups [][]int
+	keys := map[string]int{}
+	for i, c := range cases {
+		k := fmt.Sprint(c.faults)
+		g, ok := keys[k]
+		if !ok {
+			g = len(groups)
+			keys[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, g := range groups {
+		var names []string
+		for _, i := range g {
+			names = append(names, cases[i].catalog)
+		}
+		t.Run(strings.Join(names, ","), func(t *testing.T) {
 			t.Parallel()
-			mustFail(t, runHooked(t, c.catalog, c.faults, c.hooks()), "formation", c.want...)
+			hooks := map[string]*testHooks{}
+			for _, i := range g {
+				hooks[cases[i].catalog] = cases[i].hooks()
+			}
+			got := runHookedEach(t, cases[g[0]].faults, hooks)
+			for _, i := range g {
+				c := cases[i]
+				t.Run(c.name, func(t *testing.T) { mustFail(t, got[c.catalog], "formation", c.want...) })
+			}
 		})
 	}
 }
@@ -284,17 +359,24 @@ func postStray(t *testing.T, gatewayURL, session string) {
 }
 
 func TestRequestsOutsideEveryMemberSessionAreAccountedFor(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
-	for _, session := range []string{"", "intruder"} {
+	// The two are the repeats of one matrix run (one case at a time: each case's window holds only
+	// its own stray requests), each behind its own hooks.
+	sessions := []string{"", "intruder"}
+	var hooks []*testHooks
+	for _, session := range sessions {
+		hooks = append(hooks, &testHooks{duringTeam: func(ctx context.Context, env hookEnv) {
+			postStray(t, env.gatewayURL, session)
+			postStray(t, env.gatewayURL, session)
+		}})
+	}
+	got := runHookedRepeats(t, "sequential", nil, hooks...)
+	for i, session := range sessions {
 		t.Run("session "+strconv.Quote(session), func(t *testing.T) {
-			t.Parallel()
-			h := &testHooks{duringTeam: func(ctx context.Context, env hookEnv) {
-				postStray(t, env.gatewayURL, session)
-				postStray(t, env.gatewayURL, session)
-			}}
-			c := runHooked(t, "sequential", nil, h)
+			c := got[i]
 			name := strconv.Quote(session)
 			if session == "" {
 				name = "no session id"
@@ -390,6 +472,7 @@ func bumpUsage(t *testing.T, data []byte) []byte {
 }
 
 func TestEachUsageSourceDisagreeingAloneFailsUsage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
@@ -416,18 +499,8 @@ func TestEachUsageSourceDisagreeingAloneFailsUsage(t *testing.T) {
 			}}
 		}, []string{"exec-1 mismatch", "prompt_tokens"}},
 		{"gateway", nil, func(t *testing.T) *testHooks {
-			return &testHooks{afterTeam: func(ctx context.Context, db string) {
-				conn, err := sql.Open("sqlite3", db)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer conn.Close()
-				if _, err := conn.ExecContext(ctx, `UPDATE requests SET prompt_tokens = prompt_tokens + 1, total_tokens = total_tokens + 1
-					WHERE id = (SELECT min(id) FROM requests)`); err != nil {
-					t.Error(err)
-				}
-			}}
+			return gatewayTamper(t, `UPDATE requests SET prompt_tokens = prompt_tokens + 1, total_tokens = total_tokens + 1
+				WHERE id = (SELECT min(id) FROM requests WHERE session_id LIKE ?)`)
 		}, []string{"mismatch", "gateway="}},
 		{"cached tokens the reference never reports", nil, func(t *testing.T) *testHooks {
 			return &testHooks{artifact: func(name string, data []byte) []byte {
@@ -440,12 +513,53 @@ func TestEachUsageSourceDisagreeingAloneFailsUsage(t *testing.T) {
 		{"the provider's count", []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultMiscountUsage}},
 			func(t *testing.T) *testHooks { return &testHooks{} }, []string{"its documented rule gives"}},
 	}
-	for _, c := range cases {
+	// The variants without faults are the repeats of one matrix run, each behind its own hooks.
+	var hooks []*testHooks
+	var shared []int
+	for i, c := range cases {
+		if c.faults == nil {
+			hooks = append(hooks, c.hooks(t))
+			shared = append(shared, i)
+		}
+	}
+	got := map[int]CaseResult{}
+	for j, cr := range runHookedRepeats(t, "sequential", nil, hooks...) {
+		got[shared[j]] = cr
+	}
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			mustFail(t, runHooked(t, "sequential", c.faults, c.hooks(t)), "usage", c.want...)
+			cr, ok := got[i]
+			if !ok {
+				t.Parallel()
+				cr = runHooked(t, "sequential", c.faults, c.hooks(t))
+			}
+			mustFail(t, cr, "usage", c.want...)
 		})
 	}
+}
+
+// gatewayTamper is a hook that, when the team returned, runs stmt on the gateway's usage database
+// (a defective gateway's records) with one argument: a LIKE pattern matching the case's member
+// sessions ("{run_id}-%"), so that it touches only this case's requests.
+func gatewayTamper(t *testing.T, stmt string) *testHooks {
+	var runID string
+	return &testHooks{duringTeam: func(ctx context.Context, env hookEnv) { runID = env.runID },
+		afterTeam: func(ctx context.Context, db string) {
+			conn, err := sql.Open("sqlite3", db)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			res, err := conn.ExecContext(ctx, stmt, runID+"-%")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				t.Errorf("%s changed %d rows of the case's requests, want 1", stmt, n)
+			}
+		}}
 }
 
 // The statuses say what a mode did: a dry run's effects were simulated, an observed run's asks
@@ -483,52 +597,51 @@ func TestModeStatusesSayWhatHappened(t *testing.T) {
 // A runtime that stores other response bytes than it received, a runtime whose accumulated usage
 // is not the sum of its own records, and a gateway that relays a request without recording it.
 func TestStoredBytesAccumulationAndUnrecordedRequestsAreCaught(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
-	t.Run("stored response not relayed", func(t *testing.T) {
-		t.Parallel()
-		h := &testHooks{artifact: func(name string, data []byte) []byte {
+	variants := []struct {
+		name  string
+		h     *testHooks
+		check string
+		want  []string
+	}{
+		{"stored response not relayed", &testHooks{artifact: func(name string, data []byte) []byte {
 			if strings.HasSuffix(name, "-exec-2/1/response") {
 				return bytes.Replace(data, []byte(`"finish_reason":"stop"`), []byte(`"finish_reason":"stop" `), 1)
 			}
 			return data
-		}}
-		mustFail(t, runHooked(t, "sequential", nil, h), "sessions", "exec-2 request 1: the stored response", "is not a response the gateway relayed")
-	})
-	t.Run("accumulation", func(t *testing.T) {
-		t.Parallel()
-		h := &testHooks{result: func(r *runtime.TeamResult) { r.Members[0].Usage.TotalTokens *= 2 }}
-		mustFail(t, runHooked(t, "sequential", nil, h), "usage", "exec-1: the runtime accumulated 2 response(s)", "its recorded exchanges sum to 2")
-	})
-	t.Run("a relayed request not recorded", func(t *testing.T) {
-		t.Parallel()
-		h := &testHooks{afterTeam: func(ctx context.Context, db string) {
-			conn, err := sql.Open("sqlite3", db)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer conn.Close()
-			if _, err := conn.ExecContext(ctx, `DELETE FROM requests WHERE id = (SELECT max(id) FROM requests)`); err != nil {
-				t.Error(err)
-			}
-		}}
-		mustFail(t, runHooked(t, "sequential", nil, h), "sessions", "4 request(s) arrived at the gateway while the team ran, 3 were recorded")
-	})
+		}}, "sessions", []string{"exec-2 request 1: the stored response", "is not a response the gateway relayed"}},
+		{"accumulation", &testHooks{result: func(r *runtime.TeamResult) { r.Members[0].Usage.TotalTokens *= 2 }},
+			"usage", []string{"exec-1: the runtime accumulated 2 response(s)", "its recorded exchanges sum to 2"}},
+		{"a relayed request not recorded", gatewayTamper(t, `DELETE FROM requests WHERE id = (SELECT max(id) FROM requests WHERE session_id LIKE ?)`),
+			"sessions", []string{"4 request(s) arrived at the gateway while the team ran, 3 were recorded"}},
+	}
+	// The variants are the repeats of one matrix run, each behind its own hooks.
+	var hooks []*testHooks
+	for _, v := range variants {
+		hooks = append(hooks, v.h)
+	}
+	got := runHookedRepeats(t, "sequential", nil, hooks...)
+	for i, v := range variants {
+		t.Run(v.name, func(t *testing.T) { mustFail(t, got[i], v.check, v.want...) })
+	}
 }
 
 // A runtime that records tool calls the model did not make, or with other arguments than the
 // response carried: the files check reads the calls from the recorded responses.
 func TestToolCallsNoResponseAskedForAreRejected(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the matrix; skipped with -short")
 	}
-	for _, c := range []struct {
+	type variant struct {
 		name   string
 		change func(p *event.ToolCall)
 		want   string
-	}{
+	}
+	variants := []variant{
 		{"other arguments", func(p *event.ToolCall) {
 			if p.MemberID == "exec-1" {
 				p.PayloadSHA256 = strings.Repeat("ab", 32)
@@ -539,11 +652,15 @@ func TestToolCallsNoResponseAskedForAreRejected(t *testing.T) {
 				p.CallID = "r7-forged"
 			}
 		}, "exec-2 call r7-forged (write_file): no recorded response asked for it"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			mustFail(t, runHooked(t, "sequential", nil, only(rewrite(c.change))), "files", c.want)
-		})
+	}
+	// The variants are the repeats of one matrix run, each behind its own hooks.
+	var hooks []*testHooks
+	for _, c := range variants {
+		hooks = append(hooks, only(rewrite(c.change)))
+	}
+	got := runHookedRepeats(t, "sequential", nil, hooks...)
+	for i, c := range variants {
+		t.Run(c.name, func(t *testing.T) { mustFail(t, got[i], "files", c.want) })
 	}
 }
 
