@@ -206,6 +206,10 @@ func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerific
 			return nil, fmt.Errorf("evidence: verify: list runs: %w", err)
 		}
 	}
+	var summaries map[string]*RunSummary
+	if !named && len(runIDs) > 1 {
+		summaries = summariesByRun(ctx, s.conn)
+	}
 	checkers := map[string]BindingChecker{}
 	for _, c := range req.Bindings {
 		checkers[c.Source()] = c
@@ -214,7 +218,7 @@ func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerific
 	out = append(out, storeLevel...)
 	for _, id := range runIDs {
 		extra := append(append([]string(nil), everyRun...), damagedRun[id]...)
-		v, err := s.verifyRun(ctx, id, chain[id], extra, req, checkers)
+		v, err := s.verifyRun(ctx, id, summaries[id], chain[id], extra, req, checkers)
 		if errors.Is(err, ErrNoRun) && named {
 			if m, ok := missingByID[id]; ok {
 				out = append(out, m)

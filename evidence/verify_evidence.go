@@ -62,6 +62,13 @@ func (re *runEvidence) finalizationRecorded() bool {
 }
 
 func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*runEvidence, error) {
+	return s.loadRunEvidenceWith(ctx, q, runID, nil)
+}
+
+// loadRunEvidenceWith is loadRunEvidence with the run's summary already read (loadRuns), or nil
+// to read it: a verification of every run reads every summary in one pass (summariesByRun)
+// instead of one pass per run.
+func (s *Store) loadRunEvidenceWith(ctx context.Context, q queryer, runID string, summary *RunSummary) (*runEvidence, error) {
 	re := &runEvidence{}
 	err := q.QueryRowContext(ctx, `SELECT r.status, r.ordinal, r.event_count, r.terminal_hash, r.finalized_at,
 			e.run_id IS NOT NULL, v.requested, v.decided_at
@@ -77,14 +84,18 @@ func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*
 	if err != nil {
 		return nil, fmt.Errorf("evidence: load run %s: %w", runID, err)
 	}
-	runs, err := loadRuns(ctx, q, runID)
-	if err != nil {
-		return nil, err
+	if summary != nil {
+		re.summary = *summary
+	} else {
+		runs, err := loadRuns(ctx, q, runID)
+		if err != nil {
+			return nil, err
+		}
+		if len(runs) != 1 {
+			return nil, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
+		}
+		re.summary = runs[0]
 	}
-	if len(runs) != 1 {
-		return nil, fmt.Errorf("evidence: run %s: %w", runID, ErrNoRun)
-	}
-	re.summary = runs[0]
 	if re.admission, err = loadAdmission(ctx, q, runID); err != nil {
 		return nil, err
 	}
@@ -129,6 +140,28 @@ func (s *Store) loadRunEvidence(ctx context.Context, q queryer, runID string) (*
 		re.checkTimes[name] = at.UTC()
 	}
 	return re, rows.Err()
+}
+
+// summariesByRun reads every run's summary in one loadRuns pass and returns those of the runs
+// that have exactly one (what loadRuns of that run alone returns); a run with none or several, as
+// a damaged store may give, is left out, for loadRunEvidence to read on its own. nil when the pass
+// fails: each run is then read on its own, and any error is its own.
+func summariesByRun(ctx context.Context, q queryer) map[string]*RunSummary {
+	runs, err := loadRuns(ctx, q, "")
+	if err != nil {
+		return nil
+	}
+	n := map[string]int{}
+	for _, r := range runs {
+		n[r.RunID]++
+	}
+	out := make(map[string]*RunSummary, len(runs))
+	for i := range runs {
+		if n[runs[i].RunID] == 1 {
+			out[runs[i].RunID] = &runs[i]
+		}
+	}
+	return out
 }
 
 // lastHash is the stored hash of the last event, ZeroHash for an empty trace.

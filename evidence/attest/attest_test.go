@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -26,7 +27,15 @@ import (
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/internal/atomicfile"
 	"github.com/assay-audit/assay/internal/storetest"
+	"github.com/assay-audit/assay/internal/testroot"
 )
+
+// fixtureRoot holds signedCopy's template; TestMain removes it after the tests.
+var fixtureRoot string
+
+func TestMain(m *testing.M) {
+	os.Exit(testroot.Main(m, "attest-test-", &fixtureRoot))
+}
 
 func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -70,7 +79,12 @@ type fixture struct {
 
 func newFixture(t testing.TB, runs ...string) fixture {
 	t.Helper()
-	tmp := t.TempDir()
+	return newFixtureIn(t, t.TempDir(), runs...)
+}
+
+// newFixtureIn is newFixture in directory tmp.
+func newFixtureIn(t testing.TB, tmp string, runs ...string) fixture {
+	t.Helper()
 	f := fixture{store: filepath.Join(tmp, "out", "evidence.duckdb"), key: filepath.Join(tmp, "keys", "assay.key"), dir: filepath.Join(tmp, "attestations")}
 	if err := os.MkdirAll(filepath.Dir(f.key), 0o700); err != nil {
 		t.Fatal(err)
@@ -90,6 +104,46 @@ func newFixture(t testing.TB, runs ...string) fixture {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// signedTemplate is the fixture signedCopy copies: written and signed once per test binary.
+var signedTemplate struct {
+	once sync.Once
+	f    fixture
+	err  string
+}
+
+// signedCopy returns, in a directory of t's own, a copy of a fixture with runs run-a and run-b
+// whose attestations are signed (newFixture, then sign): the store, the key pair and the
+// attestations directory, so that a test may change any of them.
+func signedCopy(t *testing.T) fixture {
+	t.Helper()
+	tpl := &signedTemplate
+	tpl.once.Do(func() {
+		tpl.err = "writing the signed fixture failed in " + t.Name()
+		tpl.f = newFixtureIn(t, filepath.Join(fixtureRoot, "signed"), "run-a", "run-b")
+		if res, file := tpl.f.sign(t); len(res) != 2 || res[0].Outcome != SignSigned || res[1].Outcome != SignSigned || file == "" {
+			t.Fatalf("Sign: %+v %s", res, file)
+		}
+		tpl.err = ""
+	})
+	if tpl.err != "" {
+		t.Fatal(tpl.err)
+	}
+	root := filepath.Join(fixtureRoot, "signed")
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS(root)); err != nil {
+		t.Fatal(err)
+	}
+	moved := func(p string) string { return filepath.Join(dst, must(filepath.Rel(root, p))) }
+	return fixture{store: moved(tpl.f.store), key: moved(tpl.f.key), pub: moved(tpl.f.pub), dir: moved(tpl.f.dir)}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // verified opens the store read-only and verifies every run.
@@ -372,8 +426,8 @@ func TestAttestationCatchesChangedEvidence(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, "run-a", "run-b")
-			f.sign(t)
+			t.Parallel()
+			f := signedCopy(t)
 			tc.edit(t, f)
 			got := f.check(t)[tc.key]
 			if got.Attestation != tc.want || got.Passed() || !strings.Contains(got.Detail, tc.words) {
@@ -386,8 +440,7 @@ func TestAttestationCatchesChangedEvidence(t *testing.T) {
 // Sign refuses runs that do not verify and runs whose existing attestation no
 // longer matches: it never launders a change by signing it.
 func TestSignRefusesChangedEvidence(t *testing.T) {
-	f := newFixture(t, "run-a", "run-b")
-	f.sign(t)
+	f := signedCopy(t)
 	rawExec(t, f.store, `UPDATE checks SET detail = 'edited' WHERE run_id = 'run-a'`)
 	res, file := f.sign(t)
 	if file != "" {
