@@ -16,6 +16,12 @@ import (
 // from disk, after the edit. The next run must not present the graph of
 // the old content as the graph of the code on disk: not reused, but what a
 // fresh index gives.
+//
+// Both cases use one wrapper, at one path, told through its environment
+// what to edit (the go command caches what it compiled with a C compiler
+// by the compiler's path): the standard library's runtime/cgo, which cgo
+// runs no type probe on, is compiled with it once, by the first case, and
+// the cases run one after the other so that the second finds it.
 func TestCgoFileModifiedWhileIndexed(t *testing.T) {
 	t.Parallel()
 	gcc, err := exec.LookPath("gcc")
@@ -27,6 +33,14 @@ func TestCgoFileModifiedWhileIndexed(t *testing.T) {
 		v1 = "package a\n\n// int twice(int x) { return 2*x; }\nimport \"C\"\n\nfunc A() int { return int(C.twice(2)) }\n"
 		v2 = "package a\n\n// int twice(int x) { return 2*x; }\nimport \"C\"\n\nfunc A() int { return B() }\n"
 	)
+	// cgo runs the C compiler with -gdwarf-2 to learn the C types,
+	// after it has read the Go file.
+	cc := filepath.Join(t.TempDir(), "cc")
+	script := "#!/bin/sh\ncase \"$*\" in\n*-gdwarf-2*)\n\tif [ ! -e \"$ASSAY_TEST_FLAG\" ]; then\n\t\ttouch \"$ASSAY_TEST_FLAG\"" +
+		"\n\t\tcp \"$ASSAY_TEST_FROM\" \"$ASSAY_TEST_TO\"\n\tfi;;\nesac\nexec " + gcc + " \"$@\"\n"
+	if err := os.WriteFile(cc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		previous bool // a database of v0 exists
@@ -35,7 +49,6 @@ func TestCgoFileModifiedWhileIndexed(t *testing.T) {
 		{name: "previous database", previous: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			dir := t.TempDir()
 			writeFiles(t, dir, map[string]string{
 				"go.mod": "module example.com/cgomod\n\ngo 1.22\n",
@@ -46,16 +59,10 @@ func TestCgoFileModifiedWhileIndexed(t *testing.T) {
 			})
 			bin := t.TempDir()
 			flag := filepath.Join(bin, "edited")
-			// cgo runs the C compiler with -gdwarf-2 to learn the C types,
-			// after it has read the Go file.
-			script := "#!/bin/sh\ncase \"$*\" in\n*-gdwarf-2*)\n\tif [ ! -e " + flag + " ]; then\n\t\ttouch " + flag +
-				"\n\t\tcp " + filepath.Join(bin, "v2.go") + " " + filepath.Join(dir, "a", "a.go") + "\n\tfi;;\nesac\nexec " + gcc + " \"$@\"\n"
-			writeFiles(t, bin, map[string]string{"cc": script, "v2.go": v2})
-			if err := os.Chmod(filepath.Join(bin, "cc"), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			writeFiles(t, bin, map[string]string{"v2.go": v2})
 			opts := withMetricsEnrich(indexer.Options{Dir: dir, DBPath: filepath.Join(t.TempDir(), "graph.db"), Reuse: true, Tests: true,
-				Env: []string{"GOPROXY=off", "CC=" + filepath.Join(bin, "cc")}})
+				Env: []string{"GOPROXY=off", "CC=" + cc, "ASSAY_TEST_FLAG=" + flag,
+					"ASSAY_TEST_FROM=" + filepath.Join(bin, "v2.go"), "ASSAY_TEST_TO=" + filepath.Join(dir, "a", "a.go")}})
 			if tc.previous {
 				writeFiles(t, bin, map[string]string{"edited": ""})
 				writeFiles(t, dir, map[string]string{"a/a.go": v0})

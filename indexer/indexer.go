@@ -88,6 +88,11 @@ type Options struct {
 	// beforeLoad, when not nil (set by this package's tests), is called
 	// with the directory just before the packages are loaded.
 	beforeLoad func(dir string)
+	// decideOnly (set by this package's tests) makes Index return right
+	// after its reuse decision, loading and writing nothing: the previous
+	// snapshot when it is reused, otherwise a Snapshot with only
+	// FullReason set.
+	decideOnly bool
 }
 
 // Counts are the numbers of rows written per kind. A file shared by a package
@@ -330,6 +335,9 @@ func Index(ctx context.Context, opts Options) (_ Snapshot, err error) {
 			return prev, nil
 		}
 		fullReason = why
+	}
+	if opts.decideOnly {
+		return Snapshot{FullReason: fullReason}, nil
 	}
 	if lock == nil {
 		return Snapshot{}, fmt.Errorf("%w (the database there could only have been reused, and %s)", lockErr, fullReason)

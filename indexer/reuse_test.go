@@ -1,6 +1,7 @@
 package indexer_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -34,6 +35,14 @@ var keyModule = map[string]string{
 // added or removed embedded file, an edited test, build-excluded or
 // vendored file, go.mod and go.sum, a file the go command ignores, other
 // build tags, GOOS, GOFLAGS, cgo flags and C compiler.
+//
+// A change of configuration is checked at the reuse decision (Index up to
+// it, loading nothing), each against the same database: a full index under
+// another GOOS, GOFLAGS (-trimpath), C compiler or cgo flags compiles the
+// export data of the standard library again, in a fresh build cache, and
+// reaches the reuse decision and the content key by the same code as the
+// file changes. One configuration change, the build tags, is indexed in
+// full, and the run after it must reuse.
 func TestKeyCatchesEachKindOfChange(t *testing.T) {
 	t.Parallel()
 	gcc, err := exec.LookPath("gcc")
@@ -62,7 +71,6 @@ func TestKeyCatchesEachKindOfChange(t *testing.T) {
 		name   string
 		files  map[string]string
 		do     func(t *testing.T)
-		edit   func(o *indexer.Options)
 		reason string // what FullReason must say
 	}{
 		{name: "edited file", files: map[string]string{"a/a.go": "package a\n\nimport \"example.com/dep\"\n\nfunc A() int { return dep.Two() + 1 }\n"},
@@ -83,21 +91,10 @@ func TestKeyCatchesEachKindOfChange(t *testing.T) {
 		{name: "edited go.mod", files: map[string]string{"go.mod": keyModule["go.mod"] + "\n// a comment\n"}, reason: "file go.mod changed"},
 		{name: "edited go.sum", files: map[string]string{"go.sum": ""}, reason: "file go.sum changed"},
 		{name: "a file the go command ignores", files: map[string]string{"NOTES.md": "not Go\n"}, reason: "directory . changed"},
-		{name: "other build tags", edit: func(o *indexer.Options) { o.Tags = []string{"x"} }, reason: "build tags [] -> [x]"},
-		{name: "other GOOS", edit: func(o *indexer.Options) { o.GOOS = "windows" }, reason: "GOOS linux -> windows"},
-		{name: "other GOFLAGS", edit: func(o *indexer.Options) { o.Env = []string{"GOFLAGS=-mod=vendor -trimpath", "GOPROXY=off"} },
-			reason: "GOFLAGS -mod=vendor -> -mod=vendor -trimpath"},
-		// What cgo generates depends on the C toolchain and its flags.
-		{name: "other CGO_CFLAGS", edit: func(o *indexer.Options) { o.Env = append(o.Env, "CGO_CFLAGS=-O1 -DASSAY_TEST=1") },
-			reason: "CGO_CFLAGS"},
-		{name: "other CC", edit: func(o *indexer.Options) { o.Env = append(o.Env, "CC="+gcc) }, reason: "CC gcc -> " + gcc},
 	} {
 		writeFiles(t, dir, change.files)
 		if change.do != nil {
 			change.do(t)
-		}
-		if change.edit != nil {
-			change.edit(&opts)
 		}
 		s := index(t, opts)
 		if s.Reused || !strings.Contains(s.FullReason, change.reason) {
@@ -106,6 +103,44 @@ func TestKeyCatchesEachKindOfChange(t *testing.T) {
 		if s := index(t, opts); !s.Reused {
 			t.Errorf("%s: the run after the index was not reused: %s", change.name, s.FullReason)
 		}
+	}
+
+	for _, change := range []struct {
+		name   string
+		edit   func(o *indexer.Options)
+		reason string // what FullReason must say
+	}{
+		{name: "other GOOS", edit: func(o *indexer.Options) { o.GOOS = "windows" }, reason: "GOOS linux -> windows"},
+		{name: "other GOFLAGS", edit: func(o *indexer.Options) { o.Env = []string{"GOFLAGS=-mod=vendor -trimpath", "GOPROXY=off"} },
+			reason: "GOFLAGS -mod=vendor -> -mod=vendor -trimpath"},
+		// What cgo generates depends on the C toolchain and its flags.
+		{name: "other CGO_CFLAGS", edit: func(o *indexer.Options) { o.Env = append(slices.Clip(o.Env), "CGO_CFLAGS=-O1 -DASSAY_TEST=1") },
+			reason: "CGO_CFLAGS"},
+		{name: "other CC", edit: func(o *indexer.Options) { o.Env = append(slices.Clip(o.Env), "CC="+gcc) }, reason: "CC gcc -> " + gcc},
+		{name: "other build tags", edit: func(o *indexer.Options) { o.Tags = []string{"x"} }, reason: "build tags [] -> [x]"},
+	} {
+		o := opts
+		change.edit(&o)
+		s, err := indexer.ReuseDecision(context.Background(), o)
+		if err != nil {
+			t.Fatalf("%s: %v", change.name, err)
+		}
+		if s.Reused || !strings.Contains(s.FullReason, change.reason) {
+			t.Errorf("%s: Reused %v, FullReason %q; want an index saying %q", change.name, s.Reused, s.FullReason, change.reason)
+		}
+	}
+	// The decisions wrote nothing: the database is still reused as it is.
+	if s := index(t, opts); !s.Reused {
+		t.Fatalf("after the reuse decisions, an unchanged configuration is not reused: %s", s.FullReason)
+	}
+	// One configuration change indexed in full: the key its load gives
+	// is the one the next run computes.
+	opts.Tags = []string{"x"}
+	if s := index(t, opts); s.Reused || !strings.Contains(s.FullReason, "build tags [] -> [x]") {
+		t.Errorf("other build tags: Reused %v, FullReason %q; want an index saying %q", s.Reused, s.FullReason, "build tags [] -> [x]")
+	}
+	if s := index(t, opts); !s.Reused {
+		t.Errorf("other build tags: the run after the index was not reused: %s", s.FullReason)
 	}
 }
 
