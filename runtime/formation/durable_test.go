@@ -315,6 +315,9 @@ type gatedProvider struct {
 	session string
 	gate    chan struct{}
 	once    sync.Once
+	// asked, when not nil, is closed when session's first request arrives; every other session's
+	// requests wait for it, so that member is in its turn before any other can pause the run.
+	asked chan struct{}
 }
 
 func (g *gatedProvider) Complete(ctx context.Context, req provider.Request) (*provider.Response, error) {
@@ -322,7 +325,16 @@ func (g *gatedProvider) Complete(ctx context.Context, req provider.Request) (*pr
 		held := false
 		g.once.Do(func() { held = true })
 		if held {
+			if g.asked != nil {
+				close(g.asked)
+			}
 			<-g.gate
+		}
+	} else if g.asked != nil {
+		select {
+		case <-g.asked:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 	return g.p.Complete(ctx, req)
@@ -347,10 +359,12 @@ func TestARunPauseStopsMembersAlreadyInATurn(t *testing.T) {
 	}
 	sink := &memSink{}
 	var last json.RawMessage
-	// b's first request is answered only once a checkpoint records the run paused.
+	// b's first request is answered only once a checkpoint records the run paused, and a's requests
+	// go out only once b's first has arrived: b is in its turn when a pauses the run (on a loaded
+	// machine a could otherwise pause before b asked anything, and b would stop before its request).
 	paused := make(chan struct{})
 	var once sync.Once
-	e, err := runtime.NewEngine(runtime.EngineConfig{Provider: &gatedProvider{p: client, session: "run-test-b", gate: paused}, Model: reference.ModelID,
+	e, err := runtime.NewEngine(runtime.EngineConfig{Provider: &gatedProvider{p: client, session: "run-test-b", gate: paused, asked: make(chan struct{})}, Model: reference.ModelID,
 		Sink: sink, BoundaryOptions: []tool.Option{tool.WithPolicy(policy.NewEngine(digest, 0, pf.Policy("p.yaml"))), tool.WithApprovals(policy.NewApprovals(nil))},
 		Durable: &runtime.DurableConfig{Checkpoint: func(_ context.Context, s json.RawMessage) error {
 			last = append(json.RawMessage(nil), s...)
