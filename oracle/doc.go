@@ -22,7 +22,11 @@
 // file.
 //
 // Go artifacts are copied into a generated module and built with a driver
-// that instantiates the generic function once per domain type. Python
+// that instantiates the generic function once per domain type; a process
+// builds that driver once per byte-identical set of build inputs (go tool,
+// environment, flags, go.mod, driver source, artifact name and bytes) and
+// writes the binary into each later check's directory, noting it in
+// build.log, while the driver still runs once per check. Python
 // artifacts run under `python3 -I -S -B` with a generated driver: no site
 // packages, no user site, no PYTHON* variables, no script directory on
 // sys.path. An int input must give exactly an int within int64 (not a bool),

@@ -139,21 +139,29 @@ func executeGo(ctx context.Context, spec Spec, artifact []byte, root string, opt
 
 	binPath := filepath.Join(root, goDriverBinary)
 	buildLog := filepath.Join(root, goBuildLog)
-	build, err := Run(ctx, Command{
-		Path: goBin, Args: []string{"build", "-buildvcs=false", "-trimpath", "-o", binPath, "."}, Dir: moduleDir, Env: env,
-		OutputPath: buildLog, Deadline: buildDeadline, Cleanup: opts.Cleanup,
-	})
-	switch {
-	case err != nil:
-		return fail(VerdictUnavailable, fmt.Sprintf("go build: %v", err))
-	case build.Cancelled:
-		return fail(VerdictCancelled, "")
-	case build.TimedOut:
-		return fail(VerdictTimeout, fmt.Sprintf("driver build exceeded its %s deadline; the process group was killed", buildDeadline))
-	case build.ExitCode != 0:
-		return fail(VerdictCrashed, "build failed: "+summarizeOutput(buildLog))
-	case build.Leftover || build.CleanupFault:
-		return fail(VerdictCleanupFault, "go build left processes behind")
+	buildFlags := []string{"-buildvcs=false", "-trimpath"}
+	buildArgs := append(append([]string{"build"}, buildFlags...), "-o", binPath, ".")
+	inputs := goDriverInputs(goBin, env, buildFlags, files[0].data, files[1].data, file, artifact)
+	if reused, err := goDriverMemo.reuse(inputs, binPath, buildLog); err != nil {
+		return fail(VerdictUnavailable, fmt.Sprintf("write the driver built from identical inputs: %v", err))
+	} else if !reused {
+		build, err := Run(ctx, Command{
+			Path: goBin, Args: buildArgs, Dir: moduleDir, Env: env,
+			OutputPath: buildLog, Deadline: buildDeadline, Cleanup: opts.Cleanup,
+		})
+		switch {
+		case err != nil:
+			return fail(VerdictUnavailable, fmt.Sprintf("go build: %v", err))
+		case build.Cancelled:
+			return fail(VerdictCancelled, "")
+		case build.TimedOut:
+			return fail(VerdictTimeout, fmt.Sprintf("driver build exceeded its %s deadline; the process group was killed", buildDeadline))
+		case build.ExitCode != 0:
+			return fail(VerdictCrashed, "build failed: "+summarizeOutput(buildLog))
+		case build.Leftover || build.CleanupFault:
+			return fail(VerdictCleanupFault, "go build left processes behind")
+		}
+		goDriverMemo.remember(inputs, binPath)
 	}
 
 	reportDir, err := os.MkdirTemp(root, "report-*")
