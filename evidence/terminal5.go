@@ -63,7 +63,40 @@ func terminalTables() []terminalTable {
 // EventTimeLayout, lists as arrays, JSON columns as the JSON value they hold
 // (a stored text that is not JSON as a string).
 func loadTerminalRows(ctx context.Context, q queryer, runID string) (map[string][]json.RawMessage, error) {
-	out := map[string][]json.RawMessage{}
+	byRun, err := loadTerminalRowsOf(ctx, q, runID)
+	if err != nil {
+		return nil, err
+	}
+	return byRun[runID], nil
+}
+
+// terminalRowsByRun reads every run's rows that terminal hash v5 covers in one query per table
+// (loadTerminalRows of each run, in one pass) instead of one query per table and run. nil when
+// the pass fails: each run is then read on its own, and any error is its own.
+func terminalRowsByRun(ctx context.Context, q queryer) map[string]map[string][]json.RawMessage {
+	byRun, err := loadTerminalRowsOf(ctx, q, "")
+	if err != nil {
+		return nil
+	}
+	return byRun
+}
+
+// loadTerminalRowsOf is loadTerminalRows of runID, or of every run ("" ), by run id: every run
+// read has a list (perhaps empty) for each table. The rows of each run are those, and in the
+// order, that the table's own query (terminalTable.where) selects for that run.
+func loadTerminalRowsOf(ctx context.Context, q queryer, runID string) (map[string]map[string][]json.RawMessage, error) {
+	out := map[string]map[string][]json.RawMessage{}
+	lists := func(id string) map[string][]json.RawMessage {
+		m := out[id]
+		if m == nil {
+			m = emptyTerminalRows()
+			out[id] = m
+		}
+		return m
+	}
+	if runID != "" {
+		lists(runID)
+	}
 	for _, t := range terminalTables() {
 		sel := make([]string, len(t.cols))
 		for i, c := range t.cols {
@@ -72,18 +105,23 @@ func loadTerminalRows(ctx context.Context, q queryer, runID string) (map[string]
 				sel[i] = "CAST(" + c + " AS VARCHAR)"
 			}
 		}
-		rows, err := q.QueryContext(ctx, `SELECT `+strings.Join(sel, ", ")+` FROM `+t.name+` `+t.where, runID)
+		query, args, first := `SELECT `+strings.Join(sel, ", ")+` FROM `+t.name+` `+t.where, []any{runID}, 1
+		if runID == "" {
+			query, args, first = t.everyRun(sel), nil, 0
+		}
+		rows, err := q.QueryContext(ctx, query, args...)
 		if err != nil {
 			return nil, fmt.Errorf("evidence: run %s: read %s: %w", runID, t.name, err)
 		}
-		list := []json.RawMessage{}
 		for rows.Next() {
+			id := runID
 			vals := make([]any, len(t.cols))
-			ptrs := make([]any, len(t.cols))
+			ptrs := make([]any, len(t.cols)+1)
+			ptrs[0] = &id
 			for i := range vals {
-				ptrs[i] = &vals[i]
+				ptrs[i+1] = &vals[i]
 			}
-			if err := rows.Scan(ptrs...); err != nil {
+			if err := rows.Scan(ptrs[first:]...); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("evidence: run %s: read %s: %w", runID, t.name, err)
 			}
@@ -92,23 +130,41 @@ func loadTerminalRows(ctx context.Context, q queryer, runID string) (map[string]
 				v, err := terminalValue(vals[i], t.json[c])
 				if err != nil {
 					rows.Close()
-					return nil, fmt.Errorf("evidence: run %s: %s.%s: %w", runID, t.name, c, err)
+					return nil, fmt.Errorf("evidence: run %s: %s.%s: %w", id, t.name, c, err)
 				}
 				obj[c] = v
 			}
 			b, err := canonical(obj)
 			if err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("evidence: run %s: canonicalize a row of %s: %w", runID, t.name, err)
+				return nil, fmt.Errorf("evidence: run %s: canonicalize a row of %s: %w", id, t.name, err)
 			}
-			list = append(list, b)
+			m := lists(id)
+			m[t.name] = append(m[t.name], b)
 		}
 		if err := rows.Close(); err != nil {
 			return nil, fmt.Errorf("evidence: run %s: read %s: %w", runID, t.name, err)
 		}
-		out[t.name] = list
 	}
 	return out, nil
+}
+
+// everyRun is t's query for the rows of every run at once, preceded by the run id they belong
+// to: per run, the rows t.where selects for it, in its order.
+func (t terminalTable) everyRun(sel []string) string {
+	if t.name == "artifacts" {
+		// An artifact is a run's when the run links it, once however many names link it.
+		return `SELECT l.run_id, ` + strings.Join(sel, ", ") + ` FROM artifacts
+			JOIN (SELECT DISTINCT run_id, digest FROM run_artifacts WHERE run_id IS NOT NULL) l USING (digest)
+			ORDER BY l.run_id, digest`
+	}
+	return `SELECT run_id, ` + strings.Join(sel, ", ") + ` FROM ` + t.name + ` WHERE run_id IS NOT NULL ORDER BY run_id, ` + t.orderBy()
+}
+
+// orderBy is the ORDER BY list of t.where.
+func (t terminalTable) orderBy() string {
+	_, after, _ := strings.Cut(t.where, "ORDER BY ")
+	return after
 }
 
 // terminalValue encodes one scanned column value for terminal hash v5.
@@ -199,13 +255,9 @@ func terminalHashV5(r TerminalRecord) (string, error) {
 	return sha256Hex(b), nil
 }
 
-// writerOfRun returns runs.writer_id (nil when NULL) and that session's id,
-// hash and backfilled flag (nil when the row is gone).
-func writerOfRun(ctx context.Context, q queryer, runID string) (*int64, *Writer, error) {
-	var wid sql.NullInt64
-	if err := q.QueryRowContext(ctx, `SELECT writer_id FROM runs WHERE run_id = ?`, runID).Scan(&wid); err != nil {
-		return nil, nil, fmt.Errorf("evidence: run %s: writer: %w", runID, err)
-	}
+// writerOfRun returns wid, the run's runs.writer_id (nil when NULL), and that session's id, hash
+// and backfilled flag (nil when the row is gone).
+func writerOfRun(ctx context.Context, q queryer, runID string, wid sql.NullInt64) (*int64, *Writer, error) {
 	if !wid.Valid {
 		return nil, nil, nil
 	}
@@ -219,4 +271,14 @@ func writerOfRun(ctx context.Context, q queryer, runID string) (*int64, *Writer,
 		return nil, nil, fmt.Errorf("evidence: run %s: writer %d: %w", runID, id, err)
 	}
 	return &id, &w, nil
+}
+
+// emptyTerminalRows is the rows terminal hash v5 covers of a run that has none: an empty list
+// for each table.
+func emptyTerminalRows() map[string][]json.RawMessage {
+	m := map[string][]json.RawMessage{}
+	for _, t := range terminalTables() {
+		m[t.name] = []json.RawMessage{}
+	}
+	return m
 }

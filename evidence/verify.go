@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -207,8 +208,10 @@ func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerific
 		}
 	}
 	var summaries map[string]*RunSummary
+	var tables map[string]map[string][]json.RawMessage
 	if !named && len(runIDs) > 1 {
 		summaries = summariesByRun(ctx, s.conn)
+		tables = terminalRowsByRun(ctx, s.conn)
 	}
 	checkers := map[string]BindingChecker{}
 	for _, c := range req.Bindings {
@@ -218,7 +221,11 @@ func (s *Store) VerifyWith(ctx context.Context, req VerifyRequest) ([]RunVerific
 	out = append(out, storeLevel...)
 	for _, id := range runIDs {
 		extra := append(append([]string(nil), everyRun...), damagedRun[id]...)
-		v, err := s.verifyRun(ctx, id, summaries[id], chain[id], extra, req, checkers)
+		pre := runReads{summary: summaries[id], tables: tables[id]}
+		if tables != nil && pre.tables == nil {
+			pre.tables = emptyTerminalRows() // the run holds no such rows
+		}
+		v, err := s.verifyRun(ctx, id, pre, chain[id], extra, req, checkers)
 		if errors.Is(err, ErrNoRun) && named {
 			if m, ok := missingByID[id]; ok {
 				out = append(out, m)

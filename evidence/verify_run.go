@@ -125,12 +125,12 @@ func reconcileProblems(re *runEvidence) []string {
 	return out
 }
 
-// verifyRun verifies one run, whose summary is read unless given (nil); store holds the store-wide findings about it
+// verifyRun verifies one run, reading what pre does not hold; store holds the store-wide findings about it
 // (its place in the admissions and finalizations chains) and damage the
 // damage scan found that concerns it.
-func (s *Store) verifyRun(ctx context.Context, runID string, summary *RunSummary, store []finding, damage []string, req VerifyRequest,
+func (s *Store) verifyRun(ctx context.Context, runID string, pre runReads, store []finding, damage []string, req VerifyRequest,
 	checkers map[string]BindingChecker) (RunVerification, error) {
-	re, err := s.loadRunEvidenceWith(ctx, s.conn, runID, summary)
+	re, err := s.loadRunEvidenceWith(ctx, s.conn, runID, pre)
 	if err != nil {
 		return RunVerification{}, err
 	}
