@@ -43,16 +43,28 @@ func openStoreReadOnly(t *testing.T, outDir string) *evidence.Store {
 	return store
 }
 
+// remoteRun is sequential+remote on the reference provider, run once per test binary; unknownRun is
+// the same case with exec-1's publish answered 500 after the effect service committed it. Each
+// caller gets a copy of the output directory of its own.
+func remoteRun(t *testing.T) (Summary, string) {
+	return sharedRun(t, "remote", Options{Formations: []string{"sequential+remote"}, Language: caseLanguage(t)})
+}
+
+func unknownRun(t *testing.T) (Summary, string) {
+	// exec-1's turn 0 writes its files, turn 1 publishes: that PUT commits and is answered 500.
+	return sharedRun(t, "remote-unknown", Options{Formations: []string{"sequential+remote"}, Language: caseLanguage(t),
+		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}})
+}
+
 func TestRemoteCaseIsAcceptedWithCommittedReceipts(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
-	out := t.TempDir()
 	lang := caseLanguage(t)
 	// Each member puts its task, language and deliverables: "double/go/double.go,double_test.go" in Go.
 	wantValue := "double/" + lang + "/" + strings.Join(deliverables(t, lang), ",")
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: lang})
+	sum, out := remoteRun(t)
 	if len(sum.Cases) != 1 || !sum.Accepted() {
 		t.Fatalf("cases %+v", sum.Cases)
 	}
@@ -90,10 +102,7 @@ func TestHTTP500AfterCommitLeavesTheEffectUnknownUntilReconciled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
-	out := t.TempDir()
-	// exec-1's turn 0 writes its files, turn 1 publishes: that PUT commits and is answered 500.
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: caseLanguage(t),
-		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}})
+	sum, out := unknownRun(t)
 	if len(sum.Cases) != 1 {
 		t.Fatalf("cases %+v", sum.Cases)
 	}
@@ -143,8 +152,7 @@ func TestEffectsCheckFailsWhenTheBackendContradictsTheEvidence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
-	out := t.TempDir()
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: caseLanguage(t)})
+	sum, out := remoteRun(t)
 	if !sum.Accepted() {
 		t.Fatalf("cases %+v", sum.Cases)
 	}
@@ -186,9 +194,7 @@ func TestResumeReconcilesTheUnknownEffectThroughTheReceipt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs member code; skipped with -short")
 	}
-	out := t.TempDir()
-	sum := runMatrix(t, Options{OutDir: out, Formations: []string{"sequential+remote"}, Language: caseLanguage(t),
-		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 1, Kind: reference.FaultHTTP500AfterCommit}}})
+	sum, out := unknownRun(t)
 	first := sum.Cases[0]
 	if first.Verdict.Verdict != "rejected" {
 		t.Fatalf("first run %+v", first.Verdict)

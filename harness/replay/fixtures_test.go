@@ -79,6 +79,34 @@ func live(t *testing.T) *fixture {
 	return build(t, "live", harness.Options{Formations: []string{"sequential", "parallel"}}, harness.Options{Formations: []string{"sequential"}})
 }
 
+// replayed is a copy of live whose sequential and parallel runs were replayed, both by one Verify
+// (invocation "inv-replay"): the tests that need a replay run in a store read it from a copy of this.
+func replayed(t *testing.T) (*fixture, []Result) {
+	t.Helper()
+	f := live(t)
+	runs := []string{runOf(t, f, "sequential").RunID, runOf(t, f, "parallel").RunID}
+	replayedOnce.Do(func() {
+		out := filepath.Join(fixtureRoot, "replayed")
+		if err := copyTree(f.out, out); err != nil {
+			replayedErr = err
+			return
+		}
+		res, err := Verify(context.Background(), Options{Store: storeOf(out), InvocationID: "inv-replay", Runs: runs})
+		replayedFixture, replayedResults, replayedErr = &fixture{out: out, runs: f.runs}, res, err
+	})
+	if replayedErr != nil {
+		t.Fatalf("fixture replayed: %v", replayedErr)
+	}
+	return replayedFixture, replayedResults
+}
+
+var (
+	replayedOnce    sync.Once
+	replayedFixture *fixture
+	replayedResults []Result
+	replayedErr     error
+)
+
 // volatilePolicy guards the one write of the volatile fixture's policy file: parallel tests replay
 // its run, which reads the file, so it is never rewritten while they may.
 var volatilePolicy sync.Once

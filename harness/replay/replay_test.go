@@ -37,12 +37,14 @@ func runOf(t *testing.T, f *fixture, catalog string) harness.CaseResult {
 // family and resumes nothing.
 func TestARunReplaysExactAndTheReplayIsARunOfItsOwn(t *testing.T) {
 	t.Parallel()
-	f := live(t)
+	f, results := replayed(t)
 	out := copyOut(t, f)
-	for _, name := range []string{"sequential", "parallel"} {
-		orig := runOf(t, f, name)
-		res := one(t, out, Options{Runs: []string{orig.RunID}, InvocationID: "inv-replay-" + name})
-		if res.Verdict != Exact || res.FirstDivergence != nil || res.ReplayRunID == "" || res.Requests == 0 || res.ToolCalls == 0 {
+	if len(results) != 2 {
+		t.Fatalf("%d results, want 2: %+v", len(results), results)
+	}
+	for i, name := range []string{"sequential", "parallel"} {
+		orig, res := runOf(t, f, name), results[i]
+		if res.RunID != orig.RunID || res.Verdict != Exact || res.FirstDivergence != nil || res.ReplayRunID == "" || res.Requests == 0 || res.ToolCalls == 0 {
 			t.Fatalf("%s: %+v", name, res)
 		}
 	}
@@ -87,7 +89,7 @@ func TestARunReplaysExactAndTheReplayIsARunOfItsOwn(t *testing.T) {
 		}
 		// A replay is an invocation of its own, of the replayed run's case.
 		replayed := slices.IndexFunc(runs, func(o evidence.RunSummary) bool { return o.RunID == r.CorrectsRunID })
-		if replayed < 0 || r.Envelope.InvocationID != "inv-replay-"+runs[replayed].Envelope.Formation ||
+		if replayed < 0 || r.Envelope.InvocationID != "inv-replay" || runs[replayed].Envelope.InvocationID == "inv-replay" ||
 			r.Envelope.Case == "" || r.Envelope.Case != runs[replayed].Envelope.Case {
 			t.Errorf("replay run %s: invocation %q case %q; the replayed run's invocation %q case %q", r.RunID, r.Envelope.InvocationID,
 				r.Envelope.Case, runs[replayed].Envelope.InvocationID, runs[replayed].Envelope.Case)
@@ -499,10 +501,13 @@ func TestUndeclaredEntropyAndUnknownVersionsAreNonCertifiable(t *testing.T) {
 // Bad input writes nothing.
 func TestBadInputIsRefusedBeforeWriting(t *testing.T) {
 	t.Parallel()
-	f := live(t)
+	f, results := replayed(t)
 	out := copyOut(t, f)
 	seq := runOf(t, f, "sequential").RunID
-	replayed := one(t, out, Options{Runs: []string{seq}}).ReplayRunID
+	replayed := results[0].ReplayRunID
+	if replayed == "" {
+		t.Fatalf("the replayed fixture holds no replay run: %+v", results)
+	}
 	count := func() int {
 		s := openStore(t, out, true)
 		runs, err := s.Runs(context.Background())

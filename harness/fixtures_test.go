@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/assay-audit/assay/internal/testroot"
+)
+
+// fixtureRoot holds the matrix runs several tests read (sharedRun), made once per test binary.
+var fixtureRoot string
+
+func TestMain(m *testing.M) {
+	os.Exit(testroot.Main(m, "assay-harness-fixtures-*", &fixtureRoot))
+}
+
+type sharedFixture struct {
+	once sync.Once
+	out  string
+	sum  Summary
+	err  error
+}
+
+var (
+	sharedMu   sync.Mutex
+	sharedRuns = map[string]*sharedFixture{}
+)
+
+// sharedRun runs the matrix with opts once per test binary under name (tests asking for one name
+// must ask with the same opts; OutDir is set here) and returns its summary and a copy of its output
+// directory for the calling test alone, which may write into it (resume, edit the databases).
+func sharedRun(t *testing.T, name string, opts Options) (Summary, string) {
+	t.Helper()
+	sharedMu.Lock()
+	f, ok := sharedRuns[name]
+	if !ok {
+		f = &sharedFixture{out: filepath.Join(fixtureRoot, name)}
+		sharedRuns[name] = f
+	}
+	sharedMu.Unlock()
+	f.once.Do(func() {
+		opts.OutDir = f.out
+		f.sum, f.err = Run(t.Context(), opts)
+	})
+	if f.err != nil {
+		t.Fatalf("fixture %s: %v", name, f.err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if err := copyTree(f.out, out); err != nil {
+		t.Fatal(err)
+	}
+	return f.sum, out
+}
+
+// copyTree copies the regular files under src (lock files aside) to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() || filepath.Ext(p) == ".lock" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
