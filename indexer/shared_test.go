@@ -25,7 +25,7 @@ import (
 
 // sharedIndex is one module indexed once, with the options of its name.
 type sharedIndex struct {
-	opts string // what the options were, to refuse a name used for two
+	opts  string // what the options were, to refuse a name used for two
 	once  sync.Once
 	snap  indexer.Snapshot
 	procs int // GOMAXPROCS while it was indexed
