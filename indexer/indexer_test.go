@@ -206,7 +206,7 @@ const fx = "example.com/fixture"
 
 func TestIndexFixture(t *testing.T) {
 	t.Parallel()
-	snap := index(t, indexer.Options{Dir: "testdata/fixture", Tests: true, ToolVersion: "test-1"})
+	snap := sharedIndexOf(t, sharedFixtureTests, nil, fixtureTestsOptions())
 	db := checkDatabaseFile(t, snap)
 
 	wantCounts := indexer.Counts{Packages: 4, Files: 7, Types: 12, Funcs: 12, Methods: 5, Imports: 6}
@@ -387,15 +387,16 @@ func itoa(n int) string {
 // the same database bytes; different inputs give a different id.
 func TestIndexIsReproducible(t *testing.T) {
 	t.Parallel()
-	a := index(t, indexer.Options{Dir: "testdata/fixture", Tests: true})
-	b := index(t, indexer.Options{Dir: "testdata/fixture", Tests: true})
+	// a is the shared index (into another path than b).
+	a := sharedIndexOf(t, sharedFixtureTests, nil, fixtureTestsOptions())
+	b := index(t, fixtureTestsOptions())
 	if a.ID != b.ID {
 		t.Errorf("snapshot IDs differ for the same inputs: %s vs %s", a.ID, b.ID)
 	}
 	if a.DBSHA256 != b.DBSHA256 {
 		t.Errorf("database hashes differ for the same inputs: %s vs %s", a.DBSHA256, b.DBSHA256)
 	}
-	noTests := index(t, indexer.Options{Dir: "testdata/fixture", Tests: false})
+	noTests := sharedIndexOf(t, sharedFixture, nil, indexer.Options{Dir: "testdata/fixture", Tests: false})
 	if noTests.ID == a.ID {
 		t.Errorf("snapshot ID did not change when tests were excluded")
 	}
@@ -577,7 +578,13 @@ func TestIndexLoadErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			snap := index(t, indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true})
+			opts := indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true}
+			var snap indexer.Snapshot
+			if tc.dir == "testdata/broken" && tc.patterns == nil {
+				snap = sharedIndexOf(t, sharedBroken, nil, opts) // read only
+			} else {
+				snap = index(t, opts)
+			}
 			db := checkDatabaseFile(t, snap)
 			if snap.Coverage != tc.coverage {
 				t.Errorf("Coverage = %v, want %v", snap.Coverage, tc.coverage)

@@ -30,7 +30,7 @@ func TestOpenDatabaseTellsForeignFilesFromOtherVersions(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	graph := index(t, indexer.Options{Dir: "testdata/fixture"}).DBPath
+	graph := sharedIndexOf(t, sharedFixture, nil, indexer.Options{Dir: "testdata/fixture", Tests: false}).DBPath
 	older := filepath.Join(dir, "older.db")
 	copyFile(t, graph, older)
 	execSQL(t, older, "PRAGMA user_version = 2")

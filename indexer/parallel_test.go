@@ -15,23 +15,36 @@ import (
 func TestIndexIndependentOfGOMAXPROCS(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, tc := range []struct {
-		dir      string
-		patterns []string
+		shared string // the name of the shared index of opts (sharedIndexOf)
+		opts   indexer.Options
 	}{
-		{"..", []string{"./indexer", "./metrics"}},
-		{"testdata/relations", nil},
+		{sharedIndexerAndMetrics, indexerAndMetricsOptions()},
+		{sharedRelations, relationsOptions()},
 	} {
 		var sums []string
 		for _, procs := range []int{1, 3, 8} {
 			runtime.GOMAXPROCS(procs)
-			snap := index(t, withMetricsEnrich(indexer.Options{Dir: tc.dir, Patterns: tc.patterns, Tests: true}))
-			if snap.Counts.Edges < 50 && tc.dir == ".." {
+			opts := tc.opts
+			var snap indexer.Snapshot
+			if procs == 1 {
+				// The index at GOMAXPROCS 1 is the one other tests read:
+				// this test is not parallel, so it runs before them and
+				// builds it (unless a test run alone built it at another
+				// GOMAXPROCS: then it indexes its own).
+				if s, builtAt := sharedIndexAt(t, tc.shared, nil, opts); builtAt == 1 {
+					snap = s
+				}
+			}
+			if snap.DBPath == "" {
+				snap = index(t, opts)
+			}
+			if snap.Counts.Edges < 50 && tc.opts.Dir == ".." {
 				t.Fatalf("only %d edges: the comparison proves little", snap.Counts.Edges)
 			}
 			sums = append(sums, snap.DBSHA256)
 		}
 		if sums[0] != sums[1] || sums[0] != sums[2] {
-			t.Errorf("%s: database SHA-256 at GOMAXPROCS 1, 3, 8: %v", tc.dir, sums)
+			t.Errorf("%s: database SHA-256 at GOMAXPROCS 1, 3, 8: %v", tc.opts.Dir, sums)
 		}
 	}
 }

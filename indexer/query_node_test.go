@@ -31,11 +31,8 @@ func TestQueryNode(t *testing.T) {
 func TestFirstLoadError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	open := func(dir string) *indexer.Snapshot {
-		s := index(t, indexer.Options{Dir: dir, Tests: true, Env: []string{"GOPROXY=off"}})
-		return &s
-	}
-	broken := open("testdata/broken")
+	// Both graphs are shared indexes, read only.
+	broken := sharedIndexOf(t, sharedBroken, nil, indexer.Options{Dir: "testdata/broken", Tests: true})
 	db, err := indexer.OpenDatabase(ctx, broken.DBPath)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +42,7 @@ func TestFirstLoadError(t *testing.T) {
 	if err != nil || !ok || !strings.HasSuffix(pos, "bad/bad.go:9:9") || !strings.Contains(msg, "not an int") {
 		t.Errorf("FirstLoadError = %q, %q, %v, %v; want the type error at bad/bad.go:9:9", pos, msg, ok, err)
 	}
-	clean := open("testdata/fixture")
+	clean := sharedIndexOf(t, sharedFixtureTests, nil, fixtureTestsOptions())
 	db2, err := indexer.OpenDatabase(ctx, clean.DBPath)
 	if err != nil {
 		t.Fatal(err)

@@ -60,9 +60,8 @@ func TestExecute(t *testing.T) {
 
 func lookupDB(t *testing.T) *sql.DB {
 	t.Helper()
-	dir := t.TempDir()
-	writeFiles(t, dir, lookupModule)
-	snap := index(t, indexer.Options{Dir: dir, Tests: true, Env: []string{"GOPROXY=off"}})
+	// Indexed once for the five query tests that read it.
+	snap := sharedIndexOf(t, "lookup", lookupModule, indexer.Options{Dir: ".", Tests: true, Env: []string{"GOPROXY=off"}})
 	db, err := indexer.OpenDatabase(context.Background(), snap.DBPath)
 	if err != nil {
 		t.Fatal(err)

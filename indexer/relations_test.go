@@ -20,7 +20,9 @@ const rel = "example.com/rel"
 // base variant, and that the test variant's relations are its own.
 func TestRelations(t *testing.T) {
 	t.Parallel()
-	snap := index(t, indexer.Options{Dir: "testdata/relations", Tests: true})
+	// Read only: the shared index (with the metrics, which add their own
+	// tables and leave the graph's as they are).
+	snap := sharedIndexOf(t, sharedRelations, nil, relationsOptions())
 	db := checkDatabaseFile(t, snap)
 	g := "example.com/rel/graph"
 	short := func(rows [][]string) [][]string {
@@ -306,7 +308,9 @@ func TestReuse(t *testing.T) {
 // naming both versions.
 func TestSchemaVersionRefused(t *testing.T) {
 	t.Parallel()
-	snap := index(t, indexer.Options{Dir: "testdata/fixture"})
+	// A copy of the shared index: this test writes to it.
+	snap := sharedIndexOf(t, sharedFixture, nil, indexer.Options{Dir: "testdata/fixture", Tests: false})
+	snap.DBPath = copyShared(t, snap)
 	db, err := sql.Open("sqlite3", snap.DBPath)
 	if err != nil {
 		t.Fatal(err)

@@ -152,12 +152,12 @@ func TestKeyCatchesEachKindOfChange(t *testing.T) {
 func TestUnchangedTreeIsReused(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name     string
-		files    map[string]string
-		dir      string
-		fixture  string
-		env      []string
-		patterns []string
+		name       string
+		files      map[string]string
+		dir        string
+		env        []string
+		shared     string // instead of files: the shared index of sharedOpts
+		sharedOpts func() indexer.Options
 	}{
 		{name: "directory replace", dir: "main", env: []string{"GOPROXY=off", "GOFLAGS=-mod=mod"}, files: map[string]string{
 			"main/go.mod": "module example.com/main\n\ngo 1.22\n\nrequire example.com/lib v0.0.0\n\nreplace example.com/lib => ../lib\n",
@@ -172,19 +172,26 @@ func TestUnchangedTreeIsReused(t *testing.T) {
 			"b/go.mod": "module example.com/wb\n\ngo 1.22\n",
 			"b/b.go":   "package b\n\nfunc B() {}\n",
 		}},
-		{name: "cgo", fixture: "testdata/relations"},
-		{name: "this repository", fixture: "..", patterns: []string{"./indexer", "./metrics"}},
+		// The cold index of these two is a shared one (with the metrics),
+		// copied: the same bytes a cold index of the copy's path gives.
+		{name: "cgo", shared: sharedRelations, sharedOpts: relationsOptions},
+		{name: "this repository", shared: sharedIndexerAndMetrics, sharedOpts: indexerAndMetricsOptions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dir := tc.fixture
-			if tc.files != nil {
+			var first indexer.Snapshot
+			var opts indexer.Options
+			if tc.shared != "" {
+				opts = tc.sharedOpts()
+				first = sharedIndexOf(t, tc.shared, nil, opts)
+				opts.DBPath, opts.Reuse = copyShared(t, first), true
+			} else {
 				root := t.TempDir()
 				writeFiles(t, root, tc.files)
-				dir = filepath.Join(root, tc.dir)
+				dir := filepath.Join(root, tc.dir)
+				opts = indexer.Options{Dir: dir, DBPath: filepath.Join(t.TempDir(), "graph.db"), Reuse: true, Tests: true, Env: tc.env}
+				first = index(t, opts)
 			}
-			opts := indexer.Options{Dir: dir, Patterns: tc.patterns, DBPath: filepath.Join(t.TempDir(), "graph.db"), Reuse: true, Tests: true, Env: tc.env}
-			first := index(t, opts)
 			if first.InputKey == "" {
 				t.Fatalf("no content key")
 			}
@@ -192,7 +199,7 @@ func TestUnchangedTreeIsReused(t *testing.T) {
 				t.Fatalf("unchanged re-run not reused: %s", s.FullReason)
 			}
 			if tc.name == "workspace" {
-				writeFiles(t, dir, map[string]string{"b/c/c.go": "package c\n\nfunc C() {}\n"})
+				writeFiles(t, opts.Dir, map[string]string{"b/c/c.go": "package c\n\nfunc C() {}\n"})
 				if s := index(t, opts); s.Reused || s.Counts.Packages != first.Counts.Packages+1 {
 					t.Errorf("a new package in a workspace module: Reused %v, %d packages (were %d)", s.Reused, s.Counts.Packages, first.Counts.Packages)
 				}

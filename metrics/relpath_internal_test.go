@@ -1,12 +1,7 @@
 package metrics
 
 import (
-	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
-
-	"github.com/assay-audit/assay/indexer"
 )
 
 // TestRelPath: reasons name files as files.rel_path does, relative to the
@@ -41,48 +36,6 @@ func TestRelPath(t *testing.T) {
 		in.Nodes[id] = &Node{ID: id, Kind: "file", PackageID: tc.pkg}
 		if got := in.relPath(&File{ID: id, Path: tc.path}); got != tc.want {
 			t.Errorf("relPath(%s in %s) = %q, want %q", tc.path, tc.pkg, got, tc.want)
-		}
-	}
-}
-
-// TestRelPathMatchesTheIndexer: relPath gives every indexed file of real
-// modules (test variants and an external test package included) the
-// rel_path the indexer records.
-func TestRelPathMatchesTheIndexer(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	for _, dir := range []string{"../indexer/testdata/fixture", "testdata/fixture", "testdata/syntaxerrors"} {
-		db := filepath.Join(t.TempDir(), "graph.db")
-		if _, err := indexer.Index(ctx, indexer.Options{Dir: dir, Tests: true, DBPath: db}); err != nil {
-			t.Fatal(err)
-		}
-		q, err := indexer.OpenDatabase(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := Load(ctx, q, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]string{}
-		if err := scanRows(ctx, q, `SELECT id, rel_path FROM files WHERE indexed = 1 AND synthesized = 0`, func(rows *sql.Rows) error {
-			var id, rel string
-			if err := rows.Scan(&id, &rel); err != nil {
-				return err
-			}
-			want[id] = rel
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		q.Close()
-		if len(want) != len(in.Files) || len(want) == 0 {
-			t.Fatalf("%s: %d files with rel_path, %d loaded", dir, len(want), len(in.Files))
-		}
-		for id, f := range in.Files {
-			if got := in.relPath(f); got != want[id] {
-				t.Errorf("%s: relPath(%s) = %q, rel_path %q", dir, id, got, want[id])
-			}
 		}
 	}
 }
