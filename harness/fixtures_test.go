@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -49,30 +48,8 @@ func sharedRun(t *testing.T, name string, opts Options) (Summary, string) {
 		t.Fatalf("fixture %s: %v", name, f.err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if err := copyTree(f.out, out); err != nil {
+	if err := testroot.CopyTree(f.out, out); err != nil {
 		t.Fatal(err)
 	}
 	return f.sum, out
-}
-
-// copyTree copies the regular files under src (lock files aside) to dst.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if !d.Type().IsRegular() || filepath.Ext(p) == ".lock" {
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
 }

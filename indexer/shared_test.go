@@ -2,10 +2,7 @@ package indexer_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/assay-audit/assay/indexer"
+	"github.com/assay-audit/assay/internal/testroot"
 )
 
 // Indexing a module is most of what these tests cost (the go command lists
@@ -41,17 +39,13 @@ var shared = struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared.dir != "" {
+		var files []testroot.Shared
 		for name, s := range shared.byName {
-			if s.err != nil {
-				continue
-			}
-			// A test that wrote to a shared database would have changed
-			// what the tests after it read: that is a failure of the run.
-			if sum, err := sha256File(s.snap.DBPath); err != nil || sum != s.snap.DBSHA256 {
-				fmt.Fprintf(os.Stderr, "FAIL: the shared database %s was changed by a test (SHA-256 %s, %v; indexed as %s)\n", name, sum, err, s.snap.DBSHA256)
-				code = 1
+			if s.err == nil {
+				files = append(files, testroot.Shared{Name: "database " + name, Path: s.snap.DBPath, SHA256: s.snap.DBSHA256})
 			}
 		}
+		code = testroot.Unchanged(code, files)
 		os.RemoveAll(shared.dir)
 	}
 	os.Exit(code)
@@ -169,17 +163,4 @@ func copyShared(t *testing.T, snap indexer.Snapshot) string {
 	copyFile(t, snap.DBPath, to)
 	copyFile(t, snap.DBPath+"-sha256", to+"-sha256")
 	return to
-}
-
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/assay-audit/assay/harness"
+	"github.com/assay-audit/assay/internal/testroot"
 )
 
 // BenchmarkReplayAll measures replaying every run of a --formations all store without --checks
@@ -59,7 +60,7 @@ func BenchmarkReplayAll(b *testing.B) {
 // copyOutB is copyOut for a benchmark.
 func copyOutB(b *testing.B, f *fixture) string {
 	dst := filepath.Join(b.TempDir(), "out")
-	if err := copyTree(f.out, dst); err != nil {
+	if err := testroot.CopyTree(f.out, dst); err != nil {
 		b.Fatal(err)
 	}
 	return dst

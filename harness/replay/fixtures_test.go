@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -87,7 +86,7 @@ func replayed(t *testing.T) (*fixture, []Result) {
 	runs := []string{runOf(t, f, "sequential").RunID, runOf(t, f, "parallel").RunID}
 	replayedOnce.Do(func() {
 		out := filepath.Join(fixtureRoot, "replayed")
-		if err := copyTree(f.out, out); err != nil {
+		if err := testroot.CopyTree(f.out, out); err != nil {
 			replayedErr = err
 			return
 		}
@@ -148,32 +147,10 @@ func resumed(t *testing.T) *fixture {
 func copyOut(t *testing.T, f *fixture) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "out")
-	if err := copyTree(f.out, dst); err != nil {
+	if err := testroot.CopyTree(f.out, dst); err != nil {
 		t.Fatal(err)
 	}
 	return dst
-}
-
-// copyTree copies the regular files under src (lock files aside) to dst.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if !d.Type().IsRegular() || filepath.Ext(p) == ".lock" {
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
 }
 
 func storeOf(out string) string { return filepath.Join(out, "evidence.duckdb") }
