@@ -285,6 +285,16 @@ func TestEveryColumnIsCovered(t *testing.T) {
 			if !reflect.DeepEqual(committed, vs) {
 				t.Fatalf("an edit of %s.%s verifies differently in a transaction and committed:\n in a transaction %+v\n committed        %+v", c.table, c.name, vs, committed)
 			}
+			// Verifying every run reads each table once for all runs; verifying one run by name
+			// reads that run alone. Both must find the same for each run.
+			for _, v := range committed {
+				if v.RunID == "" {
+					continue
+				}
+				if alone := verifyAll(t, path, v.RunID)[v.RunID]; !reflect.DeepEqual(alone, v) {
+					t.Fatalf("after an edit of %s.%s run %s verifies differently alone and among all runs:\n alone %+v\n all   %+v", c.table, c.name, v.RunID, alone, v)
+				}
+			}
 		})
 	}
 	// Every edit was rolled back: the store verifies as it did.
