@@ -352,14 +352,20 @@ func (a *admission) run(ctx context.Context, e *runtime.Engine, team runtime.Tea
 			results[i] = fn(members[i])
 		}()
 	}
-	var queued []int
+	// Every slot is taken before any admitted member starts: a member that finished at once would
+	// otherwise free its slot for a later member of the same round, and who waits would depend on
+	// scheduling.
+	var admitted, queued []int
 	for i := range members {
 		select {
 		case a.slots <- struct{}{}:
-			start(i)
+			admitted = append(admitted, i)
 		default:
 			queued = append(queued, i)
 		}
+	}
+	for _, i := range admitted {
+		start(i)
 	}
 	for _, i := range queued {
 		m := members[i]
