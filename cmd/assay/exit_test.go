@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/indexer"
@@ -180,4 +183,53 @@ func TestExitStatusClasses(t *testing.T) {
 		}
 		oneLine(t, r, "run-x tampered at seq 3")
 	})
+}
+
+// A value a typed flag cannot parse is bad usage whose one line names the flag, the value and what
+// it should have been, never the parser's Go text (strconv.ParseInt, invalid syntax, time:): every
+// int, uint, float, bool and duration flag of every command is given one.
+func TestUnparsableFlagValuesSayWhatTheValueShouldBe(t *testing.T) {
+	io := IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}
+	var tried int
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			typ := f.Value.Type()
+			var want string
+			switch {
+			case strings.HasPrefix(typ, "int"), strings.HasPrefix(typ, "uint"):
+				want = "not a whole number"
+			case strings.HasPrefix(typ, "float"):
+				want = "not a number"
+			case typ == "bool":
+				want = "not true or false"
+			case typ == "duration":
+				want = "not a duration"
+			default:
+				return
+			}
+			tried++
+			path := strings.Fields(c.CommandPath())[1:]
+			r := runCLIQuiet(append(path, "--"+f.Name+"=1.5x")...)
+			if r.code != 2 || !strings.Contains(r.stderr, `--`+f.Name) || !strings.Contains(r.stderr, `"1.5x"`) ||
+				!strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%s --%s=1.5x (%s): exit %d, stderr %q, want one line with %q", c.CommandPath(), f.Name, typ, r.code, r.stderr, want)
+			}
+			for _, leak := range []string{"strconv", "Parse", "invalid syntax", "time: ", "invalid argument"} {
+				if strings.Contains(r.stderr, leak) {
+					t.Errorf("%s --%s: %q shows the parser's text %q", c.CommandPath(), f.Name, r.stderr, leak)
+				}
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(io))
+	if tried < 10 {
+		t.Fatalf("only %d typed flags found: the walk does not reach the commands", tried)
+	}
+	// An integer out of its type's range says so.
+	r := runCLIQuiet("matrix", "run", "--repeat", "99999999999999999999")
+	oneLine(t, r, `--repeat "99999999999999999999": out of range for a whole number`)
 }

@@ -11,14 +11,17 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // version is assay's version, recorded in environment fingerprints and snapshots.
@@ -85,9 +88,43 @@ func newRoot(io IOStreams) *cobra.Command {
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf("%w (see '%s --help')", err, c.CommandPath())
+		return usageErrorf("%w (see '%s --help')", flagValueError(err), c.CommandPath())
 	})
 	return root
+}
+
+// flagValueError rewords pflag's error for a value its flag's type cannot parse (`invalid argument
+// "abc" for "--repeat" flag: strconv.ParseInt: parsing "abc": invalid syntax`) as what the value
+// should have been (`--repeat "abc": not a whole number`); any other error is returned as it is.
+func flagValueError(err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	name := "--" + iv.GetFlag().Name
+	var ne *strconv.NumError
+	if !errors.As(iv, &ne) {
+		if typ := iv.GetFlag().Value.Type(); typ == "duration" {
+			return fmt.Errorf("%s %q: not a duration (a number with a unit: 90s, 5m, 1h30m)", name, iv.GetValue())
+		}
+		if cause := errors.Unwrap(iv); cause != nil {
+			return fmt.Errorf("%s %q: %v", name, iv.GetValue(), cause)
+		}
+		return err
+	}
+	what := "a number"
+	switch typ := iv.GetFlag().Value.Type(); {
+	case strings.HasPrefix(typ, "int"):
+		what = "a whole number"
+	case strings.HasPrefix(typ, "uint"):
+		what = "a whole number, 0 or more"
+	case typ == "bool":
+		return fmt.Errorf("%s=%q: not true or false", name, iv.GetValue())
+	}
+	if errors.Is(ne.Err, strconv.ErrRange) {
+		return fmt.Errorf("%s %q: out of range for %s", name, iv.GetValue(), what)
+	}
+	return fmt.Errorf("%s %q: not %s", name, iv.GetValue(), what)
 }
 
 // finishTree completes the tree under root once every command is added: cobra's completion group
