@@ -3,6 +3,8 @@ package claims
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/assay-audit/assay/evidence"
@@ -58,5 +60,67 @@ func TestRecordIsAnObserveRunThatVerifies(t *testing.T) {
 		if err != nil || len(v) != 1 || v[0].Status != "ok" {
 			t.Errorf("verify: %+v %v", v, err)
 		}
+	}
+}
+
+// The gateway rows a recorded reconciliation links (RecordsArtifact) follow docs/json.md: every key
+// snake_case, the latency in seconds, unknown counts null, no HTML escapes; the manifest's
+// gateway_records_sha256 is the digest of exactly those bytes.
+func TestRecordedGatewayRowsFollowTheJSONConvention(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "evidence.duckdb")
+	r := rec(1, "s<1>", 3, 4, 7)
+	r.LatencyMS, r.Path, r.CachedTokens = 250, "/v1/chat/completions", nil
+	recs := []gateway.Record{r}
+	got, err := Record(t.Context(), RecordRequest{StorePath: store, ToolVersion: "test", GatewayDB: "gw.db", Records: recs,
+		Claims: []byte(`{"session_id":"s<1>","total_tokens":7}`), ClaimLines: 1, Result: Reconcile([]Claim{claim("s<1>", nil, nil, i64(7))}, recs), Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := evidence.Open(t.Context(), store, evidence.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sum, err := s.Run(t.Context(), got.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) []byte {
+		for _, a := range sum.Artifacts {
+			if a.Name == name {
+				b, err := s.Artifact(t.Context(), a.Digest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+		}
+		t.Fatalf("artifact %s not linked", name)
+		return nil
+	}
+	raw := read(RecordsArtifact)
+	var doc struct {
+		Records []map[string]any `json:"records"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Records) != 1 {
+		t.Fatalf("%s: %s (%v)", RecordsArtifact, raw, err)
+	}
+	row := doc.Records[0]
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	for k := range row {
+		if !snake.MatchString(k) {
+			t.Errorf("key %q is not snake_case: %s", k, raw)
+		}
+	}
+	if row["latency_seconds"] != 0.25 || row["session_id"] != "s<1>" || row["total_tokens"] != float64(7) ||
+		row["cached_tokens"] != nil || len(row) != 23 {
+		t.Errorf("row %v: want latency_seconds 0.25, the session id, total_tokens 7, cached_tokens null, 23 keys", row)
+	}
+	if strings.Contains(string(raw), `\u003c`) {
+		t.Errorf("HTML escapes in %s", raw)
+	}
+	var m Manifest
+	if err := json.Unmarshal(read(ManifestArtifact), &m); err != nil || m.GatewayRecordsSHA256 != sha256Hex(raw) || m.GatewayRecords != 1 {
+		t.Errorf("manifest %+v (%v) does not name the records' digest %s", m, err, sha256Hex(raw))
 	}
 }
