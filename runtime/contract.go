@@ -7,6 +7,8 @@ import (
 	"io"
 	"reflect"
 	"strings"
+
+	"github.com/assay-audit/assay/internal/jsonkeys"
 )
 
 // ContractPrefix starts the one line of a prompt that states, machine-readably, which structured
@@ -187,54 +189,13 @@ func DecodeExact(data []byte, v any) error {
 	if missing := missingKeys(trimmed, v); len(missing) > 0 {
 		return fmt.Errorf("%w: missing key(s) %s", ErrMalformedReply, strings.Join(missing, ", "))
 	}
-	if key, dup := duplicateKey(trimmed); dup {
+	if key, dup := jsonkeys.Duplicate(trimmed); dup {
 		// encoding/json keeps the last of duplicate keys; another reader may keep the first. A reply
 		// whose meaning depends on the reader is not exactly the contract (RFC 8259 §4: names SHOULD
 		// be unique; RFC 7493 I-JSON: MUST).
 		return fmt.Errorf("%w: key %q appears more than once", ErrMalformedReply, key)
 	}
 	return nil
-}
-
-// duplicateKey reports the first object key that appears twice in one object of data, at any
-// depth. data must be valid JSON.
-func duplicateKey(data []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var walk func() (string, bool)
-	walk = func() (string, bool) {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return "", false
-				}
-				k, _ := kt.(string)
-				if seen[k] {
-					return k, true
-				}
-				seen[k] = true
-				if key, dup := walk(); dup {
-					return key, true
-				}
-			}
-			_, _ = dec.Token() // '}'
-		case json.Delim('['):
-			for dec.More() {
-				if key, dup := walk(); dup {
-					return key, true
-				}
-			}
-			_, _ = dec.Token() // ']'
-		}
-		return "", false
-	}
-	return walk()
 }
 
 // missingKeys lists the required keys of v's struct type (json-tagged fields without omitempty)

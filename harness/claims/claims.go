@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/assay-audit/assay/harness/gateway"
+	"github.com/assay-audit/assay/internal/jsonkeys"
 )
 
 // ErrMalformedClaim is matched (errors.Is) by a *LineError: a claims line that is not a valid
@@ -55,7 +56,8 @@ const maxLineBytes = 1 << 20
 // Parse reads claims as JSON lines: one JSON object per line with "session_id" (non-empty string),
 // optional "member_id" (string) and "prompt_tokens", "completion_tokens", "total_tokens"
 // (non-negative integers or null; at least one given as an integer). Blank lines are skipped. Any
-// other key is refused, so that a misspelt count is not silently left unchecked.
+// other key is refused, so that a misspelt count is not silently left unchecked, and so is a key
+// given twice on a line (which value counts would depend on the reader; RFC 7493 §2.3).
 //
 // Errors: a *LineError (ErrMalformedClaim) naming the first bad line; the reader's error.
 func Parse(r io.Reader) ([]Claim, error) {
@@ -103,6 +105,10 @@ func parseLine(text []byte) (Claim, string) {
 	}
 	if dec.More() {
 		return Claim{}, "more than one JSON value on the line"
+	}
+	if key, dup := jsonkeys.Duplicate(text); dup {
+		// Which of the two values counts would depend on the reader.
+		return Claim{}, fmt.Sprintf("key %q appears more than once", key)
 	}
 	if doc.SessionID == nil || *doc.SessionID == "" {
 		return Claim{}, "session_id is missing or empty"

@@ -27,6 +27,9 @@ func TestParseNamesTheBadLine(t *testing.T) {
 		{"no count", `{"session_id":"a","member_id":"m"}`, 1, "no token count"},
 		{"only nulls", `{"session_id":"a","total_tokens":null}`, 1, "no token count"},
 		{"two values", `{"session_id":"a","total_tokens":1} {"session_id":"b","total_tokens":1}`, 1, "more than one"},
+		// encoding/json would keep the last of each pair: a claim of 9 read as 5, a session read as another.
+		{"a count twice", "{\"session_id\":\"a\",\"total_tokens\":1}\n{\"session_id\":\"a\",\"total_tokens\":9,\"total_tokens\":5}", 2, `key "total_tokens" appears more than once`},
+		{"a session twice", `{"session_id":"a","session_id":"b","total_tokens":1}`, 1, `key "session_id" appears more than once`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
