@@ -41,6 +41,10 @@ type gatewayLocator struct {
 	After         int64  `json:"after"`
 	UpTo          int64  `json:"up_to"`
 	SessionPrefix string `json:"session_prefix"`
+	// RowForm is the gateway.RowForm the digest was computed over; absent (0)
+	// in bindings recorded before it existed, which are form 1. The locator is
+	// in the run's terminal hash, so the form cannot be lowered afterwards.
+	RowForm int `json:"row_form,omitempty"`
 }
 
 // receiptsLocator says which receipts a run is bound to: those of the effects
@@ -72,7 +76,7 @@ func bindExternal(ctx context.Context, env caseEnv, outDir, runID, teamRunID str
 	if err != nil {
 		return err
 	}
-	loc, err := json.Marshal(gatewayLocator{File: GatewayDBName, After: gwFrom, UpTo: gwTo, SessionPrefix: prefix})
+	loc, err := json.Marshal(gatewayLocator{File: GatewayDBName, After: gwFrom, UpTo: gwTo, SessionPrefix: prefix, RowForm: gateway.RowForm})
 	if err != nil {
 		return err
 	}
@@ -190,11 +194,15 @@ func (c gatewayChecker) Recompute(ctx context.Context, _ string, locator json.Ra
 	if err != nil {
 		return 0, "", err
 	}
+	form := loc.RowForm
+	if form == 0 {
+		form = 1
+	}
 	recs, err := gateway.ReadRecords(ctx, path, loc.After, loc.UpTo, loc.SessionPrefix)
 	if err != nil {
 		return 0, "", err
 	}
-	sum, err := gateway.DigestRecords(recs)
+	sum, err := gateway.DigestRecordsForm(recs, form)
 	return int64(len(recs)), sum, err
 }
 

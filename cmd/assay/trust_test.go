@@ -499,6 +499,9 @@ func TestVerifyCatchesEditsOfEverythingAVerdictRestsOn(t *testing.T) {
 		{"gateway record edited", func(t *testing.T, out string) {
 			sqliteExec(t, filepath.Join(out, "gateway-usage.db"), `UPDATE requests SET completion_tokens = completion_tokens + 1 WHERE id = 2`)
 		}, 1, "corrupt_payload", "gateway records differ"},
+		{"gateway record's echoed session edited", func(t *testing.T, out string) {
+			sqliteExec(t, filepath.Join(out, "gateway-usage.db"), `UPDATE requests SET echoed_session = 'another-session' WHERE id = 2`)
+		}, 1, "corrupt_payload", "gateway records differ"},
 		{"gateway record deleted", func(t *testing.T, out string) {
 			sqliteExec(t, filepath.Join(out, "gateway-usage.db"), `DELETE FROM requests WHERE id = 3`)
 		}, 1, "missing_payload", "records were deleted"},

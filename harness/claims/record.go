@@ -125,50 +125,12 @@ func Record(ctx context.Context, req RecordRequest) (Recorded, error) {
 	return rec, errors.Join(err, store.Close())
 }
 
-// gatewayRecord is one gateway row as RecordsArtifact holds it (docs/json.md's convention:
-// snake_case keys, the latency in seconds, unknown token counts null). The fields are
-// gateway.Record's; see it for what each means.
-type gatewayRecord struct {
-	ID                    int64     `json:"id"`
-	SessionID             string    `json:"session_id"`
-	Method                string    `json:"method"`
-	Path                  string    `json:"path"`
-	Model                 string    `json:"model"`
-	AnsweredModel         string    `json:"answered_model"`
-	Stream                bool      `json:"stream"`
-	Status                int       `json:"status"`
-	LatencySeconds        float64   `json:"latency_seconds"`
-	RequestSHA256         string    `json:"request_sha256"`
-	ResponseSHA256        string    `json:"response_sha256"`
-	ResponseDecodedSHA256 string    `json:"response_decoded_sha256"`
-	EchoedSession         string    `json:"echoed_session"`
-	RequestBytes          int64     `json:"request_bytes"`
-	ResponseBytes         int64     `json:"response_bytes"`
-	UsageState            string    `json:"usage_state"`
-	PromptTokens          *int64    `json:"prompt_tokens"`
-	CompletionTokens      *int64    `json:"completion_tokens"`
-	TotalTokens           *int64    `json:"total_tokens"`
-	CachedTokens          *int64    `json:"cached_tokens"`
-	ReasoningTokens       *int64    `json:"reasoning_tokens"`
-	RelayError            string    `json:"relay_error"`
-	StartedAt             time.Time `json:"started_at"`
-}
-
-// recordsArtifact is RecordsArtifact's bytes: {"records": [gatewayRecord...]} in the order given,
-// without HTML escapes.
+// recordsArtifact is RecordsArtifact's bytes: {"records": [gateway.RecordRow...]} in the order
+// given (the rows a gateway binding's digest is computed over), without HTML escapes.
 func recordsArtifact(recs []gateway.Record) ([]byte, error) {
-	out := make([]gatewayRecord, len(recs))
-	for i, r := range recs {
-		out[i] = gatewayRecord{ID: r.ID, SessionID: r.SessionID, Method: r.Method, Path: r.Path, Model: r.Model,
-			AnsweredModel: r.AnsweredModel, Stream: r.Stream, Status: r.Status, LatencySeconds: r.LatencyMS / 1000,
-			RequestSHA256: r.RequestSHA256, ResponseSHA256: r.ResponseSHA256, ResponseDecodedSHA256: r.ResponseDecodedSHA256,
-			EchoedSession: r.EchoedSession, RequestBytes: r.RequestBytes, ResponseBytes: r.ResponseBytes, UsageState: r.UsageState,
-			PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens,
-			CachedTokens: r.CachedTokens, ReasoningTokens: r.ReasoningTokens, RelayError: r.RelayError, StartedAt: r.StartedAt}
-	}
 	return jsonconv.Marshal(struct {
-		Records []gatewayRecord `json:"records"`
-	}{out})
+		Records []gateway.RecordRow `json:"records"`
+	}{gateway.RecordRows(recs)})
 }
 
 type artifact struct {

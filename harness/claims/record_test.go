@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gowebpki/jcs"
+
 	"github.com/assay-audit/assay/evidence"
 	"github.com/assay-audit/assay/harness/gateway"
 )
@@ -63,9 +65,10 @@ func TestRecordIsAnObserveRunThatVerifies(t *testing.T) {
 	}
 }
 
-// The gateway rows a recorded reconciliation links (RecordsArtifact) follow docs/json.md: every key
-// snake_case, the latency in seconds, unknown counts null, no HTML escapes; the manifest's
-// gateway_records_sha256 is the digest of exactly those bytes.
+// The gateway rows a recorded reconciliation links (RecordsArtifact) are the requests table's
+// columns as named there (gateway.RecordRow): every key snake_case, unknown counts null, no HTML
+// escapes, no Go field names; the manifest's gateway_records_sha256 is the digest of exactly those
+// bytes, and the rows digest as gateway.DigestRecords digests the records they came from.
 func TestRecordedGatewayRowsFollowTheJSONConvention(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "evidence.duckdb")
 	r := rec(1, "s<1>", 3, 4, 7)
@@ -112,9 +115,26 @@ func TestRecordedGatewayRowsFollowTheJSONConvention(t *testing.T) {
 			t.Errorf("key %q is not snake_case: %s", k, raw)
 		}
 	}
-	if row["latency_seconds"] != 0.25 || row["session_id"] != "s<1>" || row["total_tokens"] != float64(7) ||
+	if row["latency_ms"] != float64(250) || row["session_id"] != "s<1>" || row["total_tokens"] != float64(7) ||
 		row["cached_tokens"] != nil || len(row) != 23 {
-		t.Errorf("row %v: want latency_seconds 0.25, the session id, total_tokens 7, cached_tokens null, 23 keys", row)
+		t.Errorf("row %v: want latency_ms 250, the session id, total_tokens 7, cached_tokens null, 23 keys", row)
+	}
+	var rows struct {
+		Records []gateway.RecordRow `json:"records"`
+	}
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		t.Fatal(err)
+	}
+	again, err := json.Marshal(rows.Records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon, err := jcs.Transform(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := gateway.DigestRecords(recs); err != nil || sha256Hex(canon) != want {
+		t.Errorf("the linked rows digest to %s, the records to %s (%v)", sha256Hex(canon), want, err)
 	}
 	if strings.Contains(string(raw), `\u003c`) {
 		t.Errorf("HTML escapes in %s", raw)

@@ -17,9 +17,16 @@ import (
 	"github.com/assay-audit/assay/internal/sqliteuri"
 )
 
-// recordObject is the canonical form of a Record: every column of the
-// requests table, named as there.
-type recordObject struct {
+// RowForm is the version of RecordRow that DigestRecords hashes: 2 covers
+// every column of the requests table; 1, what bindings recorded before
+// 2026-12-02 hold, left out echoed_session (DigestRecordsForm).
+const RowForm = 2
+
+// RecordRow is a Record as JSON: every column of the usage database's
+// requests table, named as there (latency_ms in milliseconds, started_at in
+// its stored text form, unknown token counts null). DigestRecords hashes
+// these; a run that links gateway rows as an artifact links these.
+type RecordRow struct {
 	ID                    int64   `json:"id"`
 	SessionID             string  `json:"session_id"`
 	Method                string  `json:"method"`
@@ -42,25 +49,40 @@ type recordObject struct {
 	StartedAt             string  `json:"started_at"`
 	AnsweredModel         string  `json:"answered_model"`
 	ResponseDecodedSHA256 string  `json:"response_decoded_sha256"`
+	EchoedSession         string  `json:"echoed_session"`
 }
 
 // DigestRecords returns the SHA-256 hex of the RFC 8785 (JCS) form of recs as
 // a JSON array, in the order given, each record an object of every column of
 // the usage database's requests table (started_at in its stored text form):
 // what a run's "gateway" binding (evidence.Binding) records.
-func DigestRecords(recs []Record) (string, error) {
-	objs := make([]recordObject, len(recs))
-	for i, r := range recs {
-		objs[i] = recordObject{ID: r.ID, SessionID: r.SessionID, Method: r.Method, Path: r.Path, Model: r.Model, Stream: r.Stream,
-			Status: r.Status, LatencyMS: r.LatencyMS, RequestSHA256: r.RequestSHA256, ResponseSHA256: r.ResponseSHA256,
-			RequestBytes: r.RequestBytes, ResponseBytes: r.ResponseBytes, UsageState: r.UsageState, PromptTokens: r.PromptTokens,
-			CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens, CachedTokens: r.CachedTokens, ReasoningTokens: r.ReasoningTokens,
-			RelayError: r.RelayError, StartedAt: r.StartedAt.UTC().Format(timeLayout), AnsweredModel: r.AnsweredModel,
-			ResponseDecodedSHA256: r.ResponseDecodedSHA256}
+func DigestRecords(recs []Record) (string, error) { return DigestRecordsForm(recs, RowForm) }
+
+// DigestRecordsForm is DigestRecords over the rows of the given RowForm: 2
+// (RowForm) every column; 1 every column but echoed_session, as bindings
+// recorded before it was covered were computed, so that they still verify
+// (and a value edited in that column goes unseen for them alone).
+//
+// Errors: a form other than 1 or 2; encoding errors.
+func DigestRecordsForm(recs []Record, form int) (string, error) {
+	if form != 1 && form != RowForm {
+		return "", fmt.Errorf("gateway: row form %d is not one this build reads (1, %d)", form, RowForm)
 	}
-	raw, err := json.Marshal(objs)
+	raw, err := json.Marshal(RecordRows(recs))
 	if err != nil {
 		return "", fmt.Errorf("gateway: encode records: %w", err)
+	}
+	if form == 1 {
+		var rows []map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			return "", fmt.Errorf("gateway: encode records: %w", err)
+		}
+		for _, row := range rows {
+			delete(row, "echoed_session")
+		}
+		if raw, err = json.Marshal(rows); err != nil {
+			return "", fmt.Errorf("gateway: encode records: %w", err)
+		}
 	}
 	canon, err := jcs.Transform(raw)
 	if err != nil {
@@ -68,6 +90,20 @@ func DigestRecords(recs []Record) (string, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// RecordRows returns recs as RecordRows, in the order given.
+func RecordRows(recs []Record) []RecordRow {
+	rows := make([]RecordRow, len(recs))
+	for i, r := range recs {
+		rows[i] = RecordRow{ID: r.ID, SessionID: r.SessionID, Method: r.Method, Path: r.Path, Model: r.Model, Stream: r.Stream,
+			Status: r.Status, LatencyMS: r.LatencyMS, RequestSHA256: r.RequestSHA256, ResponseSHA256: r.ResponseSHA256,
+			RequestBytes: r.RequestBytes, ResponseBytes: r.ResponseBytes, UsageState: r.UsageState, PromptTokens: r.PromptTokens,
+			CompletionTokens: r.CompletionTokens, TotalTokens: r.TotalTokens, CachedTokens: r.CachedTokens, ReasoningTokens: r.ReasoningTokens,
+			RelayError: r.RelayError, StartedAt: r.StartedAt.UTC().Format(timeLayout), AnsweredModel: r.AnsweredModel,
+			ResponseDecodedSHA256: r.ResponseDecodedSHA256, EchoedSession: r.EchoedSession}
+	}
+	return rows
 }
 
 // ReadRecords reads, from the usage database at path, the records with
