@@ -175,13 +175,17 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 			at := opts.progressOffset + i
 			opts := opts
 			opts.hooks = opts.hooks.forCase(c)
-			cr, err := runCase(ctx, opts, c, env, prog.start(at, c.Name()))
+			shown := c.Name()
+			if opts.progressLabel != "" {
+				shown += " (" + opts.progressLabel + ")"
+			}
+			cr, err := runCase(ctx, opts, c, env, prog.start(at, shown))
 			if err != nil {
 				errs[i] = fmt.Errorf("case %s: %w", c.Name(), err)
-				prog.stop(at, c.Name(), err)
+				prog.stop(at, shown, err)
 				return nil
 			}
-			prog.finish(at, cr)
+			prog.finish(at, shown, cr)
 			results[i] = cr
 			return nil
 		})

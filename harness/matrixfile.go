@@ -365,6 +365,47 @@ func (m *MatrixFile) Cells(base Options) ([]Options, error) {
 	return cells, nil
 }
 
+// cellLabels returns, for each cell, the provider, model and task it runs, naming only those of
+// the three that differ between cells ("provider b, model m2"): a case's name already says its
+// formation, profile, language and repeat. The provider is its name, else "reference" for the
+// embedded one, else its base URL.
+func cellLabels(cells []Options) []string {
+	provider := func(o Options) string {
+		switch {
+		case o.ProviderName != "":
+			return o.ProviderName
+		case o.BaseURL == "":
+			return ReferenceProviderName
+		}
+		return o.BaseURL
+	}
+	axes := []struct {
+		name string
+		of   func(Options) string
+	}{{"provider", provider}, {"model", func(o Options) string { return o.Model }}, {"task", func(o Options) string { return o.Task }}}
+	labels := make([]string, len(cells))
+	for _, a := range axes {
+		varies := false
+		for _, c := range cells {
+			varies = varies || a.of(c) != a.of(cells[0])
+		}
+		if !varies {
+			continue
+		}
+		for i, c := range cells {
+			v := a.of(c)
+			if v == "" {
+				v = "default"
+			}
+			if labels[i] != "" {
+				labels[i] += ", "
+			}
+			labels[i] += a.name + " " + v
+		}
+	}
+	return labels
+}
+
 // RunMatrix runs cells (MatrixFile.Cells, or one Options) one after another into the one evidence
 // store under their OutDir (every cell must share OutDir, InvocationID and Command) and returns
 // the summary of all their cases, in cell order. Every case of every cell is its own run with its
@@ -387,8 +428,9 @@ func RunMatrix(ctx context.Context, cells []Options) (sum Summary, err error) {
 		prog := newProgress(cells[0].Progress, cells[0].ProgressStyle, newRedactor(cells[0], os.Environ()), total, cells[0].Concurrency)
 		defer prog.close()
 		offset := 0
+		labels := cellLabels(cells)
 		for i := range cells {
-			cells[i].progressShared, cells[i].progressOffset = prog, offset
+			cells[i].progressShared, cells[i].progressOffset, cells[i].progressLabel = prog, offset, labels[i]
 			offset += len(cells[i].Formations) * max(cells[i].Repeat, 1)
 		}
 	}

@@ -199,6 +199,9 @@ type Options struct {
 	// progressOffset the number of the matrix's cases before this cell's; nil and 0 otherwise.
 	progressShared *progress
 	progressOffset int
+	// progressLabel is, for a cell of a matrix file whose cells differ in provider, model or task,
+	// what tells this cell's progress lines from another's ("provider b, model m2"); "" otherwise.
+	progressLabel string
 
 	// hooks stand, in harness tests, for a defective runtime; nil otherwise.
 	hooks *testHooks

@@ -206,8 +206,9 @@ func (p *progress) phase(i int, phase string) {
 	}
 }
 
-// finish says case i finished with cr, and prints its line with the ETA of the cases left.
-func (p *progress) finish(i int, cr CaseResult) {
+// finish says case i, shown as name, finished with cr, and prints its line with the ETA of the
+// cases left.
+func (p *progress) finish(i int, name string, cr CaseResult) {
 	if p == nil || p.w == nil {
 		return
 	}
@@ -219,7 +220,7 @@ func (p *progress) finish(i int, cr CaseResult) {
 	if cr.Paused {
 		verdict += " (paused)"
 	}
-	p.writeLine(p.redactor.String(fmt.Sprintf("case %d/%d %s: %s in %.1fs (run %s), %s", i+1, p.total, cr.Case, verdict,
+	p.writeLine(p.redactor.String(fmt.Sprintf("case %d/%d %s: %s in %.1fs (run %s), %s", i+1, p.total, name, verdict,
 		cr.ElapsedSeconds, cr.RunID, p.etaText())))
 }
 

@@ -140,7 +140,7 @@ func TestProgressRedactsEveryText(t *testing.T) {
 			phase := p.start(0, "case-"+secret)
 			phase(PhaseTeam)
 			p.line("note %s", secret)
-			p.finish(0, CaseResult{Case: "case-" + secret, RunID: "run-" + secret, Verdict: evidence.Verdict{Verdict: "accepted"}, ElapsedSeconds: 1})
+			p.finish(0, "case-"+secret, CaseResult{Case: "case-" + secret, RunID: "run-" + secret, Verdict: evidence.Verdict{Verdict: "accepted"}, ElapsedSeconds: 1})
 			p.start(1, "other")
 			p.stop(1, "other", errors.New("provider said "+secret))
 			p.close()
@@ -279,7 +279,7 @@ func TestProgressIsSafeForConcurrentCases(t *testing.T) {
 					for _, ph := range []string{PhaseTeam, PhaseEvidence, PhaseTests, PhaseOracle, PhaseChecks, PhaseFinalize} {
 						phase(ph)
 					}
-					p.finish(i, CaseResult{Case: "case", RunID: "r", Verdict: evidence.Verdict{Verdict: "accepted"}, ElapsedSeconds: float64(i)})
+					p.finish(i, "case", CaseResult{Case: "case", RunID: "r", Verdict: evidence.Verdict{Verdict: "accepted"}, ElapsedSeconds: float64(i)})
 				})
 			}
 			wg.Wait()

@@ -193,7 +193,7 @@ func ResumeRun(ctx context.Context, opts Options, runID string) (Summary, error)
 		env.progress.stop(0, c.Name(), err)
 		return sum, err
 	}
-	env.progress.finish(0, res)
+	env.progress.finish(0, c.Name(), res)
 	if sum.Sealed = store.Recovered(); len(sum.Sealed) > 0 {
 		env.progress.line("sealed %d interrupted run(s), rejected as interrupted: %s", len(sum.Sealed), strings.Join(sum.Sealed, ", "))
 	}

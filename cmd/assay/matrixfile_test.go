@@ -119,6 +119,16 @@ profiles: [standard]
 		!strings.Contains(r.stderr, fmt.Sprintf("summary:  %d case(s): %d accepted;", n, n)) {
 		t.Fatalf("the summary does not count the matrix's %d cases:\n%s", n, r.stderr)
 	}
+	// Each progress line names the cell's provider and model, which tell the cells apart (the task
+	// is the same in both): half the finished lines are ref-a's, half ref-b's.
+	for _, label := range []string{"(provider ref-a, model ref-model-a): accepted", "(provider ref-b, model ref-model-b): accepted"} {
+		if got := strings.Count(r.stderr, label); got != n/2 {
+			t.Errorf("%d progress lines end their case's name with %q, want %d:\n%s", got, label, n/2, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "task double") {
+		t.Errorf("a progress line names the task, which every cell shares:\n%s", r.stderr)
+	}
 	var sum summaryJSON
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
 		t.Fatal(err)
