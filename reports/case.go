@@ -3,6 +3,7 @@ package reports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -389,18 +390,23 @@ func (l *loader) links(r evidence.RunSummary) []Link {
 }
 
 // environment reads the run's environment preimage (evidence.EnvironmentArtifact) and re-derives
-// the envelope's fingerprint from it.
+// the envelope's fingerprint from it. A preimage the store cannot give back (missing or corrupt
+// payload) is reported as unreadable, with Matches unknown; other errors (the store's) are returned.
 func (l *loader) environment(ctx context.Context, r evidence.RunSummary) (Environment, error) {
 	env := Environment{Fingerprint: r.Envelope.EnvironmentFingerprint}
 	i := slices.IndexFunc(r.Artifacts, func(a evidence.ArtifactLink) bool { return a.Name == evidence.EnvironmentArtifact })
 	if i < 0 {
 		return env, nil
 	}
+	env.Recorded = true
 	b, err := l.store.Artifact(ctx, r.Artifacts[i].Digest)
+	if errors.Is(err, evidence.ErrArtifactMissing) || errors.Is(err, evidence.ErrArtifactCorrupt) {
+		env.PreimageUnreadable = err.Error()
+		return env, nil
+	}
 	if err != nil {
 		return Environment{}, fmt.Errorf("reports: run %s: %s: %w", r.RunID, evidence.EnvironmentArtifact, err)
 	}
-	env.Recorded = true
 	matches := evidence.FingerprintOf(b) == env.Fingerprint
 	env.Matches = &matches
 	if p, err := evidence.ParseEnvironment(b); err == nil {

@@ -269,10 +269,10 @@ func (inv *Invocation) add(c Case, env Environment) {
 	if !slices.Contains(inv.Modes, c.Mode) {
 		inv.Modes = append(inv.Modes, c.Mode)
 	}
-	// One line per fingerprint and preimage state: a run without its preimage is never folded into
-	// a line that says the fingerprint re-derives.
+	// One line per fingerprint and preimage state: a run without its preimage, or whose preimage
+	// cannot be read, is never folded into a line that says the fingerprint re-derives.
 	i := slices.IndexFunc(inv.Environments, func(e Environment) bool {
-		return e.Fingerprint == env.Fingerprint && e.Recorded == env.Recorded
+		return e.Fingerprint == env.Fingerprint && e.Recorded == env.Recorded && (e.PreimageUnreadable == "") == (env.PreimageUnreadable == "")
 	})
 	switch {
 	case i < 0:

@@ -170,6 +170,9 @@ func writeEnvironment(b *strings.Builder, e Environment) {
 	case !e.Recorded:
 		b.WriteString(": preimage not recorded with these runs (runs before schema v6 store none; a replay run keeps the fingerprint of the run it replays): what it covers cannot be shown\n")
 		return
+	case e.PreimageUnreadable != "":
+		fmt.Fprintf(b, ": **its recorded preimage (environment.json) cannot be read** (%s): whether the fingerprint re-derives, and what it covers, is unknown\n", e.PreimageUnreadable)
+		return
 	case e.Matches != nil && !*e.Matches:
 		b.WriteString(": **does not match** its recorded preimage (SHA-256 of environment.json differs)\n")
 	default:

@@ -106,8 +106,13 @@ type Environment struct {
 	// schema v6 runs); the fields below are then read from it, else empty.
 	Recorded bool `json:"recorded"`
 	// Matches is whether SHA-256 of the stored preimage equals Fingerprint: nil when no preimage was
-	// recorded (unknown), false when it does not re-derive (the report then says so).
+	// recorded or it cannot be read (unknown), false when it does not re-derive (the report then
+	// says so).
 	Matches *bool `json:"matches"`
+	// PreimageUnreadable is why the store could not give back the recorded preimage (its payload is
+	// missing or does not hash to its digest); "" when it was read or none was recorded. The run's
+	// other evidence is reported as usual: one unreadable artifact does not stop a report.
+	PreimageUnreadable string `json:"preimage_unreadable,omitempty"`
 	// FingerprintVersion is the preimage's definition (1 or 2); 0 when not recorded.
 	FingerprintVersion int    `json:"fingerprint_version"`
 	AssayVersion       string `json:"assay_version"`

@@ -365,6 +365,48 @@ func TestAnEnvironmentWithoutItsPreimageIsNotFoldedIntoOneThatReDerives(t *testi
 	}
 }
 
+// A preimage the store cannot give back (its payload damaged in place, or gone) does not stop the
+// report: that run's environment line says the preimage cannot be read and why, its re-derivation
+// unknown (never "re-derives"), in every renderer; the run without a preimage keeps its own line.
+func TestAnUnreadableEnvironmentPreimageIsSaidAndDoesNotStopTheReport(t *testing.T) {
+	for _, damage := range []struct{ name, set, want string }{
+		{"corrupt", `data = 'x'::BLOB || data`, "artifact corrupt"},
+		{"missing", `data = NULL`, "artifact missing"},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			f := fixtureCopy(t)
+			audittest.Exec(t, f.store, `UPDATE artifacts SET `+damage.set+` WHERE digest = (SELECT digest FROM run_artifacts WHERE run_id = '`+
+				f.accepted+`' AND name = '`+evidence.EnvironmentArtifact+`')`)
+			r := loadFixture(t, f, Selection{RunIDs: []string{f.accepted, f.rejected}})
+			envs := r.Invocations[0].Environments
+			var unreadable, notRecorded int
+			for _, e := range envs {
+				switch {
+				case e.PreimageUnreadable != "":
+					unreadable++
+					if !strings.Contains(e.PreimageUnreadable, damage.want) || e.Matches != nil || e.Runs != 1 || !e.Recorded || e.AssayVersion != "" {
+						t.Errorf("unreadable environment %+v", e)
+					}
+				case !e.Recorded && e.Matches == nil:
+					notRecorded++
+				}
+			}
+			if unreadable != 1 || notRecorded != 1 || len(envs) != 2 {
+				t.Fatalf("environments %+v, want one whose preimage cannot be read and one without a preimage", envs)
+			}
+			var md, html bytes.Buffer
+			must(t, Markdown(&md, r))
+			must(t, HTML(&html, r))
+			for name, out := range map[string]string{"markdown": md.String(), "html": html.String()} {
+				if !strings.Contains(out, "its recorded preimage (environment.json) cannot be read") || !strings.Contains(out, damage.want) ||
+					strings.Contains(out, "matches its recorded preimage (re-derived)") || strings.Contains(out, "re-derives: yes") {
+					t.Errorf("%s does not say the preimage cannot be read, or says it re-derives", name)
+				}
+			}
+		})
+	}
+}
+
 // Recorded text — a model's reply quoted in a check's detail or evidence — never becomes live HTML
 // or Markdown in report.md: no tag opens, and a fence in the evidence cannot close the report's.
 func TestMarkdownNeverRendersRecordedTextAsMarkup(t *testing.T) {
