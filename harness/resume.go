@@ -263,6 +263,45 @@ type resumePlan struct {
 // not open, it was not resumed already, its case is known, the envelope matches the options given
 // now, the lineage verifies, the checkpoint is the one its chained event names, and there is
 // something to resume. opts is completed from the run (case, model, base URL, budgets).
+// recordedBoundaryOptions fills the options a resume was not given from what run recorded: its
+// mode and tenant from the envelope, and, when the run was decided by a policy file, that file as
+// its boundary_configured event names it, provided it still has the run's digest. An option that
+// was given is kept: the envelope check refuses it when it differs from the run's.
+//
+// Errors: reading the run's events; ErrPolicyUnavailable when the recorded policy file is gone or
+// changed and none was given.
+func recordedBoundaryOptions(ctx context.Context, store *evidence.Store, run evidence.RunSummary, opts *Options) error {
+	if opts.Mode == "" {
+		opts.Mode = run.Envelope.Mode
+	}
+	if opts.Tenant == "" {
+		opts.Tenant = run.Envelope.Tenant
+	}
+	if opts.PolicyFile != "" || run.Envelope.PolicyDigest == "" {
+		return nil
+	}
+	evs, err := store.Events(ctx, run.RunID)
+	if err != nil {
+		return fmt.Errorf("its events: %w", err)
+	}
+	i := slices.IndexFunc(evs, func(ev evidence.StoredEvent) bool { return ev.Type == event.TypeBoundaryConfigured })
+	if i < 0 {
+		return nil // no policy file named: the envelope check decides
+	}
+	b, err := event.Decode[event.BoundaryConfigured](evs[i].Type, evs[i].Payload)
+	if err != nil {
+		return fmt.Errorf("its boundary configuration (event %d): %w", evs[i].Seq, err)
+	}
+	if b.PolicyFile == "" {
+		return nil
+	}
+	if err := policyStillThere(b.PolicyFile, run.Envelope.PolicyDigest); err != nil {
+		return fmt.Errorf("%w: %v; give the run's policy with --policy FILE", ErrPolicyUnavailable, err)
+	}
+	opts.PolicyFile = b.PolicyFile
+	return nil
+}
+
 func planResume(ctx context.Context, store *evidence.Store, storePath string, opts Options, runID string) (*resumePlan, error) {
 	notResumable := func(format string, args ...any) error {
 		return fmt.Errorf("%w: run %s: %s", ErrNotResumable, runID, fmt.Sprintf(format, args...))
@@ -316,6 +355,9 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 		return nil, fmt.Errorf("%w: run %s: %w", ErrNotResumable, runID, err)
 	}
 	opts.Formations, opts.Profile, opts.Language, opts.Stream = []string{entry.Name}, m.Profile, m.Language, m.Stream
+	if err := recordedBoundaryOptions(ctx, store, run, &opts); err != nil {
+		return nil, fmt.Errorf("%w: run %s: %w", ErrNotResumable, runID, err)
+	}
 	if opts.BaseURL == "" {
 		opts.BaseURL = run.Envelope.BaseURL
 	}
@@ -355,7 +397,7 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	}
 	if err != nil {
 		if errors.Is(err, evidence.ErrEnvelopeMismatch) {
-			return nil, notResumable("%v (give the run's options again: the same policy file, mode and tenant; a case definition changed since the run cannot be resumed)", err)
+			return nil, notResumable("%v (the mode, tenant and policy file default to the run's: give none of them, or the run's; a case definition changed since the run cannot be resumed)", err)
 		}
 		return nil, notResumable("%v", err)
 	}

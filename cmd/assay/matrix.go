@@ -15,6 +15,7 @@ import (
 	"github.com/assay-audit/assay/harness"
 	"github.com/assay-audit/assay/harness/replay/tolerance"
 	"github.com/assay-audit/assay/reports"
+	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/provider/reference"
 	"github.com/assay-audit/assay/tasks"
 )
@@ -222,7 +223,7 @@ func runMatrixRun(ctx context.Context, opts *MatrixRunOptions) error {
 			}
 		}
 		fmt.Fprintf(opts.IO.Out, "\nprovider: %s\nevidence: %s\nreport:   %s\n", sum.Provider, sum.StorePath, reportPath)
-		writePausedHint(opts.IO.Out, sum.Cases, sum.OutDir)
+		writePausedHint(ctx, opts.IO.Out, sum.Cases, sum.StorePath, sum.OutDir, h)
 	}
 	if !sum.Accepted() {
 		var rejected []string
@@ -407,17 +408,64 @@ func groupTable(sum harness.Summary, axis string) table {
 	return t
 }
 
-// writePausedHint tells how to continue the paused cases, if any: the calls they wait for, and the
-// resume command.
-func writePausedHint(w io.Writer, cases []harness.CaseResult, out string) {
+// writePausedHint tells how to continue each paused case: for every call its team run waits for,
+// read from the recorded effects (never from the runtime's pause text), the command that resolves
+// it (assay approve for a call awaiting approval, assay reconcile for an effect whose outcome is
+// unknown), then the resume command line. Resume takes the run's recorded mode, tenant and policy
+// file by default, so the line repeats only what no run records: the API key's variable, a session
+// header, a request timeout or an approvals file given now. When the effects cannot be read, it
+// says where to look instead.
+func writePausedHint(ctx context.Context, w io.Writer, cases []harness.CaseResult, storePath, out string, h harness.Options) {
 	for _, c := range cases {
 		if !c.Paused {
 			continue
 		}
-		fmt.Fprintf(w, "\npaused:   %s (case %s) waits: see 'assay effects %s --out %s --state awaiting_approval' (or --state unknown),\n"+
-			"          approve with 'assay approve %s CALL --out %s', then continue with 'assay resume %s --out %s' (with the same --policy)\n",
-			c.RunID, c.Case, c.RunID, out, c.RunID, out, c.RunID, out)
+		fmt.Fprintf(w, "\npaused:   %s (case %s) waits for:\n", c.RunID, c.Case)
+		effs, err := harness.Effects(ctx, harness.EffectsQuery{StorePath: storePath, Runs: []string{c.RunID}, Command: "assay (paused hint)"})
+		waits := 0
+		for _, e := range effs {
+			call := e.MemberID + ":" + e.CallID
+			switch e.State {
+			case effect.AwaitingApproval:
+				fmt.Fprintf(w, "          - %s (%s) awaits approval: assay approve %s %s --out %s --approver NAME\n", call, e.Tool, c.RunID, call, out)
+			case effect.Unknown:
+				fmt.Fprintf(w, "          - %s (%s) has an unknown outcome: assay reconcile %s %s --out %s --lookup (or --outcome succeeded|failed --note TEXT)\n",
+					call, e.Tool, c.RunID, call, out)
+			default:
+				continue
+			}
+			waits++
+		}
+		if err != nil || waits == 0 {
+			fmt.Fprintf(w, "          see 'assay effects %s --out %s' for the calls awaiting approval or with an unknown outcome\n", c.RunID, out)
+		}
+		fmt.Fprintf(w, "          then: %s\n", resumeCommand(c.RunID, out, h))
 	}
+}
+
+// resumeCommand is the assay resume command line that continues run: --out, and the options of h
+// that no run records (resume takes the mode, tenant, policy file, model and base URL the run
+// recorded).
+func resumeCommand(run, out string, h harness.Options) string {
+	args := []string{"assay", "resume", run, "--out", out}
+	if h.APIKeyEnv != "" {
+		args = append(args, "--api-key-env", h.APIKeyEnv)
+	}
+	if h.SessionHeader != "" && h.SessionHeader != "X-Session-Id" {
+		args = append(args, "--session-header", h.SessionHeader)
+	}
+	if h.RequestTimeout != 0 && h.RequestTimeout != 60*time.Second {
+		args = append(args, "--request-timeout", h.RequestTimeout.String())
+	}
+	if h.ApprovalsFile != "" && filepath.Clean(h.ApprovalsFile) != filepath.Clean(harness.ApprovalsPath(out)) {
+		args = append(args, "--approvals", h.ApprovalsFile)
+	}
+	for i, a := range args {
+		if strings.ContainsAny(a, " \t'\"$`\\") {
+			args[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(args, " ")
 }
 
 // verdictLabel is a case's verdict as the table shows it: a paused case is rejected, and says it

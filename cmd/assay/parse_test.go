@@ -103,7 +103,7 @@ func TestParseResume(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	want := &ResumeOptions{Run: "run-1", Format: "json", Progress: "auto", Harness: harness.Options{OutDir: "o", PolicyFile: "p.yaml", ApprovalsFile: "a.json",
-		SessionHeader: "X-Session-Id", Tenant: "local", RequestTimeout: 60 * time.Second, Mode: "live",
+		SessionHeader: "X-Session-Id", RequestTimeout: 60 * time.Second,
 		ReferenceFaults: []reference.Fault{{Member: "exec-1", Turn: 0, Kind: reference.FaultSlow, Delay: 2 * time.Second}}}}
 	same(t, args, want, got)
 	for _, args := range [][]string{{"resume"}, {"resume", "a", "b"}, {"resume", "r", "--reference-fault", "x"}} {

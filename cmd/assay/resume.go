@@ -36,14 +36,14 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
 			"Continue a matrix case run that paused (a call awaiting approval, an effect whose outcome is unknown) or was "+
 				"interrupted, in a new run linked to it. Only the durable formations resume ("+list("and", durableFormations()...)+
 				"), not in an ensemble mode. Before anything runs, resume re-checks the run's envelope (tenant, case, mode, "+
-				"policy) against the options given now, restores the tool boundary from the earlier runs' journals, dispatches "+
+				"policy; each defaults to the run's own, so that only a different one is refused) against the options given now, restores the tool boundary from the earlier runs' journals, dispatches "+
 				"once each call an approval now covers exactly (--approvals, by default <out>/"+harness.ApprovalsFileName+
 				") and reconciles unknown effects through the backend's receipt. The team run's budgets carry over; its "+
 				"lineage must verify; model and base URL default to the run's. Reference: docs/cli.md."),
 		Example: `  assay matrix run --formations sequential --policy ask-writes.yaml --out out   # pauses
   assay effects RUN --out out --state awaiting_approval                          # the call waiting
   assay approve RUN CALL --out out --approver me                                # writes out/approvals.json
-  assay resume RUN --out out --policy ask-writes.yaml                           # reads out/approvals.json`,
+  assay resume RUN --out out                                                    # the run's policy file; reads out/approvals.json`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageErrorf("assay resume takes one RUN, got %d arguments", len(args))
@@ -71,11 +71,11 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
 	f.StringVar(&opts.Harness.Model, "model", "", "model id (default: the run's)")
 	f.StringVar(&opts.Harness.APIKeyEnv, "api-key-env", "", "name of the environment variable holding the provider API key (never recorded)")
 	f.StringVar(&opts.Harness.SessionHeader, "session-header", "X-Session-Id", "HTTP header that carries each member's session id")
-	f.StringVar(&opts.Harness.Tenant, "tenant", "local", "tenant; must be the run's")
+	f.StringVar(&opts.Harness.Tenant, "tenant", "", "tenant (default: the run's; another is refused)")
 	f.DurationVar(&opts.Harness.RequestTimeout, "request-timeout", 60*time.Second, "deadline of one provider request (0 = the default)")
-	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file; its SHA-256 must be the run's policy digest (the same file the run had)")
+	f.StringVar(&opts.Harness.PolicyFile, "policy", "", "policy file (default: the file the run recorded, while it still has the run's SHA-256; another is refused)")
 	f.StringVar(&opts.Harness.ApprovalsFile, "approvals", "", "approval file whose exact grants may now cover the calls the run paused at (default: <out>/approvals.json when it exists, where assay approve writes)")
-	f.StringVar(&opts.Harness.Mode, "mode", "live", "run mode; must be the run's")
+	f.StringVar(&opts.Harness.Mode, "mode", "", "run mode (default: the run's; another is refused)")
 	f.StringArrayVar(&faults, "reference-fault", nil, "inject a fault into the embedded reference provider (MEMBER:TURN:KIND[:ARG]); repeatable")
 	f.StringVar(&opts.Format, "format", "table", "output format: table or json")
 	f.DurationVar(&opts.Harness.StoreWait, "wait", 0, "wait up to this long for the evidence store held by another process")
@@ -124,7 +124,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "\nresumed %s as %s\nevidence: %s\nreport:   %s\n", opts.Run, cr.RunID, sum.StorePath, reportPath)
-		writePausedHint(opts.IO.Out, []harness.CaseResult{cr}, sum.OutDir)
+		writePausedHint(ctx, opts.IO.Out, []harness.CaseResult{cr}, sum.StorePath, sum.OutDir, h)
 	}
 	switch {
 	case cr.Paused:

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// hintLines returns the lines of a paused case's hint in stdout: its "- CALL ..." lines and its
+// "then: ..." command.
+func hintLines(t *testing.T, stdout string) (waits []string, then string) {
+	t.Helper()
+	i := strings.Index(stdout, "\npaused:   ")
+	if i < 0 {
+		t.Fatalf("no paused hint in:\n%s", stdout)
+	}
+	for _, l := range strings.Split(stdout[i+1:], "\n")[1:] {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "- "):
+			waits = append(waits, l)
+		case strings.HasPrefix(l, "then: "):
+			return waits, strings.TrimPrefix(l, "then: ")
+		}
+	}
+	t.Fatalf("the paused hint has no 'then:' line:\n%s", stdout)
+	return nil, ""
+}
+
+// args splits a command line the hint printed ("assay resume RUN --out DIR ...") into the
+// arguments after "assay"; the test's paths hold no spaces, so no quoting is involved.
+func args(t *testing.T, line string) []string {
+	t.Helper()
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "assay" {
+		t.Fatalf("%q is not an assay command line", line)
+	}
+	return f[1:]
+}
+
+// The paused hint names, for each call the run waits for as its recorded effects say, the step that
+// resolves it — assay approve for a call awaiting approval, assay reconcile for an effect whose
+// outcome is unknown, never the other — and the resume command line, which works as printed: it
+// repeats no --policy, since resume takes the file the run recorded.
+func TestThePausedHintNamesTheStepAndAResumeLineThatWorks(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	t.Run("awaiting approval", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		out, pol := filepath.Join(dir, "out"), filepath.Join(dir, "ask.yaml")
+		if err := os.WriteFile(pol, []byte(askExec2), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runCLI(t, "matrix", "run", "--formations", "sequential", "--policy", pol, "--out", out, "--language", "go")
+		waits, then := hintLines(t, r.stdout)
+		run, call, hash := "", "", ""
+		if m := regexp.MustCompile(`^paused:   (\S+) `).FindStringSubmatch(r.stdout[strings.Index(r.stdout, "paused:"):]); m != nil {
+			run = m[1]
+		}
+		call, hash = awaiting(t, out, run)
+		want := "- exec-2:" + call + " (write_file) awaits approval: assay approve " + run + " exec-2:" + call + " --out " + out + " --approver NAME"
+		if len(waits) != 1 || waits[0] != want || strings.Contains(r.stdout, "reconcile") {
+			t.Fatalf("hint %q, want exactly %q and no reconcile:\n%s", waits, want, r.stdout)
+		}
+		if then != "assay resume "+run+" --out "+out {
+			t.Fatalf("resume line %q repeats what the run recorded, or lacks --out", then)
+		}
+		// The recorded policy file changed since: resume without --policy refuses, asking for it,
+		// and writes nothing.
+		if err := os.WriteFile(pol, []byte(askExec2+"# changed\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if res := runCLI(t, args(t, then)...); res.code != 2 || !strings.Contains(res.stderr, "changed since") ||
+			!strings.Contains(res.stderr, "give the run's policy with --policy FILE") {
+			t.Fatalf("resume with the run's policy file changed: exit %d %s", res.code, res.stderr)
+		}
+		if err := os.WriteFile(pol, []byte(askExec2), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		approve := strings.Replace(strings.SplitN(waits[0], ": ", 2)[1], "NAME", "lead", 1)
+		if a := runCLI(t, append(args(t, approve), "--payload-sha256", hash)...); a.code != 0 {
+			t.Fatalf("%s: exit %d %s", approve, a.code, a.stderr)
+		}
+		if res := runCLI(t, args(t, then)...); res.code != 0 || !strings.Contains(res.stdout, "accepted") {
+			t.Fatalf("%s, as the hint printed it: exit %d\n%s\n%s", then, res.code, res.stdout, res.stderr)
+		}
+	})
+	t.Run("unknown outcome", func(t *testing.T) {
+		t.Parallel()
+		out := filepath.Join(t.TempDir(), "out")
+		r := runCLI(t, "matrix", "run", "--formations", "sequential+remote", "--out", out, "--language", "go",
+			"--reference-fault", "exec-1:1:http_500_after_commit")
+		waits, then := hintLines(t, r.stdout)
+		if len(waits) != 1 || !strings.Contains(waits[0], "(remote_put) has an unknown outcome: assay reconcile ") ||
+			!strings.Contains(waits[0], " --lookup") || strings.Contains(r.stdout, "assay approve") {
+			t.Fatalf("hint %q, want one reconcile --lookup and no approve:\n%s", waits, r.stdout)
+		}
+		reconcile := strings.SplitN(waits[0], ": ", 2)[1]
+		reconcile = strings.TrimSpace(reconcile[:strings.Index(reconcile, " (or ")])
+		if c := runCLI(t, args(t, reconcile)...); c.code != 0 {
+			t.Fatalf("%s: exit %d %s", reconcile, c.code, c.stderr)
+		}
+		if res := runCLI(t, args(t, then)...); res.code != 0 || !strings.Contains(res.stdout, "accepted") {
+			t.Fatalf("%s, as the hint printed it: exit %d\n%s\n%s", then, res.code, res.stdout, res.stderr)
+		}
+	})
+}
