@@ -59,6 +59,9 @@ func decodeStrict(data []byte, isJSON bool, v any, kind error) error {
 	if root.Kind == 0 || len(root.Content) == 0 {
 		return bad("the file is empty")
 	}
+	if p := checkValue(root.Content[0], reflect.TypeOf(v).Elem()); p != "" {
+		return bad("the file %s", p)
+	}
 	if err := checkKeys(root.Content[0], reflect.TypeOf(v).Elem(), ""); err != "" {
 		return bad("%s", err)
 	}
@@ -72,6 +75,69 @@ func decodeStrict(data []byte, isJSON bool, v any, kind error) error {
 		return bad("more than one document")
 	}
 	return nil
+}
+
+// checkValue says, in the file's terms, how the value node n is not of the type t a field declares
+// ("must be a list, not the string \"shell\""); "" when it is. null is taken as no value. A
+// string field takes only a string (a JSON number is not silently read as its digits), an integer
+// field only an integer, a time only an RFC 3339 time.
+func checkValue(n *yaml.Node, t reflect.Type) string {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return ""
+	}
+	got := func() string {
+		switch {
+		case n.Kind == yaml.MappingNode:
+			return "a mapping"
+		case n.Kind == yaml.SequenceNode:
+			return "a list"
+		case n.Tag == "!!str":
+			return fmt.Sprintf("the string %q", n.Value)
+		case n.Tag == "!!int" || n.Tag == "!!float":
+			return "the number " + n.Value
+		case n.Tag == "!!bool":
+			return n.Value
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	switch {
+	case t == reflect.TypeOf(time.Time{}):
+		if n.Kind != yaml.ScalarNode {
+			return "must be a time (RFC 3339: 2026-12-02T15:04:05Z), not " + got()
+		}
+		if _, err := time.Parse(time.RFC3339Nano, n.Value); err != nil {
+			return "must be a time (RFC 3339: 2026-12-02T15:04:05Z), not " + got()
+		}
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return "must be a list, not " + got()
+		}
+		for i, el := range n.Content {
+			if p := checkValue(el, t.Elem()); p != "" {
+				return fmt.Sprintf("item %d %s", i+1, p)
+			}
+		}
+	case t.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return "must be a mapping of keys, not " + got()
+		}
+	case t.Kind() == reflect.String:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+			return "must be a string, not " + got()
+		}
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+			return "must be a whole number, not " + got()
+		}
+	case t.Kind() == reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+			return "must be true or false, not " + got()
+		}
+	}
+	return ""
 }
 
 // checkKeys refuses a key of the mapping n that the struct t does not declare (its yaml tags),
@@ -100,6 +166,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string) string {
 		}
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
+		}
+		if p := checkValue(val, ft); p != "" {
+			return fmt.Sprintf("%s%q at line %d %s", where, key.Value, val.Line, p)
 		}
 		switch {
 		case ft.Kind() == reflect.Slice && val.Kind == yaml.SequenceNode:
