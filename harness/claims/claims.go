@@ -87,21 +87,22 @@ func Parse(r io.Reader) ([]Claim, error) {
 	return out, nil
 }
 
+// claimKeys are the keys a claim line may have, exactly (JSON object keys are case-sensitive:
+// "TOTAL_TOKENS" is not total_tokens).
+var claimKeys = []string{"session_id", "member_id", "prompt_tokens", "completion_tokens", "total_tokens"}
+
 func parseLine(text []byte) (Claim, string) {
 	if text[0] != '{' {
 		return Claim{}, "not a JSON object"
 	}
-	var doc struct {
-		SessionID        *string         `json:"session_id"`
-		MemberID         *string         `json:"member_id"`
-		PromptTokens     json.RawMessage `json:"prompt_tokens"`
-		CompletionTokens json.RawMessage `json:"completion_tokens"`
-		TotalTokens      json.RawMessage `json:"total_tokens"`
-	}
 	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return Claim{}, "not a claim object: " + err.Error()
+	var obj map[string]json.RawMessage
+	if err := dec.Decode(&obj); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return Claim{}, fmt.Sprintf("not valid JSON at column %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+		}
+		return Claim{}, "not a JSON object"
 	}
 	if dec.More() {
 		return Claim{}, "more than one JSON value on the line"
@@ -110,6 +111,38 @@ func parseLine(text []byte) (Claim, string) {
 		// Which of the two values counts would depend on the reader.
 		return Claim{}, fmt.Sprintf("key %q appears more than once", key)
 	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.Contains(claimKeys, k) {
+			return Claim{}, fmt.Sprintf("unknown key %q%s", k, jsonkeys.DidYouMean(k, claimKeys))
+		}
+	}
+	var doc struct {
+		SessionID        *string
+		MemberID         *string
+		PromptTokens     json.RawMessage
+		CompletionTokens json.RawMessage
+		TotalTokens      json.RawMessage
+	}
+	for _, f := range []struct {
+		key string
+		dst **string
+	}{{"session_id", &doc.SessionID}, {"member_id", &doc.MemberID}} {
+		raw, ok := obj[f.key]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		var v string
+		if json.Unmarshal(raw, &v) != nil {
+			return Claim{}, fmt.Sprintf("%s is %s, not a string", f.key, raw)
+		}
+		*f.dst = &v
+	}
+	doc.PromptTokens, doc.CompletionTokens, doc.TotalTokens = obj["prompt_tokens"], obj["completion_tokens"], obj["total_tokens"]
 	if doc.SessionID == nil || *doc.SessionID == "" {
 		return Claim{}, "session_id is missing or empty"
 	}

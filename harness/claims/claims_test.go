@@ -30,6 +30,13 @@ func TestParseNamesTheBadLine(t *testing.T) {
 		// encoding/json would keep the last of each pair: a claim of 9 read as 5, a session read as another.
 		{"a count twice", "{\"session_id\":\"a\",\"total_tokens\":1}\n{\"session_id\":\"a\",\"total_tokens\":9,\"total_tokens\":5}", 2, `key "total_tokens" appears more than once`},
 		{"a session twice", `{"session_id":"a","session_id":"b","total_tokens":1}`, 1, `key "session_id" appears more than once`},
+		// Keys are exact: encoding/json would read "TOTAL_TOKENS" as total_tokens, and a second
+		// spelling as a silent second value.
+		{"a key in capitals", `{"session_id":"a","total_tokens":1,"TOTAL_TOKENS":5}`, 1, `unknown key "TOTAL_TOKENS"`},
+		{"a misspelt key", `{"session_id":"a","total_token":1}`, 1, `unknown key "total_token" (did you mean "total_tokens"?)`},
+		{"a session id a number", `{"session_id":5,"total_tokens":1}`, 1, "session_id is 5, not a string"},
+		{"a member id a list", `{"session_id":"a","member_id":["m"],"total_tokens":1}`, 1, `member_id is ["m"], not a string`},
+		{"a trailing comma", `{"session_id":"a","total_tokens":1,}`, 1, "not valid JSON at column"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,6 +44,11 @@ func TestParseNamesTheBadLine(t *testing.T) {
 			var le *LineError
 			if !errors.Is(err, ErrMalformedClaim) || !errors.As(err, &le) || le.Line != tc.line || !strings.Contains(le.Reason, tc.reason) {
 				t.Fatalf("err %v, want line %d naming %q", err, tc.line, tc.reason)
+			}
+			for _, leak := range []string{"Go struct field", "json: ", "of type string", "unmarshal"} {
+				if strings.Contains(err.Error(), leak) {
+					t.Errorf("%v shows the decoder's text %q", err, leak)
+				}
 			}
 		})
 	}

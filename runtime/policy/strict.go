@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/assay-audit/assay/internal/jsonkeys"
 )
 
 // fileError is a problem of a policy or approval file, said in the file's terms ("rule 1: unknown
@@ -162,7 +164,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string) string {
 		key, val := n.Content[i], n.Content[i+1]
 		ft, ok := fields[key.Value]
 		if !ok {
-			return fmt.Sprintf("%sunknown key %q at line %d%s", where, key.Value, key.Line, didYouMean(key.Value, names))
+			return fmt.Sprintf("%sunknown key %q at line %d%s", where, key.Value, key.Line, jsonkeys.DidYouMean(key.Value, names))
 		}
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
@@ -185,46 +187,6 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string) string {
 		}
 	}
 	return ""
-}
-
-// didYouMean names the known key closest to key (one that starts like it, or within two edits),
-// as ` (did you mean "tools"?)`, or "".
-func didYouMean(key string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		d := editDistance(key, k)
-		if strings.HasPrefix(k, key) || strings.HasPrefix(key, k) {
-			d = min(d, 1)
-		}
-		if d < bestD {
-			best, bestD = k, d
-		}
-	}
-	if best == "" {
-		return " (known keys: " + strings.Join(known, ", ") + ")"
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // lineCol is the 1-based line and column of byte offset off in data.
