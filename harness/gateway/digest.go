@@ -137,7 +137,10 @@ func ReadRecords(ctx context.Context, path string, after, upTo int64, sessionPre
 	defer db.Close()
 	var version string
 	if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&version); err != nil {
-		return nil, fmt.Errorf("gateway: %s is not a usage database: %v", abs, err)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("gateway: %s is not a usage database: its meta table records no schema_version", abs)
+		}
+		return nil, fmt.Errorf("gateway: %s is not a usage database: its meta table cannot be read (%v)", abs, err)
 	}
 	if !readableVersion(version) {
 		return nil, fmt.Errorf("%w: %s has version %q, this assay reads \"2\" and %q", ErrSchemaVersion, abs, version, SchemaVersion)

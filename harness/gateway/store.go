@@ -291,7 +291,7 @@ func (s *store) query(ctx context.Context, what, where string, args ...any) ([]R
 		rec.ReasoningTokens = fromNullable(reasoning)
 		t, err := time.Parse(timeLayout, started)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: record %d in %s: started_at %q: %w", rec.ID, s.path, started, err)
+			return nil, fmt.Errorf("gateway: record %d in %s: started_at %q is not a time in the stored form (UTC, nanoseconds: 2026-12-02T15:04:05.000000000Z)", rec.ID, s.path, started)
 		}
 		rec.StartedAt = t.UTC()
 		out = append(out, rec)
