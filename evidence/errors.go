@@ -34,6 +34,9 @@ var (
 	ErrNotReadOnly = errors.New("open the store read-only to query it")
 	// ErrMultipleStatements: Query was given more than one SQL statement.
 	ErrMultipleStatements = errors.New("query must be exactly one SQL statement")
+	// ErrQueryParameters: Query was given a statement with parameters ($1, ?, $name), which it has
+	// no values to bind (a QueryError).
+	ErrQueryParameters = errors.New("the query has parameters ($1, ?, $name) and nothing binds them: write the values into the query")
 	// ErrNoStatement: Query was given no SQL statement, only comments (a QueryError).
 	ErrNoStatement = errors.New("the query is only a comment: there is no SQL statement to run")
 	// ErrClosed: the Store was used after Close.

@@ -67,6 +67,10 @@ func (s *Store) Query(ctx context.Context, query string) (*QueryResult, error) {
 			}
 			return &QueryError{Err: ErrMultipleStatements}
 		}
+		if st.NumInput() != 0 {
+			_ = st.Close()
+			return &QueryError{Err: ErrQueryParameters}
+		}
 		return st.Close()
 	})
 	if err != nil {

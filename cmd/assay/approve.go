@@ -50,7 +50,7 @@ func NewCmdApprove(io IOStreams, runF func(context.Context, *ApproveOptions) err
   assay approve --payload-sha256 3b1f0c…(64 hex) --expires 30m --approver me RUN exec-1:r0-call_1`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageErrorf("assay approve takes RUN and CALL, got %d arguments", len(args))
+				return argCountError(c, "RUN and CALL", len(args))
 			}
 			return nil
 		},

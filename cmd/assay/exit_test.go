@@ -233,3 +233,53 @@ func TestUnparsableFlagValuesSayWhatTheValueShouldBe(t *testing.T) {
 	r := runCLIQuiet("matrix", "run", "--repeat", "99999999999999999999")
 	oneLine(t, r, `--repeat "99999999999999999999": out of range for a whole number`)
 }
+
+// A command given the wrong number of arguments says so once, in one line that does not repeat the
+// program's name ("assay: assay sql takes ..."), with the count in words that agree with it.
+func TestWrongArgumentCountsAreSaidOnce(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sql"}, "assay: sql takes exactly one QUERY, got 0 arguments (see 'assay sql --help')"},
+		{[]string{"approve", "r"}, "assay: approve takes RUN and CALL, got 1 argument (see 'assay approve --help')"},
+		{[]string{"reconcile", "a", "b", "c"}, "assay: reconcile takes RUN and CALL, got 3 arguments"},
+		{[]string{"resume", "a", "b"}, "assay: resume takes one RUN, got 2 arguments"},
+		{[]string{"index", "a", "b"}, "assay: index takes at most one PATH, got 2 arguments"},
+		{[]string{"oracle", "check"}, "assay: oracle check takes exactly one FILE, got 0 arguments"},
+		{[]string{"metrics", "explain"}, "assay: metrics explain takes exactly one METRIC (metrics: "},
+	} {
+		r := runCLIQuiet(c.args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "assay: assay") {
+			t.Errorf("%q: exit %d, stderr %q, want one line starting %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// A value a flag names that cannot be used is said once, under the flag, without the package
+// prefixes of the library that refused it ("reference: invalid config", "attest:") and with exit 2.
+func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "not-a-key")
+	if err := os.WriteFile(key, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"matrix", "run", "--reference-fault", "garbage"}, `assay: --reference-fault fault "garbage": want MEMBER:TURN:KIND[:ARG]`},
+		{[]string{"matrix", "run", "--sign-key", key}, "assay: --sign-key: unusable key: " + key},
+		{[]string{"usage", "reconcile", "--gateway-db", key, "--claims", dir}, "assay: --claims " + dir + " is a directory"},
+	} {
+		r := runCLIQuiet(c.args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, stderr %q, want one line starting %q", c.args, r.code, r.stderr, c.want)
+		}
+		for _, leak := range []string{"invalid config", "attest:", "reference:"} {
+			if strings.Contains(r.stderr, leak) {
+				t.Errorf("%q: %q says %q", c.args, r.stderr, leak)
+			}
+		}
+	}
+}

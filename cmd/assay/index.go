@@ -54,7 +54,7 @@ func NewCmdIndex(io IOStreams, runF func(context.Context, *IndexOptions) error) 
   assay index --format json $(go env GOMODCACHE)/github.com/spf13/cobra@v1.10.2`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return usageErrorf("assay index takes at most one PATH, got %d", len(args))
+				return argCountError(c, "at most one PATH", len(args))
 			}
 			return nil
 		},

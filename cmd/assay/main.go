@@ -93,6 +93,18 @@ func newRoot(io IOStreams) *cobra.Command {
 	return root
 }
 
+// argCountError is the bad usage of c given n arguments where it takes want ("RUN and CALL"):
+// "approve takes RUN and CALL, got 1 argument (see 'assay approve --help')". The command is named
+// without the program, which the printed line already starts with.
+func argCountError(c *cobra.Command, want string, n int) error {
+	s := "s"
+	if n == 1 {
+		s = ""
+	}
+	name := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+	return usageErrorf("%s takes %s, got %d argument%s (see '%s --help')", name, want, n, s, c.CommandPath())
+}
+
 // flagValueError rewords pflag's error for a value its flag's type cannot parse (`invalid argument
 // "abc" for "--repeat" flag: strconv.ParseInt: parsing "abc": invalid syntax`) as what the value
 // should have been (`--repeat "abc": not a whole number`); any other error is returned as it is.

@@ -277,7 +277,8 @@ func parseFaults(flag string, specs []string) ([]reference.Fault, error) {
 	for _, spec := range specs {
 		f, err := reference.ParseFault(spec)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flag, err)
+			// The sentinel's own text ("reference: invalid config") names no fix: say the flag.
+			return nil, usageErrorf("%s %s", flag, strings.TrimPrefix(err.Error(), reference.ErrInvalidConfig.Error()+": "))
 		}
 		out = append(out, f)
 	}
@@ -492,6 +493,13 @@ func writeMatrixReport(ctx context.Context, sum harness.Summary, invocation, gro
 	return filepath.Join(w.Dir, "report.md"), nil
 }
 
+// keyFlagError is attest.LoadSigner's or LoadVerifier's error as bad usage of flag, without the
+// package's prefixes ("--pubkey: unusable key: k.pem: ..." rather than "--pubkey: attest:
+// unusable key: ...").
+func keyFlagError(flag string, err error) error {
+	return usageErrorf("%s: %s", flag, strings.TrimPrefix(err.Error(), "attest: "))
+}
+
 // setSigner loads --sign-key into h.Signer; --attestations (h.AttestDir) without a key, or naming
 // something that is not a directory, is bad usage, refused before anything runs.
 func setSigner(h *harness.Options, signKey string) error {
@@ -508,7 +516,7 @@ func setSigner(h *harness.Options, signKey string) error {
 	}
 	signer, err := attest.LoadSigner(signKey)
 	if err != nil {
-		return usageErrorf("--sign-key: %w", err)
+		return keyFlagError("--sign-key", err)
 	}
 	h.Signer = signer
 	return nil

@@ -92,7 +92,7 @@ func newCmdMetricsExplain(io IOStreams) *cobra.Command {
 			"Metrics: "+metricsByScope()+"."),
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageErrorf("assay metrics explain takes exactly one METRIC, got %d (metrics: %s)", len(args), strings.Join(metrics.Names(""), ", "))
+				return argCountError(c, "exactly one METRIC (metrics: "+strings.Join(metrics.Names(""), ", ")+")", len(args))
 			}
 			return nil
 		},

@@ -147,7 +147,7 @@ func NewCmdOracleCheck(io IOStreams, runF func(context.Context, *OracleCheckOpti
   assay oracle check --spec clamp --format json ./clamp/clamp.go`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageErrorf("assay oracle check takes exactly one FILE argument, got %d", len(args))
+				return argCountError(c, "exactly one FILE", len(args))
 			}
 			return nil
 		},

@@ -49,7 +49,7 @@ func NewCmdReconcile(io IOStreams, runF func(context.Context, *ReconcileOptions)
       --note "backend audit log has the write, receipt tx-4411"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageErrorf("assay reconcile takes RUN and CALL, got %d arguments", len(args))
+				return argCountError(c, "RUN and CALL", len(args))
 			}
 			return nil
 		},

@@ -46,7 +46,7 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
   assay resume RUN --out out                                                    # the run's policy file; reads out/approvals.json`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageErrorf("assay resume takes one RUN, got %d arguments", len(args))
+				return argCountError(c, "one RUN", len(args))
 			}
 			return nil
 		},

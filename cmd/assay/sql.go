@@ -46,7 +46,7 @@ func NewCmdSQL(io IOStreams, runF func(context.Context, *SQLOptions) error) *cob
   assay sql --wait 2m "SELECT run_id, status FROM runs ORDER BY ordinal"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageErrorf("assay sql takes exactly one QUERY argument, got %d", len(args))
+				return argCountError(c, "exactly one QUERY", len(args))
 			}
 			return nil
 		},

@@ -20,6 +20,9 @@ func TestSQLSaysWhatIsWrongWithTheQuery(t *testing.T) {
 		{"only a block comment", "/* nothing */", "the query is only a comment"},
 		{"empty", "   ", "the query is empty: give one SQL statement"},
 		{"two statements", "SELECT 1; SELECT 2", "query must be exactly one SQL statement"},
+		{"a numbered parameter", "SELECT $1", "the query has parameters"},
+		{"a question mark", "SELECT run_id FROM runs WHERE run_id = ?", "the query has parameters"},
+		{"a named parameter", "SELECT $name", "the query has parameters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runCLI(t, "sql", "--store", path, "--", tc.query)
@@ -27,7 +30,7 @@ func TestSQLSaysWhatIsWrongWithTheQuery(t *testing.T) {
 				t.Fatalf("exit %d, want 2: %s", r.code, r.stderr)
 			}
 			oneLine(t, r, tc.want)
-			for _, leak := range []string{"PrepareContext", "field ", "driver"} {
+			for _, leak := range []string{"PrepareContext", "field ", "driver", "argument count"} {
 				if strings.Contains(r.stderr, leak) {
 					t.Errorf("the error names %q: %s", leak, r.stderr)
 				}
@@ -35,6 +38,10 @@ func TestSQLSaysWhatIsWrongWithTheQuery(t *testing.T) {
 		})
 	}
 	// A statement after a comment line runs; "--" ends the flags so that a query may start with "--".
+	// A "$1" inside a string is text, not a parameter.
+	if r := runCLI(t, "sql", "--store", path, "--format", "csv", "SELECT '$1' AS s"); r.code != 0 || r.stdout != "s\n$1\n" {
+		t.Fatalf("a string holding $1: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	r := runCLI(t, "sql", "--store", path, "--format", "csv", "--", "-- the runs\nSELECT count(*) AS n FROM runs")
 	if r.code != 0 || r.stdout != "n\n1\n" {
 		t.Fatalf("a commented query: exit %d %q %q", r.code, r.stdout, r.stderr)

@@ -78,6 +78,9 @@ func runUsageReconcile(ctx context.Context, opts *UsageReconcileOptions) error {
 	if opts.Claims == "" {
 		return usageErrorf("--claims is required: the system's usage claims, JSON lines (docs/usage-claims.md)")
 	}
+	if fi, err := os.Stat(opts.Claims); err == nil && fi.IsDir() {
+		return usageErrorf("--claims %s is a directory: name the claims file (JSON lines)", opts.Claims)
+	}
 	raw, err := os.ReadFile(opts.Claims)
 	if err != nil {
 		return fmt.Errorf("--claims: %w", err)

@@ -96,14 +96,14 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 	if opts.SignKey != "" {
 		s, err := attest.LoadSigner(opts.SignKey)
 		if err != nil {
-			return usageErrorf("--sign-key: %w", err)
+			return keyFlagError("--sign-key", err)
 		}
 		vo.SignKey = s
 	}
 	if opts.PubKey != "" {
 		v, err := attest.LoadVerifier(opts.PubKey)
 		if err != nil {
-			return usageErrorf("--pubkey: %w", err)
+			return keyFlagError("--pubkey", err)
 		}
 		vo.PubKey = v
 	}
