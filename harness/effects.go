@@ -224,25 +224,18 @@ func Reconcile(ctx context.Context, req ReconcileRequest) (Reconciliation, error
 	if err := req.validate(); err != nil {
 		return Reconciliation{}, err
 	}
-	store, all, runs, err := openRuns(ctx, req.StorePath, evidence.OpenOptions{Wait: req.Wait, Command: req.Command}, []string{req.RunID})
+	// Every refusal is found on a read-only store first, so that a refused reconciliation writes
+	// nothing: no store created where none was, no lock file, no writer session.
+	ro, all, runs, err := openRuns(ctx, req.StorePath, evidence.OpenOptions{ReadOnly: true, Wait: req.Wait, Command: req.Command}, []string{req.RunID})
 	if err != nil {
 		return Reconciliation{}, err
 	}
-	defer store.Close()
-	r := runs[0]
-	if r.Status == evidence.StatusOpen {
-		return Reconciliation{}, fmt.Errorf("%w: run %s is still executing (status open); reconcile its effects after it ends", ErrEffectState, r.RunID)
+	r, e, err := unknownEffect(ctx, ro, all, runs[0], req.Call)
+	if cerr := ro.Close(); err == nil {
+		err = cerr
 	}
-	effs, err := teamEffects(ctx, store, all, r)
 	if err != nil {
 		return Reconciliation{}, err
-	}
-	e, err := findEffect(effs, r.RunID, req.Call)
-	if err != nil {
-		return Reconciliation{}, err
-	}
-	if e.State != effect.Unknown {
-		return Reconciliation{}, fmt.Errorf("%w: effect %s is %s, not unknown: nothing to reconcile, nothing recorded", ErrEffectState, e.IdempotencyKey, stateOf(e))
 	}
 	redact := policy.NewRedactor(policy.SecretsFromEnv(os.Environ())...)
 	rec := Reconciliation{Effect: e, RunID: r.RunID, How: "operator decision"}
@@ -267,12 +260,42 @@ func Reconcile(ctx context.Context, req ReconcileRequest) (Reconciliation, error
 	if rec.CorrectionRunID, err = correctionRunID(r.RunID); err != nil {
 		return Reconciliation{}, err
 	}
+	// The writer re-reads the effect under its lock: another process may have reconciled it since.
+	store, all, runs, err := openRuns(ctx, req.StorePath, evidence.OpenOptions{Wait: req.Wait, Command: req.Command}, []string{req.RunID})
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	defer store.Close()
+	if r, _, err = unknownEffect(ctx, store, all, runs[0], e.IdempotencyKey); err != nil {
+		return Reconciliation{}, err
+	}
 	reason := fmt.Sprintf("reconciliation of %s in run %s (%s): %s; a recorded resolution certifies nothing",
 		e.IdempotencyKey, r.RunID, rec.How, rec.Outcome.State)
 	if err := recordCorrection(ctx, store, r, rec.CorrectionRunID, rec.Outcome, reason); err != nil {
 		return Reconciliation{}, err
 	}
 	return rec, nil
+}
+
+// unknownEffect returns run r (any run of its team run) and its team run's effect call names,
+// when r has ended and that effect's outcome is unknown. Errors: ErrEffectState for a run still
+// open or an effect in another state; ErrNoCall; the store's.
+func unknownEffect(ctx context.Context, store *evidence.Store, all []evidence.RunSummary, r evidence.RunSummary, call string) (evidence.RunSummary, tool.Effect, error) {
+	if r.Status == evidence.StatusOpen {
+		return r, tool.Effect{}, fmt.Errorf("%w: run %s is still executing (status open); reconcile its effects after it ends", ErrEffectState, r.RunID)
+	}
+	effs, err := teamEffects(ctx, store, all, r)
+	if err != nil {
+		return r, tool.Effect{}, err
+	}
+	e, err := findEffect(effs, r.RunID, call)
+	if err != nil {
+		return r, tool.Effect{}, err
+	}
+	if e.State != effect.Unknown {
+		return r, tool.Effect{}, fmt.Errorf("%w: effect %s is %s, not unknown: nothing to reconcile, nothing recorded", ErrEffectState, e.IdempotencyKey, stateOf(e))
+	}
+	return r, e, nil
 }
 
 // validate refuses a request that cannot say how the effect is resolved.

@@ -283,3 +283,33 @@ func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 		}
 	}
 }
+
+// A refused reconciliation writes nothing: naming a store that does not exist creates none (no
+// database, no lock file, no directory), and an unknown run in a store that exists leaves its
+// bytes as they were.
+func TestARefusedReconciliationWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	none := filepath.Join(dir, "none")
+	r := runCLIQuiet("reconcile", "run-x", "exec-1:c", "--out", none, "--outcome", "succeeded", "--note", "n", "--operator", "me")
+	if r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("reconcile on no store: exit %d %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(none); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused reconcile created %s (%v)", none, err)
+	}
+	path := storeWithRuns(t, dir, "run-a")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = runCLIQuiet("reconcile", "run-x", "exec-1:c", "--store", path, "--outcome", "succeeded", "--note", "n", "--operator", "me")
+	after, _ := os.ReadFile(path)
+	if r.code != 2 || !strings.Contains(r.stderr, `"run-x"`) || !bytes.Equal(before, after) {
+		t.Fatalf("reconcile of an unknown run: exit %d %q, store changed %v", r.code, r.stderr, !bytes.Equal(before, after))
+	}
+	if _, err := os.Stat(path + ".lock"); err == nil {
+		if b, _ := os.ReadFile(path + ".lock"); len(b) > 0 {
+			t.Fatalf("a refused reconcile left a held lock file: %q", b)
+		}
+	}
+}
