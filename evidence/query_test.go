@@ -116,8 +116,17 @@ func TestOpenRefusesNonStores(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, func(t *testing.T, err error) {
-			if !errors.Is(err, ErrNotStore) {
-				t.Fatalf("%v, want ErrNotStore", err)
+			if !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), "(0 bytes, shorter than its header)") {
+				t.Fatalf("%v, want ErrNotStore saying the file has 0 bytes", err)
+			}
+		}},
+		{"a directory", func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, err error) {
+			if !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), "is a directory, not a DuckDB database") {
+				t.Fatalf("%v, want ErrNotStore saying it is a directory", err)
 			}
 		}},
 		{"duckdb without meta", func(t *testing.T, path string) {
@@ -156,14 +165,20 @@ func TestOpenRefusesNonStores(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "evidence.duckdb")
 				tc.setup(t, path)
-				before := fileDigest(t, path)
+				digest := func() [32]byte {
+					if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+						return [32]byte{'d', 'i', 'r'}
+					}
+					return fileDigest(t, path)
+				}
+				before := digest()
 				s, err := Open(ctx, path, OpenOptions{ReadOnly: ro})
 				if err == nil {
 					s.Close()
 					t.Fatal("Open succeeded")
 				}
 				tc.check(t, err)
-				if fileDigest(t, path) != before {
+				if digest() != before {
 					t.Errorf("refused file was modified")
 				}
 				// The refusal released the lock.

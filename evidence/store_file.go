@@ -31,9 +31,16 @@ func (s *Store) checkHeader() (bool, error) {
 		return false, fmt.Errorf("evidence: open %s: %w", s.path, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		what := "a directory"
+		if !fi.IsDir() {
+			what = "not a regular file"
+		}
+		return true, fmt.Errorf("evidence: %s is %s, not a DuckDB database: %w", s.path, what, ErrNotStore)
+	}
 	var hdr [12]byte
-	if _, err := io.ReadFull(f, hdr[:]); err != nil {
-		return true, fmt.Errorf("evidence: %s is not a DuckDB database (too short): %w", s.path, ErrNotStore)
+	if n, err := io.ReadFull(f, hdr[:]); err != nil {
+		return true, fmt.Errorf("evidence: %s is not a DuckDB database (%d bytes, shorter than its header): %w", s.path, n, ErrNotStore)
 	}
 	if string(hdr[8:12]) != duckdbMagic {
 		return true, fmt.Errorf("evidence: %s is not a DuckDB database: %w", s.path, ErrNotStore)
