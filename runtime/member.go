@@ -243,6 +243,17 @@ func (e *Engine) RunTurn(ctx context.Context, team Team, m MemberSpec, turn Turn
 				// Paused on any engine: the member did not fail on its own, and nothing may retry it
 				// (a durable engine also checkpoints the exact pending call for a resume).
 				res.Paused = true
+				if e.durable != nil && out.State == tool.StateAwaitingApproval {
+					// The calls proposed after it in this turn are asked too, so that one approval
+					// round covers the whole turn; none is dispatched, and on resume each runs in
+					// order, when its member reaches it (tool.Boundary.AskAhead).
+					for _, later := range pending[1:] {
+						if _, err := e.boundary.AskAhead(ctx, tool.Call{RunID: team.RunID, MemberID: m.ID, SessionID: session,
+							CallID: later.CallID, Tool: later.Tool, Arguments: later.Arguments, Root: m.Dir, Allowed: allowed, ReadOnly: readOnly}); err != nil {
+							return fail(fmt.Errorf("tool call %s: %w", later.ToolCallID, err)), true
+						}
+					}
+				}
 				if e.durable != nil {
 					t := turnState(TurnPaused)
 					t.PauseReason = stop.Error()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -109,4 +110,80 @@ func TestThePausedHintNamesTheStepAndAResumeLineThatWorks(t *testing.T) {
 			t.Fatalf("%s, as the hint printed it: exit %d\n%s\n%s", then, res.code, res.stdout, res.stderr)
 		}
 	})
+}
+
+// Every call a paused member proposed in the turn that paused awaits approval at once, so that one
+// round of approvals covers the turn: with every write sent to an approver, each member of the
+// sequential case writes two files in its first turn, both are listed (and hinted) at the first
+// pause, and one resume per member completes the case — where a call at a time took one resume
+// per call. The approved writes run in the order proposed, each once.
+func TestEveryCallOfAPausedTurnIsApprovedInOneRound(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("end-to-end matrix runs; skipped with -short")
+	}
+	dir := t.TempDir()
+	out, pol := filepath.Join(dir, "out"), filepath.Join(dir, "ask-writes.yaml")
+	if err := os.WriteFile(pol, []byte("version: 1\ndefault: allow\nrules:\n  - id: writes\n    access: [write]\n    decision: ask\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "matrix", "run", "--formations", "sequential", "--policy", pol, "--out", out, "--language", "go")
+	run := regexp.MustCompile(`(?m)^paused:   (\S+) `).FindStringSubmatch(r.stdout)
+	if run == nil {
+		t.Fatalf("not paused:\n%s\n%s", r.stdout, r.stderr)
+	}
+	resumes := 0
+	for current := run[1]; ; resumes++ {
+		var effs []map[string]any
+		e := runCLI(t, "effects", current, "--out", out, "--format", "json", "--state", "awaiting_approval")
+		if err := json.Unmarshal(listOf(t, e.stdout, "effects"), &effs); err != nil {
+			t.Fatal(err)
+		}
+		members := map[string]int{}
+		for _, eff := range effs {
+			members[eff["member_id"].(string)]++
+			call := eff["member_id"].(string) + ":" + eff["call_id"].(string)
+			if a := runCLI(t, "approve", current, call, "--out", out, "--approver", "lead", "--payload-sha256", eff["payload_sha256"].(string)); a.code != 0 {
+				t.Fatalf("approve %s: exit %d %s", call, a.code, a.stderr)
+			}
+		}
+		if len(effs) != 2 || len(members) != 1 {
+			t.Fatalf("pause %d: %d calls of members %v await approval, want one member's two writes", resumes, len(effs), members)
+		}
+		res := runCLI(t, "resume", current, "--out", out, "--format", "json")
+		var cr caseJSON
+		if err := json.Unmarshal([]byte(res.stdout), &cr); err != nil {
+			t.Fatalf("resume: exit %d %v\n%s", res.code, err, res.stderr)
+		}
+		if !cr.Paused {
+			if res.code != 0 || cr.Verdict.Verdict != "accepted" || resumes != 1 {
+				t.Fatalf("after %d resumes: exit %d, verdict %s", resumes+1, res.code, cr.Verdict.Verdict)
+			}
+			break
+		}
+		if resumes > 2 {
+			t.Fatal("still paused after 3 resumes")
+		}
+		current = cr.RunID
+	}
+	// Each approved write ran once, in the order its member proposed it.
+	rows := runCLI(t, "sql", "--out", out, "--format", "csv", `SELECT member_id, json_extract_string(payload, '$.call_id') FROM events
+		WHERE type = 'tool_call' AND json_extract_string(payload, '$.dispatched') = 'true' ORDER BY run_id, seq`)
+	proposed := runCLI(t, "sql", "--out", out, "--format", "csv", `SELECT member_id, json_extract_string(payload, '$.call_id') FROM events
+		WHERE type = 'tool_call' AND run_id = '`+run[1]+`' OR (type = 'tool_call' AND member_id = 'exec-2' AND json_extract_string(payload, '$.dispatched') = 'false'
+		AND run_id <> '`+run[1]+`') ORDER BY run_id, seq`)
+	if rows.code != 0 || proposed.code != 0 {
+		t.Fatalf("sql: %s %s", rows.stderr, proposed.stderr)
+	}
+	var order []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(proposed.stdout), "\n")[1:] {
+		if !seen[l] {
+			seen[l] = true
+			order = append(order, l)
+		}
+	}
+	if got := strings.Split(strings.TrimSpace(rows.stdout), "\n")[1:]; strings.Join(got, ";") != strings.Join(order, ";") || len(got) != 4 {
+		t.Fatalf("dispatched %v, want each of the four writes once, in the order proposed %v", got, order)
+	}
 }

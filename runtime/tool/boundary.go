@@ -60,6 +60,7 @@ type Boundary struct {
 
 	mu      sync.Mutex
 	calls   map[string]*callRecord // by idempotency key
+	nextSeq uint64                 // the seq the next call record gets (callRecord.seq)
 	paused  bool
 	resumed chan struct{} // closed by Resume
 	waiting int           // calls parked at a pause
@@ -72,6 +73,7 @@ type callRecord struct {
 	ctl      sync.Mutex    // serialises Confirm, Revise and Cancel of this call
 
 	// Guarded by Boundary.mu.
+	seq      uint64 // the order the boundary learned of the call in (Invoke, AskAhead, Recover)
 	call     Call
 	prep     prepared
 	decision policy.Decision
@@ -183,19 +185,92 @@ func (b *Boundary) Invoke(ctx context.Context, c Call) (Outcome, error) {
 		select {
 		case <-prev.done:
 			b.mu.Lock()
-			defer b.mu.Unlock()
-			return prev.outcome, nil
+			out := prev.outcome
+			b.mu.Unlock()
+			if out.State == StateAwaitingApproval {
+				// A call awaiting approval that its member delivers again (a resumed member reaching
+				// it in order) runs once an approval covers it exactly; otherwise it still waits.
+				if o, ran, err := b.dispatchIfApproved(ctx, key); ran || err != nil {
+					return o, err
+				}
+				b.mu.Lock()
+				out = prev.outcome
+				b.mu.Unlock()
+			}
+			return out, nil
 		case <-ctx.Done():
 			return Outcome{}, ctx.Err()
 		}
 	}
 	rec := &callRecord{identity: identity, done: make(chan struct{}), call: c}
-	b.calls[key] = rec
+	b.addLocked(key, rec)
 	b.mu.Unlock()
 
 	out, err := b.propose(ctx, rec)
 	close(rec.done)
 	return out, err
+}
+
+// addLocked registers rec under key, in the order calls became known. b.mu must be held.
+func (b *Boundary) addLocked(key string, rec *callRecord) {
+	rec.seq = b.nextSeq
+	b.nextSeq++
+	b.calls[key] = rec
+}
+
+// AskAhead records, for a call proposed in the same turn after a call that paused its member for
+// approval, the question an approver must answer before it can run, so that every call of the
+// turn can be approved before the run is resumed (rather than one per resume). Nothing is
+// dispatched and nothing else is recorded: a call the policy allows, denies, or that an approval
+// already covers exactly, or that does not validate, is left as it is, to be decided when its
+// member reaches it (SAFETY.md rule 6). It reports whether a question was recorded.
+//
+// On resume the call is asked again under the current policy (Recover), and it runs only when its
+// member reaches it in order, re-delivers it and an approval covers it exactly (Invoke); it is
+// never dispatched ahead of an earlier call of its member (DispatchApproved).
+//
+// Errors: the journal's; ErrDuplicateCall for a known call id with other content.
+func (b *Boundary) AskAhead(ctx context.Context, c Call) (bool, error) {
+	c.Allowed = slices.Clone(c.Allowed)
+	if c.Arguments == "" && c.Payload != nil {
+		c.Arguments = string(c.Payload)
+	}
+	c.Payload = nil
+	key, identity := c.Key(), identityOf(c)
+	b.mu.Lock()
+	if prev, ok := b.calls[key]; ok {
+		b.mu.Unlock()
+		if prev.identity != identity {
+			return false, fmt.Errorf("%w: call %s of member %s", ErrDuplicateCall, c.CallID, c.MemberID)
+		}
+		return false, nil
+	}
+	b.mu.Unlock()
+	if b.mode == Observe {
+		return false, nil // ask is not enforced
+	}
+	p, err := b.prepare(c, c.Arguments, 0)
+	if err != nil {
+		return false, nil // refused when its member reaches it
+	}
+	d := b.decide(ctx, c, p)
+	if d.Effect != policy.Ask {
+		return false, nil
+	}
+	if _, err := b.approvals.Check(b.binding(c, p, d)); err == nil {
+		return false, nil // covered already: it dispatches when its member reaches it
+	}
+	rec := &callRecord{identity: identity, done: make(chan struct{}), call: c}
+	b.mu.Lock()
+	if _, ok := b.calls[key]; ok {
+		b.mu.Unlock()
+		return false, nil // delivered meanwhile: Invoke decides it
+	}
+	b.addLocked(key, rec)
+	b.mu.Unlock()
+	_, err = b.askApproval(ctx, rec, p, d)
+	close(rec.done)
+	return err == nil, err
 }
 
 // propose validates, decides and, when allowed, dispatches a new call.

@@ -2,10 +2,12 @@ package tool
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/assay-audit/assay/runtime/effect"
 	"github.com/assay-audit/assay/runtime/policy"
@@ -69,7 +71,7 @@ func (b *Boundary) Recover(ctx context.Context, records []Record, members func(m
 			}
 			rec.outcome = out
 			b.mu.Lock()
-			b.calls[key] = rec
+			b.addLocked(key, rec)
 			b.mu.Unlock()
 			return nil
 		}
@@ -116,7 +118,7 @@ func (b *Boundary) Recover(ctx context.Context, records []Record, members func(m
 func (b *Boundary) recoverQuestion(ctx context.Context, rec *callRecord, e Effect, members func(string) (MemberContext, bool)) (Outcome, error) {
 	key := e.IdempotencyKey
 	b.mu.Lock()
-	b.calls[key] = rec
+	b.addLocked(key, rec)
 	b.mu.Unlock()
 	if err := b.ledger.Add(key, effect.AwaitingApproval); err != nil {
 		return Outcome{}, err
@@ -153,36 +155,72 @@ func (b *Boundary) recoverQuestion(ctx context.Context, rec *callRecord, e Effec
 	return b.askApproval(ctx, rec, p, d)
 }
 
-// DispatchApproved dispatches every call awaiting approval that a granted approval (an approval
-// file preloaded into the boundary's store, or a grant through the API) covers exactly under the
-// current policy, each once, and returns their outcomes ordered by key. Calls without such an
-// approval stay pending.
+// DispatchApproved dispatches, for each member, its first call awaiting approval (in the order the
+// boundary learned of them: the journal's) when a granted approval (an approval file preloaded into
+// the boundary's store, or a grant through the API) covers it exactly under the current policy,
+// once, and returns their outcomes ordered by key. A later call of the same member waits, approved
+// or not, until its member reaches it and delivers it again (Invoke): calls proposed in one turn
+// run in the order they were proposed, never one ahead of another. Calls without such an approval
+// stay pending.
 func (b *Boundary) DispatchApproved(ctx context.Context) ([]Outcome, error) {
-	var outs []Outcome
+	type waiting struct {
+		key, member string
+		seq         uint64
+	}
+	var ws []waiting
 	for _, r := range b.ledger.List(effect.AwaitingApproval) {
 		rec, err := b.lookup(r.Key)
 		if err != nil {
 			continue
 		}
-		rec.ctl.Lock()
 		b.mu.Lock()
-		c, p, d := rec.call, rec.prep, rec.decision
+		ws = append(ws, waiting{key: r.Key, member: rec.call.RunID + "\x00" + rec.call.MemberID, seq: rec.seq})
 		b.mu.Unlock()
-		ap, err := b.approvals.Check(b.binding(c, p, d))
-		if err != nil || b.awaiting(r.Key) != nil {
-			rec.ctl.Unlock()
-			continue
+	}
+	slices.SortFunc(ws, func(x, y waiting) int { return cmp.Compare(x.seq, y.seq) })
+	first := map[string]bool{}
+	var keys []string
+	for _, w := range ws {
+		if !first[w.member] {
+			first[w.member] = true
+			keys = append(keys, w.key)
 		}
-		if _, err := b.ledger.Apply(r.Key, effect.Event{Kind: effect.Approve}); err != nil {
-			rec.ctl.Unlock()
-			continue
-		}
-		rec.ctl.Unlock()
-		out, err := b.dispatch(ctx, rec, p, d, &ap)
+	}
+	slices.Sort(keys)
+	var outs []Outcome
+	for _, key := range keys {
+		out, ran, err := b.dispatchIfApproved(ctx, key)
 		if err != nil {
 			return outs, err
 		}
-		outs = append(outs, out)
+		if ran {
+			outs = append(outs, out)
+		}
 	}
 	return outs, nil
+}
+
+// dispatchIfApproved dispatches the call awaiting approval under key when a granted approval
+// covers it exactly under the current policy, consuming the approval, and reports whether it ran.
+func (b *Boundary) dispatchIfApproved(ctx context.Context, key string) (Outcome, bool, error) {
+	rec, err := b.lookup(key)
+	if err != nil {
+		return Outcome{}, false, nil
+	}
+	rec.ctl.Lock()
+	b.mu.Lock()
+	c, p, d := rec.call, rec.prep, rec.decision
+	b.mu.Unlock()
+	ap, err := b.approvals.Check(b.binding(c, p, d))
+	if err != nil || b.awaiting(key) != nil {
+		rec.ctl.Unlock()
+		return Outcome{}, false, nil
+	}
+	if _, err := b.ledger.Apply(key, effect.Event{Kind: effect.Approve}); err != nil {
+		rec.ctl.Unlock()
+		return Outcome{}, false, nil
+	}
+	rec.ctl.Unlock()
+	out, err := b.dispatch(ctx, rec, p, d, &ap)
+	return out, true, err
 }
