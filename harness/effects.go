@@ -128,16 +128,42 @@ func selectRuns(all []evidence.RunSummary, storePath string, names []string) ([]
 	return out, nil
 }
 
-// teamEffects replays the tool events of r's team run (Family) in creation order.
+// teamEffects replays the tool events of r's team run (Family) in creation order, and says of each
+// effect which run of the family first recorded it and which recorded its dispatch.
 func teamEffects(ctx context.Context, store *evidence.Store, all []evidence.RunSummary, r evidence.RunSummary) ([]tool.Effect, error) {
-	records, err := FamilyRecords(ctx, store, all, r.RunID)
-	if err != nil {
-		return nil, err
+	family := Family(all, r.RunID)
+	var records []tool.Record
+	proposed, dispatched := map[string]string{}, map[string]string{}
+	for _, f := range family {
+		recs, err := ToolRecords(ctx, store, f.RunID)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if rec.Intent == nil {
+				continue
+			}
+			key := rec.Intent.IdempotencyKey
+			if _, ok := proposed[key]; !ok {
+				proposed[key] = f.RunID
+			}
+			if rec.Intent.Dispatched {
+				dispatched[key] = f.RunID
+			}
+		}
+		records = append(records, recs...)
 	}
-	open := slices.ContainsFunc(Family(all, r.RunID), func(f evidence.RunSummary) bool { return f.Status == evidence.StatusOpen })
+	open := slices.ContainsFunc(family, func(f evidence.RunSummary) bool { return f.Status == evidence.StatusOpen })
 	effs, err := tool.Replay(records, open)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.RunID, err)
+	}
+	for i := range effs {
+		key := effs[i].IdempotencyKey
+		effs[i].ProposedIn = proposed[key]
+		if d, ok := dispatched[key]; ok {
+			effs[i].DispatchedIn = &d
+		}
 	}
 	return effs, nil
 }

@@ -78,13 +78,19 @@ func runEffects(ctx context.Context, opts *EffectsOptions) error {
 		_, err := fmt.Fprintln(opts.IO.Out, "no effects")
 		return err
 	}
+	// RUN is the run that made the call (proposed it: the team run's first run, or a run that
+	// resumed it); approve and reconcile take any run of the team run.
 	t := table{header: []string{"RUN", "MEMBER", "CALL", "TOOL", "ACCESS", "STATE", "SOURCE", "RECONCILE"}}
 	for _, e := range effs {
 		rec := "-"
 		if e.ReconciliationRequired {
 			rec = "required"
 		}
-		t.rows = append(t.rows, []string{e.RunID, e.MemberID, e.CallID, e.Tool, string(e.Access), string(e.State), e.Source, rec})
+		run := e.ProposedIn
+		if run == "" {
+			run = e.RunID
+		}
+		t.rows = append(t.rows, []string{run, e.MemberID, e.CallID, e.Tool, string(e.Access), string(e.State), e.Source, rec})
 	}
 	return t.writeText(opts.IO.Out)
 }

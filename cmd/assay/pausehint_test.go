@@ -132,7 +132,7 @@ func TestEveryCallOfAPausedTurnIsApprovedInOneRound(t *testing.T) {
 	if run == nil {
 		t.Fatalf("not paused:\n%s\n%s", r.stdout, r.stderr)
 	}
-	resumes := 0
+	resumes, runs := 0, []string{run[1]}
 	for current := run[1]; ; resumes++ {
 		var effs []map[string]any
 		e := runCLI(t, "effects", current, "--out", out, "--format", "json", "--state", "awaiting_approval")
@@ -155,6 +155,7 @@ func TestEveryCallOfAPausedTurnIsApprovedInOneRound(t *testing.T) {
 		if err := json.Unmarshal([]byte(res.stdout), &cr); err != nil {
 			t.Fatalf("resume: exit %d %v\n%s", res.code, err, res.stderr)
 		}
+		runs = append(runs, cr.RunID)
 		if !cr.Paused {
 			if res.code != 0 || cr.Verdict.Verdict != "accepted" || resumes != 1 {
 				t.Fatalf("after %d resumes: exit %d, verdict %s", resumes+1, res.code, cr.Verdict.Verdict)
@@ -165,6 +166,24 @@ func TestEveryCallOfAPausedTurnIsApprovedInOneRound(t *testing.T) {
 			t.Fatal("still paused after 3 resumes")
 		}
 		current = cr.RunID
+	}
+	// assay effects names the run that made each call and the one that dispatched it: exec-1's writes
+	// were proposed by the first run and dispatched by the first resume; exec-2's were proposed by
+	// the first resume and dispatched by the second.
+	var all []map[string]any
+	if err := json.Unmarshal(listOf(t, runCLI(t, "effects", "--out", out, "--format", "json").stdout, "effects"), &all); err != nil || len(all) != 4 {
+		t.Fatalf("effects: %d %v", len(all), err)
+	}
+	want := map[string][2]string{"exec-1": {runs[0], runs[1]}, "exec-2": {runs[1], runs[2]}}
+	for _, e := range all {
+		w := want[e["member_id"].(string)]
+		if e["run_id"] != runs[0] || e["proposed_in_run"] != w[0] || e["dispatched_in_run"] != w[1] {
+			t.Errorf("effect %v %v: run_id %v, proposed in %v, dispatched in %v; want %s, %s, %s", e["member_id"], e["call_id"],
+				e["run_id"], e["proposed_in_run"], e["dispatched_in_run"], runs[0], w[0], w[1])
+		}
+	}
+	if table := runCLI(t, "effects", "--out", out).stdout; strings.Count(table, runs[1]+"  exec-2") != 2 || strings.Count(table, runs[0]+"  exec-1") != 2 {
+		t.Errorf("the table's RUN column is not the run that made each call:\n%s", table)
 	}
 	// Each approved write ran once, in the order its member proposed it.
 	rows := runCLI(t, "sql", "--out", out, "--format", "csv", `SELECT member_id, json_extract_string(payload, '$.call_id') FROM events

@@ -44,6 +44,12 @@ type Effect struct {
 	// Intent is the last intent recorded for the call (its canonical, redacted arguments, its policy
 	// decision and approval), for operators who must see the exact action.
 	Intent Intent `json:"intent"`
+	// ProposedIn is the run whose events first recorded the call (the team run's first run, or a
+	// run that resumed it), and DispatchedIn the run that recorded its dispatch (nil: never
+	// dispatched). RunID is the team run's id, which every run of it keeps in its keys. Set by
+	// readers that know which run recorded what (harness.Effects); Replay alone leaves them empty.
+	ProposedIn   string  `json:"proposed_in_run"`
+	DispatchedIn *string `json:"dispatched_in_run"`
 }
 
 // Replay folds a run's journal records, in recorded order, through the one transition function and
