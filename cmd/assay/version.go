@@ -11,34 +11,44 @@ import (
 
 // buildInfo is what the binary says about its own build: assay's version, and the commit and
 // commit time the go command stamped into it (runtime/debug.ReadBuildInfo, settings vcs.revision,
-// vcs.time, vcs.modified). Commit and Date are "unknown" when the build was not stamped (a build
-// with -buildvcs=false, go test, a build outside a repository).
+// vcs.time, vcs.modified). Commit, Date and Modified are nil (JSON null: unknown) when the build
+// was not stamped (a build with -buildvcs=false, go test, a build outside a repository).
 type buildInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit"`   // full VCS revision, or "unknown"
-	Date      string `json:"date"`     // commit time, RFC 3339, or "unknown"
-	Modified  bool   `json:"modified"` // built from a work tree with uncommitted changes
-	GoVersion string `json:"go_version"`
+	Version   string  `json:"version"`
+	Commit    *string `json:"commit"`   // full VCS revision
+	Date      *string `json:"date"`     // commit time, RFC 3339
+	Modified  *bool   `json:"modified"` // built from a work tree with uncommitted changes
+	GoVersion string  `json:"go_version"`
 }
 
 func readBuildInfo() buildInfo {
 	env := harness.CurrentEnvironment(version) // the facts each run's environment fingerprint covers
-	b := buildInfo{Version: version, Commit: "unknown", Date: "unknown", GoVersion: env.Go}
+	b := buildInfo{Version: version, GoVersion: env.Go}
 	if env.VCSRevision != "" {
-		b.Commit = env.VCSRevision
+		b.Commit = &env.VCSRevision
 	}
 	if env.VCSTime != "" {
-		b.Date = env.VCSTime
+		b.Date = &env.VCSTime
 	}
-	b.Modified = env.VCSModified != nil && *env.VCSModified
+	b.Modified = env.VCSModified
 	return b
 }
 
-// String is the one line `assay version` and `assay --version` print.
+// String is the one line `assay version` and `assay --version` print: "assay 1.2.3 (commit C,
+// committed D, modified, go1.26)", with "unknown" for what the build did not record.
 func (b buildInfo) String() string {
-	s := fmt.Sprintf("assay %s (commit %s, %s", b.Version, b.Commit, b.Date)
-	if b.Modified {
+	or := func(p *string) string {
+		if p == nil {
+			return "unknown"
+		}
+		return *p
+	}
+	s := fmt.Sprintf("assay %s (commit %s, committed %s", b.Version, or(b.Commit), or(b.Date))
+	switch {
+	case b.Modified != nil && *b.Modified:
 		s += ", modified"
+	case b.Modified == nil && b.Commit != nil:
+		s += ", modified unknown"
 	}
 	return s + ", " + b.GoVersion + ")"
 }
@@ -57,7 +67,7 @@ func NewCmdVersion(io IOStreams, runF func(context.Context, *VersionOptions) err
 		Short: "Print assay's version, and the commit and date it was built from",
 		Long: longHelp("0.",
 			"Print assay's version and the commit, commit date and Go version it was built with, read from the "+
-				"binary's build information (\"unknown\" when the build was not stamped, e.g. with -buildvcs=false). "+
+				"binary's build information (\"unknown\", and null in JSON, when the build was not stamped, e.g. with -buildvcs=false). "+
 				"assay --version prints the same line (docs/cli.md)."),
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
