@@ -54,11 +54,13 @@ func (e *SchemaVersionError) Unwrap() error { return ErrSchemaVersion }
 // wrapped SQLite error when it cannot be read. The caller closes the
 // *sql.DB. Safe for concurrent use like any *sql.DB.
 func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
-	if _, err := os.Stat(path); err != nil {
+	if fi, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("indexer: no graph database at %s (write one with 'assay index', or name it with --db or --out): %w", path, err)
 		}
 		return nil, fmt.Errorf("indexer: open graph database: %w", err)
+	} else if fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a directory (name the graph database file, e.g. graph.db, with --db)", ErrNotGraphDatabase, path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -73,7 +73,12 @@ func readGoEnv(ctx context.Context, dir string, env []string) (goEnv, error) {
 		if ctx.Err() != nil {
 			return goEnv{}, fmt.Errorf("indexer: go env in %s: %w", dir, ctx.Err())
 		}
-		return goEnv{}, fmt.Errorf("indexer: go env in %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "unsupported GOOS/GOARCH pair") {
+			// The build context asked for (--goos, --goarch) is bad input, not a failure to run go.
+			return goEnv{}, fmt.Errorf("%w: %s ('go tool dist list' names the pairs the go command supports)", ErrInvalidOptions, strings.TrimPrefix(msg, "go: "))
+		}
+		return goEnv{}, fmt.Errorf("indexer: go env in %s: %w: %s", dir, err, msg)
 	}
 	var e goEnv
 	if err := json.Unmarshal(out, &e); err != nil {

@@ -257,7 +257,8 @@ func TestWrongArgumentCountsAreSaidOnce(t *testing.T) {
 }
 
 // A value a flag names that cannot be used is said once, under the flag, without the package
-// prefixes of the library that refused it ("reference: invalid config", "attest:") and with exit 2.
+// prefixes of the library that refused it ("reference: invalid config", "attest:") and with exit 2;
+// so is a build context the go command does not support, and a directory named as a database.
 func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "not-a-key")
@@ -271,12 +272,16 @@ func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 		{[]string{"matrix", "run", "--reference-fault", "garbage"}, `assay: --reference-fault fault "garbage": want MEMBER:TURN:KIND[:ARG]`},
 		{[]string{"matrix", "run", "--sign-key", key}, "assay: --sign-key: unusable key: " + key},
 		{[]string{"usage", "reconcile", "--gateway-db", key, "--claims", dir}, "assay: --claims " + dir + " is a directory"},
+		{[]string{"index", "--goos", "plan10", "--db", filepath.Join(dir, "g.db"), filepath.Join("..", "..", "internal", "jsonkeys")},
+			"assay: indexer: invalid options: unsupported GOOS/GOARCH pair plan10/"},
+		{[]string{"graph", "symbols", "--db", dir, "F"}, "assay: indexer: not a graph database: " + dir + " is a directory"},
+		{[]string{"metrics", "--db", dir}, "assay: indexer: not a graph database: " + dir + " is a directory"},
 	} {
 		r := runCLIQuiet(c.args...)
 		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q, want one line starting %q", c.args, r.code, r.stderr, c.want)
 		}
-		for _, leak := range []string{"invalid config", "attest:", "reference:"} {
+		for _, leak := range []string{"invalid config", "attest:", "reference:", "exit status", "disk I/O error"} {
 			if strings.Contains(r.stderr, leak) {
 				t.Errorf("%q: %q says %q", c.args, r.stderr, leak)
 			}
