@@ -62,7 +62,13 @@ func (r VerifyReport) Failures() []string {
 		}
 		desc := v.RunID + " " + v.Status
 		if v.RunID == "" {
-			desc = "store " + v.Table + " " + v.Status
+			// A store finding is named by its table and row, as the table shows it: two rows of one
+			// table are two findings, never one repeated.
+			desc = "store " + v.Table
+			if v.Row != "" {
+				desc += " " + v.Row
+			}
+			desc += " " + v.Status
 		}
 		if v.FirstBadSeq > 0 {
 			desc += fmt.Sprintf(" at seq %d", v.FirstBadSeq)
