@@ -38,9 +38,9 @@ func TestRefusedIndexLeavesNoOutputDirectory(t *testing.T) {
 	}{
 		{[]string{"--pattern", "./nope/..."}, 2},
 		{[]string{"--betweenness-sources", "-1"}, 2},
-		// The go command refuses the build context; the indexer reports its failure as it is, not
-		// as invalid options (exit 1), but nothing is written either.
-		{[]string{"--goos", "plan10"}, 1},
+		// The go command refuses the build context asked for: bad input (exit 2), and nothing is
+		// written either.
+		{[]string{"--goos", "plan10"}, 2},
 	} {
 		args := c.args
 		out := filepath.Join(base, fmt.Sprint("out", i))

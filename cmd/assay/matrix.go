@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -304,16 +305,29 @@ func matrixCells(opts *MatrixRunOptions, h harness.Options) ([]harness.Options, 
 }
 
 // matrixTable is the printed table: one row per case, with its provider, model and repeat index
-// when a matrix file or --repeat ran it (withMatrix).
+// when a matrix file or --repeat ran it (withMatrix). RUN is the run id and CASE the catalog case;
+// FILES to USAGE are the checks of those names (FORMATION: the formation's decisions recomputed),
+// and OTHER the rest of the case's checks: "passed" when all passed, else each that did not with its
+// status, so that no required check's failure is left out of the row.
 func matrixTable(sum harness.Summary, withMatrix bool) table {
-	t := table{header: []string{"CASE", "FORMATION", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "EVIDENCE", "EFFECTS", "SESSIONS", "USAGE", "VERDICT"}}
+	shown := []string{"files", "tests", "oracle", "formation", "effects", "sessions", "usage"}
+	t := table{header: []string{"RUN", "CASE", "MEMBERS", "ELAPSED", "FILES", "TESTS", "ORACLE", "FORMATION", "EFFECTS", "SESSIONS", "USAGE", "OTHER", "VERDICT"}}
 	if withMatrix {
-		t.header = append([]string{"CASE", "PROVIDER", "MODEL", "REPEAT"}, t.header[1:]...)
+		t.header = append([]string{"RUN", "PROVIDER", "MODEL", "REPEAT"}, t.header[1:]...)
 	}
 	for _, c := range sum.Cases {
 		status := map[string]string{}
+		var other []string
+		otherPassed := 0
 		for _, ch := range c.Checks {
 			status[ch.Name] = ch.Status
+			switch {
+			case slices.Contains(shown, ch.Name):
+			case ch.Status == "passed":
+				otherPassed++
+			default:
+				other = append(other, ch.Name+" "+ch.Status)
+			}
 		}
 		get := func(name string) string {
 			if s, ok := status[name]; ok {
@@ -325,8 +339,15 @@ func matrixTable(sum harness.Summary, withMatrix bool) table {
 		if usage == "passed" {
 			usage = "conserved"
 		}
+		rest := strings.Join(other, ", ")
+		switch {
+		case rest == "" && otherPassed > 0:
+			rest = "passed"
+		case rest == "":
+			rest = "-"
+		}
 		row := []string{c.RunID, c.Catalog, fmt.Sprint(c.Members), fmt.Sprintf("%.1fs", c.ElapsedSeconds),
-			get("files"), get("tests"), get("oracle"), get("formation"), get("effects"), get("sessions"), usage, verdictLabel(c)}
+			get("files"), get("tests"), get("oracle"), get("formation"), get("effects"), get("sessions"), usage, rest, verdictLabel(c)}
 		if withMatrix {
 			row = append([]string{c.RunID, c.Provider, c.Model, repeatCell(c.Repeat)}, row[1:]...)
 		}

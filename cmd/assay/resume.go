@@ -34,12 +34,12 @@ func NewCmdResume(io IOStreams, runF func(context.Context, *ResumeOptions) error
 			"on bad input or a run that cannot be resumed (unknown, still open, already resumed, completed, no checkpoint, "+
 			"envelope differs, evidence that does not verify, paused at calls no approval names), nothing written.",
 			"Continue a matrix case run that paused (a call awaiting approval, an effect whose outcome is unknown) or was "+
-				"interrupted, in a new run linked to it. Only the durable formations resume ("+list("and", durableFormations()...)+
+				"interrupted, in a new run linked to it. Only durable formations resume ("+list("and", durableFormations()...)+
 				"), not in an ensemble mode. Before anything runs, resume re-checks the run's envelope (tenant, case, mode, "+
-				"policy; each defaults to the run's own, so that only a different one is refused) against the options given now, restores the tool boundary from the earlier runs' journals, dispatches "+
-				"once each call an approval now covers exactly (--approvals, by default <out>/"+harness.ApprovalsFileName+
-				") and reconciles unknown effects through the backend's receipt. The team run's budgets carry over; its "+
-				"lineage must verify; model and base URL default to the run's. Reference: docs/cli.md."),
+				"policy: each defaults to the run's own; another is refused), restores the tool boundary from the journals, dispatches "+
+				"once each call an approval now covers exactly (--approvals, default <out>/"+harness.ApprovalsFileName+
+				") and reconciles unknown effects through the backend's receipt. Budgets carry over; the lineage must "+
+				"verify; model and base URL default to the run's. Reference: docs/cli.md."),
 		Example: `  assay matrix run --formations sequential --policy ask-writes.yaml --out out   # pauses
   assay effects RUN --out out --state awaiting_approval                          # the call waiting
   assay approve RUN CALL --out out --approver me                                # writes out/approvals.json
