@@ -302,6 +302,11 @@ func TestGatewayServeWithSDKAndUsageReconcile(t *testing.T) {
 		if text.code != 1 || !strings.Contains(text.stdout, "unattributed: 1 request(s)") {
 			t.Errorf("table: exit %d\n%s", text.code, text.stdout)
 		}
+		// The error line counts and names the first problem; the table above lists them all.
+		if !strings.HasPrefix(text.stderr, "assay: usage claims not conserved: ") || strings.Count(text.stderr, "\n") != 1 ||
+			!strings.Contains(text.stderr, "1 unattributed request(s); first: ") {
+			t.Errorf("error line %q", text.stderr)
+		}
 		if v := runCLI(t, "verify", "--store", store); v.code != 0 || !strings.Contains(v.stdout, out.Recorded.RunID) {
 			t.Errorf("verify: exit %d\n%s%s", v.code, v.stdout, v.stderr)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -124,8 +123,17 @@ func runUsageReconcile(ctx context.Context, opts *UsageReconcileOptions) error {
 		return err
 	}
 	if !res.OK() {
+		// The counts, and the first problem: the output above lists every session and problem.
 		p := res.Problems()
-		return failed("usage claims not conserved: %s", strings.Join(p, "; "))
+		first := ""
+		if len(p) > 0 {
+			first = "; first: " + p[0]
+			if len(p) > 1 {
+				first += fmt.Sprintf(" (and %d more, listed above)", len(p)-1)
+			}
+		}
+		return failed("usage claims not conserved: %d session(s): %d conserved, %d mismatch, %d unknown; %d unattributed request(s)%s",
+			len(res.Sessions), res.Conserved, res.Mismatched, res.Unknown, res.Unattributed.Requests, first)
 	}
 	return nil
 }
