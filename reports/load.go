@@ -302,7 +302,14 @@ func (inv *Invocation) finish() {
 		return a.CreatedAt.Compare(b.CreatedAt)
 	})
 	var end *time.Time
+	inInvocation := map[string]bool{}
 	for _, c := range inv.Cases {
+		inInvocation[c.RunID] = true
+	}
+	for _, c := range inv.Cases {
+		if c.Lineage.CorrectsRunID != "" && inInvocation[c.Lineage.CorrectsRunID] {
+			continue // a correction made later by assay reconcile (span)
+		}
 		if c.FinalizedAt == nil {
 			end = nil
 			break
@@ -329,8 +336,18 @@ func (inv *Invocation) span(all []evidence.RunSummary) {
 	}
 	var end *time.Time
 	open := false
+	invocationOf := map[string]string{}
+	for _, r := range all {
+		invocationOf[r.RunID] = r.Envelope.InvocationID
+	}
 	for _, r := range all {
 		if r.Envelope.InvocationID != inv.ID {
+			continue
+		}
+		if r.CorrectsRunID != "" && invocationOf[r.CorrectsRunID] == inv.ID {
+			// A correction (assay reconcile) keeps the envelope, invocation id included, of the
+			// run it corrects, but was made later by another command: it is not part of the
+			// invocation's span. (A resume is an invocation of its own.)
 			continue
 		}
 		if r.CreatedAt.Before(inv.StartedAt) {
