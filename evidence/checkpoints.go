@@ -262,7 +262,7 @@ type EnvelopeMismatchError struct {
 }
 
 func (e *EnvelopeMismatchError) Error() string {
-	return fmt.Sprintf("resuming run %s refused: envelope differs in %s", e.RunID, strings.Join(e.Fields, ", "))
+	return fmt.Sprintf("the request's envelope differs from run %s's in %s", e.RunID, strings.Join(e.Fields, ", "))
 }
 
 // Unwrap returns ErrEnvelopeMismatch.

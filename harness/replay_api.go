@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,15 +196,18 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 // policyStillThere checks the file at path still has the SHA-256 digest.
 func policyStillThere(path, digest string) error {
 	if path == "" {
-		return fmt.Errorf("the run's policy (sha256 %s) names no file", digest)
+		return fmt.Errorf("the run recorded no file for its policy (sha256 %s)", digest)
 	}
 	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("the run's policy file %s: %v", path, err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s no longer exists", path)
+	case err != nil:
+		return fmt.Errorf("%s cannot be read (%v)", path, errors.Unwrap(err))
 	}
 	sum := sha256.Sum256(b)
 	if got := hex.EncodeToString(sum[:]); got != digest {
-		return fmt.Errorf("the run's policy file %s changed since (sha256 %s, the run's %s)", path, got, digest)
+		return fmt.Errorf("%s changed since the run (sha256 %s, the run's %s)", path, got, digest)
 	}
 	return nil
 }

@@ -87,6 +87,10 @@ func (p *resumePoint) recover(ctx context.Context, e *runtime.Engine, team runti
 		prog.line("resume %s: approved call %s dispatched: %s", p.from, o.IdempotencyKey, o.State)
 	}
 	for _, r := range b.Effects(effect.AwaitingApproval) {
+		if b.Approved(r.Key) {
+			prog.line("resume %s: call %s is approved; it runs when its member reaches it, after the calls proposed before it", p.from, r.Key)
+			continue
+		}
 		prog.line("resume %s: call %s still awaits approval", p.from, r.Key)
 	}
 	for _, r := range b.Effects(effect.Unknown) {
@@ -333,7 +337,19 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	}
 	identity := lineage[0]
 	if by := ResumedBy(runs, runID); by != "" {
-		return nil, notResumable("it was already resumed by run %s; resume that one", by)
+		// Name the newest run of the lineage, which is the one to resume if any is.
+		last := by
+		for next := ResumedBy(runs, last); next != ""; next = ResumedBy(runs, last) {
+			last = next
+		}
+		lr := byID[last]
+		switch {
+		case lr.Status == evidence.StatusFinalized && lr.Verdict != nil && lr.Verdict.Verdict == evidence.VerdictAccepted:
+			return nil, notResumable("it was already resumed, and its lineage ended in run %s, accepted: there is nothing left to resume", last)
+		case last == by:
+			return nil, notResumable("it was already resumed by run %s; resume that one", by)
+		}
+		return nil, notResumable("it was already resumed; the newest run of its lineage is %s: resume that one", last)
 	}
 	var m manifest
 	if err := readManifest(ctx, store, run, &m); err != nil {
@@ -397,6 +413,10 @@ func planResume(ctx context.Context, store *evidence.Store, storePath string, op
 	}
 	if err != nil {
 		if errors.Is(err, evidence.ErrEnvelopeMismatch) {
+			var em *evidence.EnvelopeMismatchError
+			if errors.As(err, &em) {
+				return nil, notResumable("the options given differ from the run's in %s (the mode, tenant and policy file default to the run's: give none of them, or the run's; a case definition changed since the run cannot be resumed)", strings.Join(em.Fields, ", "))
+			}
 			return nil, notResumable("%v (the mode, tenant and policy file default to the run's: give none of them, or the run's; a case definition changed since the run cannot be resumed)", err)
 		}
 		return nil, notResumable("%v", err)

@@ -248,6 +248,9 @@ func TestWrongArgumentCountsAreSaidOnce(t *testing.T) {
 		{[]string{"index", "a", "b"}, "assay: index takes at most one PATH, got 2 arguments"},
 		{[]string{"oracle", "check"}, "assay: oracle check takes exactly one FILE, got 0 arguments"},
 		{[]string{"metrics", "explain"}, "assay: metrics explain takes exactly one METRIC (metrics: "},
+		{[]string{"graph", "callers"}, "assay: graph callers takes one argument, got 0 arguments (see 'assay graph callers --help')"},
+		{[]string{"graph", "path", "a"}, "assay: graph path takes 2 arguments, got 1 argument"},
+		{[]string{"metrics", "foo"}, `assay: metrics takes no arguments, got "foo" (see 'assay metrics --help')`},
 	} {
 		r := runCLIQuiet(c.args...)
 		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "assay: assay") {

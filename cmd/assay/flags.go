@@ -20,7 +20,7 @@ func refuseEmptyFlags(c *cobra.Command) error {
 				if f.DefValue != "" {
 					err = usageErrorf("--%s is empty; leave it out for the default (%q)", f.Name, f.DefValue)
 				} else {
-					err = usageErrorf("--%s is empty; leave it out to leave it unset", f.Name)
+					err = usageErrorf("--%s is empty: give a value, or leave the flag out", f.Name)
 				}
 			}
 		case "stringSlice", "stringArray":

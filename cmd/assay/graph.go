@@ -74,7 +74,7 @@ func NewCmdGraph(io IOStreams, runF func(context.Context, *GraphOptions) error) 
 					"//line directive's. Reference: docs/cli.md."),
 			Args: func(c *cobra.Command, args []string) error {
 				if len(args) != nargs {
-					return usageErrorf("%s takes %d argument(s), got %d", c.CommandPath(), nargs, len(args))
+					return argCountError(c, argsWord(nargs), len(args))
 				}
 				return nil
 			},

@@ -105,6 +105,14 @@ func argCountError(c *cobra.Command, want string, n int) error {
 	return usageErrorf("%s takes %s, got %d argument%s (see '%s --help')", name, want, n, s, c.CommandPath())
 }
 
+// argsWord is n arguments in words for argCountError: "one argument", "2 arguments".
+func argsWord(n int) string {
+	if n == 1 {
+		return "one argument"
+	}
+	return fmt.Sprintf("%d arguments", n)
+}
+
 // flagValueError rewords pflag's error for a value its flag's type cannot parse (`invalid argument
 // "abc" for "--repeat" flag: strconv.ParseInt: parsing "abc": invalid syntax`) as what the value
 // should have been (`--repeat "abc": not a whole number`); any other error is returned as it is.
@@ -228,7 +236,8 @@ func subcommandList(c *cobra.Command) string {
 // noArgs refuses positional arguments as bad input.
 func noArgs(c *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageErrorf("%s takes no arguments, got %q", c.CommandPath(), strings.Join(args, " "))
+		name := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+		return usageErrorf("%s takes no arguments, got %q (see '%s --help')", name, strings.Join(args, " "), c.CommandPath())
 	}
 	return nil
 }

@@ -77,11 +77,16 @@ func TestThePausedHintNamesTheStepAndAResumeLineThatWorks(t *testing.T) {
 			t.Fatal(err)
 		}
 		if res := runCLI(t, args(t, then)...); res.code != 2 || !strings.Contains(res.stderr, "changed since") ||
-			!strings.Contains(res.stderr, "give the run's policy with --policy FILE") {
+			!strings.Contains(res.stderr, "give the run's policy with --policy FILE") || strings.Count(res.stderr, "the run's policy file") != 1 {
 			t.Fatalf("resume with the run's policy file changed: exit %d %s", res.code, res.stderr)
 		}
 		if err := os.WriteFile(pol, []byte(askExec2), 0o644); err != nil {
 			t.Fatal(err)
+		}
+		// Another mode than the run's is refused, naming the field once and the run once.
+		if res := runCLI(t, append(args(t, then), "--mode", "dry_run")...); res.code != 2 ||
+			!strings.Contains(res.stderr, `differ from the run's in mode (run "live", request "dry_run")`) || strings.Count(res.stderr, run) != 1 {
+			t.Fatalf("resume with another mode: exit %d %s", res.code, res.stderr)
 		}
 		approve := strings.Replace(strings.SplitN(waits[0], ": ", 2)[1], "NAME", "lead", 1)
 		if a := runCLI(t, append(args(t, approve), "--payload-sha256", hash)...); a.code != 0 {

@@ -130,7 +130,7 @@ func runResume(ctx context.Context, opts *ResumeOptions) error {
 	case cr.Paused:
 		reason := ""
 		if len(cr.Verdict.Reasons) > 0 {
-			reason = ": " + cr.Verdict.Reasons[0]
+			reason = ": " + strings.TrimPrefix(cr.Verdict.Reasons[0], "paused: ")
 		}
 		return failed("run %s paused again%s", cr.RunID, reason)
 	case cr.Verdict.Verdict != "accepted":

@@ -89,6 +89,9 @@ func TestAskedAheadCallsRunInTheOrderProposed(t *testing.T) {
 
 	// Only c2 approved: nothing runs ahead of c1, which still waits.
 	only2 := restart("run-1:m1:c2")
+	if only2.Approved("run-1:m1:c1") || !only2.Approved("run-1:m1:c2") {
+		t.Fatal("Approved does not say which waiting call an approval covers")
+	}
 	if outs, err := only2.DispatchApproved(ctx); err != nil || len(outs) != 0 {
 		t.Fatalf("c2 approved alone dispatched %+v %v ahead of c1", outs, err)
 	}

@@ -200,6 +200,20 @@ func (b *Boundary) DispatchApproved(ctx context.Context) ([]Outcome, error) {
 	return outs, nil
 }
 
+// Approved reports whether a granted approval covers exactly the call awaiting approval under key,
+// under the current policy, without consuming it: such a call runs once its member reaches it.
+func (b *Boundary) Approved(key string) bool {
+	rec, err := b.lookup(key)
+	if err != nil {
+		return false
+	}
+	b.mu.Lock()
+	c, p, d := rec.call, rec.prep, rec.decision
+	b.mu.Unlock()
+	_, err = b.approvals.Check(b.binding(c, p, d))
+	return err == nil
+}
+
 // dispatchIfApproved dispatches the call awaiting approval under key when a granted approval
 // covers it exactly under the current policy, consuming the approval, and reports whether it ran.
 func (b *Boundary) dispatchIfApproved(ctx context.Context, key string) (Outcome, bool, error) {
