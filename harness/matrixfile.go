@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,7 +132,7 @@ func LoadMatrixFile(path string) (*MatrixFile, error) {
 	}
 	var doc any
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, bad("", "not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, bad("", "%s", yamlProblem(err))
 	}
 	if doc == nil {
 		return nil, bad("", "is empty: give at least one of providers, cases, tasks, languages, profiles, repeat")
@@ -307,6 +308,20 @@ func (m *MatrixFile) taskRef(t string) string {
 		return t // a built-in task's name (tasks.Load says when it is unknown), or an absolute path
 	}
 	return filepath.Join(filepath.Dir(m.Path), t)
+}
+
+// duplicateYAMLKey matches yaml's "line 3: mapping key "x" already defined at line 2".
+var duplicateYAMLKey = regexp.MustCompile(`line (\d+): mapping key "(.*)" already defined at line (\d+)`)
+
+// yamlProblem says what yaml refused in the file's terms: a key given twice by its lines, anything
+// else as "not valid YAML: ..." without the library's "yaml: unmarshal errors:" wording.
+func yamlProblem(err error) string {
+	if m := duplicateYAMLKey.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Sprintf("key %q is given twice, at lines %s and %s", m[2], m[3], m[1])
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimSpace(strings.TrimPrefix(msg, "unmarshal errors:"))
+	return "not valid YAML: " + msg
 }
 
 // Cells returns the Options of each cell of the matrix, base overridden by the axes the file sets,

@@ -29,7 +29,7 @@ func TestMatrixFileRefusals(t *testing.T) {
 	}{
 		{"empty", "", "", "is empty"},
 		{"not yaml", "providers: [\n", "", "not valid YAML"},
-		{"duplicate key", "repeat: 1\nrepeat: 2\n", "", "already defined"},
+		{"duplicate key", "repeat: 1\nrepeat: 2\n", "", `key "repeat" is given twice, at lines 1 and 2`},
 		{"unknown top-level field", "repeats: 2\n", "", "repeats"},
 		{"unknown provider field", "providers:\n  - {name: a, api_key: sk-123}\n", "providers[0]", "api_key"},
 		{"provider without name", "providers:\n  - {model: m}\n", "providers[0]", "name"},

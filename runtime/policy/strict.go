@@ -151,6 +151,17 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string) string {
 	if t.Kind() != reflect.Struct || t == reflect.TypeOf(time.Time{}) || n.Kind != yaml.MappingNode {
 		return ""
 	}
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if first, dup := seen[k.Value]; dup {
+			if first.Line == k.Line {
+				return fmt.Sprintf("%skey %q is given twice, on line %d (columns %d and %d)", where, k.Value, k.Line, first.Column, k.Column)
+			}
+			return fmt.Sprintf("%skey %q is given twice, at lines %d and %d", where, k.Value, first.Line, k.Line)
+		}
+		seen[k.Value] = k
+	}
 	fields := map[string]reflect.Type{}
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
