@@ -88,6 +88,12 @@ func newRoot(io IOStreams) *cobra.Command {
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if msg := err.Error(); strings.HasPrefix(msg, "unknown flag: --") && strings.ContainsAny(strings.TrimPrefix(msg, "unknown flag: --"), " \n") {
+			// An argument that starts with "--" and holds spaces is an SQL comment or a text, not a
+			// flag: it must come after "--", which ends the flags.
+			return usageErrorf("%q is not a flag: put arguments that start with \"--\" after \"--\" (%s -- '%s')", strings.TrimPrefix(msg, "unknown flag: "),
+				c.CommandPath(), strings.TrimPrefix(msg, "unknown flag: "))
+		}
 		return usageErrorf("%w (see '%s --help')", flagValueError(err), c.CommandPath())
 	})
 	return root

@@ -82,6 +82,15 @@ func runSQL(ctx context.Context, opts *SQLOptions) error {
 		return err
 	}
 	if format == "json" {
+		// Each row is an object keyed by column name: two columns of one name would make it
+		// ambiguous which value a reader gets.
+		seen := map[string]bool{}
+		for _, c := range res.Columns {
+			if seen[c] {
+				return usageErrorf("--format json: the query has two columns named %q; give each its own name (AS ...), or use --format table or csv", c)
+			}
+			seen[c] = true
+		}
 		return writeRowsJSON(opts.IO.Out, res.Columns, res.Rows)
 	}
 	t := table{header: res.Columns}

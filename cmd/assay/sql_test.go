@@ -38,6 +38,15 @@ func TestSQLSaysWhatIsWrongWithTheQuery(t *testing.T) {
 		})
 	}
 	// A statement after a comment line runs; "--" ends the flags so that a query may start with "--".
+	// A comment given before "--" is said to belong after it, not called an unknown flag.
+	if r := runCLI(t, "sql", "--store", path, "-- the runs"); r.code != 2 || !strings.Contains(r.stderr, `put arguments that start with "--" after "--"`) {
+		t.Fatalf("a comment before --: exit %d %q", r.code, r.stderr)
+	}
+	// JSON rows are objects keyed by column: two columns of one name are refused, not printed twice.
+	if r := runCLI(t, "sql", "--store", path, "--format", "json", `SELECT 2 AS "run_id", 3 AS "run_id"`); r.code != 2 ||
+		!strings.Contains(r.stderr, `two columns named "run_id"`) || r.stdout != "" {
+		t.Fatalf("duplicate columns in JSON: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	// A "$1" inside a string is text, not a parameter.
 	if r := runCLI(t, "sql", "--store", path, "--format", "csv", "SELECT '$1' AS s"); r.code != 0 || r.stdout != "s\n$1\n" {
 		t.Fatalf("a string holding $1: exit %d %q %q", r.code, r.stdout, r.stderr)
