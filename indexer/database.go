@@ -75,6 +75,11 @@ func OpenDatabase(ctx context.Context, path string) (*sql.DB, error) {
 	if err := checkNoHotJournal(resolved); err != nil {
 		return nil, err
 	}
+	if walMode(resolved) {
+		// SQLite would create -wal and -shm files beside another program's database just to read
+		// it; assay index never writes a database in WAL mode, so this is not one of its own.
+		return nil, fmt.Errorf("%w: %s is a SQLite database in WAL mode (assay index did not write it)", ErrNotGraphDatabase, path)
+	}
 	db, err := sql.Open("sqlite3", sqliteuri.File(abs, "mode=ro&_query_only=1"))
 	if err != nil {
 		return nil, fmt.Errorf("indexer: open graph database %s: %w", path, err)
@@ -189,6 +194,21 @@ var ErrNotGraphDatabase = errors.New("indexer: not a graph database")
 // (OpenDatabase) refuses the database, whose content may be half of that program's transaction;
 // Index refuses to replace it, since SQLite would later apply the journal to the new file.
 var ErrHotJournal = errors.New("indexer: a rollback journal lies next to the graph database")
+
+// walMode reports whether the file at path is a SQLite database whose header says WAL mode (file
+// format read and write versions 2, bytes 18 and 19: https://www.sqlite.org/fileformat.html#the_database_header).
+func walMode(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var hdr [20]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return false
+	}
+	return string(hdr[:16]) == "SQLite format 3\x00" && (hdr[18] == 2 || hdr[19] == 2)
+}
 
 // checkNoHotJournal returns ErrHotJournal when path+"-journal" exists and is not an empty regular
 // file (SQLite ignores an empty journal).

@@ -107,3 +107,26 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// Another program's SQLite database in WAL mode is refused as not a graph database before SQLite
+// opens it, so that reading it leaves no -wal or -shm file beside it.
+func TestOpenDatabaseLeavesNoFilesBesideAWALDatabase(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "usage.db")
+	execSQL(t, path, "PRAGMA journal_mode=WAL; CREATE TABLE requests (id INTEGER); INSERT INTO requests VALUES (1)")
+	for _, side := range []string{"-wal", "-shm"} {
+		_ = os.Remove(path + side) // what the writer left when it closed
+	}
+	db, err := indexer.OpenDatabase(context.Background(), path)
+	if err == nil {
+		db.Close()
+	}
+	if !errors.Is(err, indexer.ErrNotGraphDatabase) || !strings.Contains(err.Error(), "WAL mode") {
+		t.Fatalf("%v, want ErrNotGraphDatabase naming WAL mode", err)
+	}
+	for _, side := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(path + side); err == nil {
+			t.Errorf("%s%s was created by a refused open", path, side)
+		}
+	}
+}
