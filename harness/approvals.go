@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -172,6 +173,12 @@ func (p *PendingApproval) Grant(payloadSHA256 string, now time.Time) (GrantedApp
 	path := p.req.File
 	if path == "" {
 		path = ApprovalsPath(filepath.Dir(p.req.StorePath))
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return GrantedApproval{}, optionErr("ApprovalsFile", "%s is not a regular file: name the approval file to write (JSON)", path)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return GrantedApproval{}, optionErr("ApprovalsFile", "%s: its directory %s does not exist", path, filepath.Dir(path))
 	}
 	file := &policy.ApprovalFile{Version: 1}
 	if prev, err := policy.LoadApprovalFile(path); err == nil {

@@ -225,8 +225,14 @@ func TestApproveWritesAnExactSingleUseApproval(t *testing.T) {
 		{"", ApproveOptions{Call: "call_3", PayloadSHA256: effectstest.Digest("other")}, "--payload-sha256 " + effectstest.Digest("other") + " is not the pending payload's hash"},
 		{"", ApproveOptions{Call: "call_3"}, "no answer"},
 		{"", ApproveOptions{Call: "call_3", Expires: -time.Second}, "--expires must be positive"},
+		// Where the file cannot be written is bad input said by the flag, never a temporary file's name.
+		{"", ApproveOptions{Call: "call_3", PayloadSHA256: hash, File: t.TempDir()}, "is not a regular file: name the approval file to write"},
+		{"", ApproveOptions{Call: "call_3", PayloadSHA256: hash, File: filepath.Join(t.TempDir(), "none", "a.json")}, "its directory"},
 	} {
-		c.opts.Run, c.opts.File, c.opts.Approver = fixtureRun, approvals, "alice"
+		c.opts.Run, c.opts.Approver = fixtureRun, "alice"
+		if c.opts.File == "" {
+			c.opts.File = approvals
+		}
 		r := approve(t, path, c.stdin, c.opts)
 		if r.code != 2 {
 			t.Fatalf("%+v: exit %d", c.opts, r.code)

@@ -279,6 +279,7 @@ func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 			"assay: indexer: invalid options: unsupported GOOS/GOARCH pair plan10/"},
 		{[]string{"graph", "symbols", "--db", dir, "F"}, "assay: indexer: not a graph database: " + dir + " is a directory"},
 		{[]string{"metrics", "--db", dir}, "assay: indexer: not a graph database: " + dir + " is a directory"},
+		{[]string{"usage", "reconcile", "--gateway-db", key, "--claims", key, "--wait", "-1s"}, "assay: --wait -1s is negative (0 means not to wait)"},
 	} {
 		r := runCLIQuiet(c.args...)
 		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {

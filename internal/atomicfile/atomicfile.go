@@ -54,6 +54,10 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 func stage(path string, data []byte, perm fs.FileMode) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the temporary file's name is no one's concern: path is named
+		}
 		return "", &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	name := f.Name()
