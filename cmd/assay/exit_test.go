@@ -268,6 +268,10 @@ func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 	if err := os.WriteFile(key, []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	claimsFile := filepath.Join(dir, "claims.jsonl")
+	if err := os.WriteFile(claimsFile, []byte(`{"session_id":"a","total_tokens":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -280,12 +284,13 @@ func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 		{[]string{"graph", "symbols", "--db", dir, "F"}, "assay: indexer: not a graph database: " + dir + " is a directory"},
 		{[]string{"metrics", "--db", dir}, "assay: indexer: not a graph database: " + dir + " is a directory"},
 		{[]string{"usage", "reconcile", "--gateway-db", key, "--claims", key, "--wait", "-1s"}, "assay: --wait -1s is negative (0 means not to wait)"},
+		{[]string{"usage", "reconcile", "--gateway-db", key, "--claims", claimsFile}, "assay: --gateway-db: not a gateway usage database: " + key},
 	} {
 		r := runCLIQuiet(c.args...)
 		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q, want one line starting %q", c.args, r.code, r.stderr, c.want)
 		}
-		for _, leak := range []string{"invalid config", "attest:", "reference:", "exit status", "disk I/O error"} {
+		for _, leak := range []string{"invalid config", "attest:", "reference:", "exit status", "disk I/O error", "gateway: "} {
 			if strings.Contains(r.stderr, leak) {
 				t.Errorf("%q: %q says %q", c.args, r.stderr, leak)
 			}

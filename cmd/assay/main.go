@@ -111,6 +111,24 @@ func argCountError(c *cobra.Command, want string, n int) error {
 	return usageErrorf("%s takes %s, got %d argument%s (see '%s --help')", name, want, n, s, c.CommandPath())
 }
 
+// withoutPrefix is err with its text's leading package prefix (such as "gateway: ") removed, for a
+// message that already names the flag the error is about; errors.Is and errors.As see err's chain
+// as before.
+func withoutPrefix(err error, prefix string) error {
+	if !strings.HasPrefix(err.Error(), prefix) {
+		return err
+	}
+	return prefixless{err: err, text: strings.TrimPrefix(err.Error(), prefix)}
+}
+
+type prefixless struct {
+	err  error
+	text string
+}
+
+func (p prefixless) Error() string { return p.text }
+func (p prefixless) Unwrap() error { return p.err }
+
 // argsWord is n arguments in words for argCountError: "one argument", "2 arguments".
 func argsWord(n int) string {
 	if n == 1 {

@@ -90,7 +90,7 @@ func runUsageReconcile(ctx context.Context, opts *UsageReconcileOptions) error {
 	}
 	recs, err := gateway.ReadDatabase(ctx, opts.GatewayDB)
 	if err != nil {
-		return fmt.Errorf("--gateway-db: %w", err)
+		return fmt.Errorf("--gateway-db: %w", withoutPrefix(err, "gateway: "))
 	}
 	res := claims.Reconcile(cs, recs)
 	var recorded *claims.Recorded
@@ -99,7 +99,7 @@ func runUsageReconcile(ctx context.Context, opts *UsageReconcileOptions) error {
 			GatewayDB: opts.GatewayDB, Records: recs, Claims: raw, ClaimLines: len(cs), Result: res, Wait: opts.Wait,
 			Command: "assay usage reconcile"})
 		if err != nil {
-			return fmt.Errorf("--into %s: %w", opts.Into, err)
+			return fmt.Errorf("--into %s: %w", opts.Into, withoutPrefix(err, "evidence: "))
 		}
 		recorded = &r
 	}
