@@ -268,6 +268,10 @@ func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 	if err := os.WriteFile(key, []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	goFile := filepath.Join(dir, "double.go")
+	if err := os.WriteFile(goFile, []byte("package double\n\nfunc Double[T int | float64](x T) T { return 2 * x }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	claimsFile := filepath.Join(dir, "claims.jsonl")
 	if err := os.WriteFile(claimsFile, []byte(`{"session_id":"a","total_tokens":1}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -285,6 +289,7 @@ func TestRefusedFlagValuesNameTheFlagWithoutPackagePrefixes(t *testing.T) {
 		{[]string{"metrics", "--db", dir}, "assay: indexer: not a graph database: " + dir + " is a directory"},
 		{[]string{"usage", "reconcile", "--gateway-db", key, "--claims", key, "--wait", "-1s"}, "assay: --wait -1s is negative (0 means not to wait)"},
 		{[]string{"usage", "reconcile", "--gateway-db", key, "--claims", claimsFile}, "assay: --gateway-db: not a gateway usage database: " + key},
+		{[]string{"oracle", "check", "--keep", filepath.Join(dir, "none"), goFile}, "assay: --keep " + filepath.Join(dir, "none") + " is not a directory"},
 	} {
 		r := runCLIQuiet(c.args...)
 		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -204,6 +205,11 @@ func runOracleCheck(ctx context.Context, opts *OracleCheckOptions) error {
 	oopts := oracle.Options{Deadline: opts.Deadline, Cleanup: opts.Cleanup, WorkDir: opts.Keep}
 	if err := oopts.Validate(); err != nil {
 		return err
+	}
+	if opts.Keep != "" {
+		if fi, err := os.Stat(opts.Keep); err != nil || !fi.IsDir() {
+			return usageErrorf("--keep %s is not a directory: name an existing directory to keep the working directory in", opts.Keep)
+		}
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "assay: checking %s against spec %s (%s, %d inputs)\n", opts.File, spec.Name, spec.Language, spec.Expected())
 	res, err := oracle.Check(ctx, spec, path, oopts)
