@@ -164,11 +164,10 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 		opts.ReplayTolerance = "" // not this build's: the replay says so; the case is rebuilt all the same
 	}
 	opts.PolicyFile = a.PolicyFile
-	if opts.PolicyFile == "" && run.Envelope.PolicyDigest != "" {
-		if err := policyStillThere(rc.Boundary.PolicyFile, run.Envelope.PolicyDigest); err != nil {
-			return nil, fmt.Errorf("%w: %v; give the run's policy with --policy FILE", ErrPolicyUnavailable, err)
+	if opts.PolicyFile == "" {
+		if opts.PolicyFile, err = recordedPolicyFile(rc.Boundary.PolicyFile, run.Envelope.PolicyDigest); err != nil {
+			return nil, err
 		}
-		opts.PolicyFile = rc.Boundary.PolicyFile
 	}
 	if rc.Boundary.ApprovalsFile != "" {
 		if _, err := os.Stat(rc.Boundary.ApprovalsFile); err == nil {
@@ -191,6 +190,21 @@ func PrepareReplay(ctx context.Context, store *evidence.Store, runs []evidence.R
 	}
 	rc.Envelope = env
 	return rc, nil
+}
+
+// recordedPolicyFile is the policy file a run's boundary configuration names (recorded), when the
+// run was decided by one (digest, the envelope's policy digest, is not "") and the file still has
+// that digest; "" when the run had no policy file. Replay and resume take it when given none.
+//
+// Errors: ErrPolicyUnavailable when the file is gone, changed or unnamed.
+func recordedPolicyFile(recorded, digest string) (string, error) {
+	if digest == "" {
+		return "", nil
+	}
+	if err := policyStillThere(recorded, digest); err != nil {
+		return "", fmt.Errorf("%w: %v; give the run's policy with --policy FILE", ErrPolicyUnavailable, err)
+	}
+	return recorded, nil
 }
 
 // policyStillThere checks the file at path still has the SHA-256 digest.

@@ -297,13 +297,10 @@ func recordedBoundaryOptions(ctx context.Context, store *evidence.Store, run evi
 		return fmt.Errorf("its boundary configuration (event %d): %w", evs[i].Seq, err)
 	}
 	if b.PolicyFile == "" {
-		return nil
+		return nil // no policy file named: the envelope check decides
 	}
-	if err := policyStillThere(b.PolicyFile, run.Envelope.PolicyDigest); err != nil {
-		return fmt.Errorf("%w: %v; give the run's policy with --policy FILE", ErrPolicyUnavailable, err)
-	}
-	opts.PolicyFile = b.PolicyFile
-	return nil
+	opts.PolicyFile, err = recordedPolicyFile(b.PolicyFile, run.Envelope.PolicyDigest)
+	return err
 }
 
 func planResume(ctx context.Context, store *evidence.Store, storePath string, opts Options, runID string) (*resumePlan, error) {

@@ -279,7 +279,7 @@ func parseFaults(flag string, specs []string) ([]reference.Fault, error) {
 		f, err := reference.ParseFault(spec)
 		if err != nil {
 			// The sentinel's own text ("reference: invalid config") names no fix: say the flag.
-			return nil, usageErrorf("%s %s", flag, strings.TrimPrefix(err.Error(), reference.ErrInvalidConfig.Error()+": "))
+			return nil, usageErrorf("%s %w", flag, withoutPrefix(err, reference.ErrInvalidConfig.Error()+": "))
 		}
 		out = append(out, f)
 	}
@@ -518,7 +518,7 @@ func writeMatrixReport(ctx context.Context, sum harness.Summary, invocation, gro
 // package's prefixes ("--pubkey: unusable key: k.pem: ..." rather than "--pubkey: attest:
 // unusable key: ...").
 func keyFlagError(flag string, err error) error {
-	return usageErrorf("%s: %s", flag, strings.TrimPrefix(err.Error(), "attest: "))
+	return usageErrorf("%s: %w", flag, withoutPrefix(err, "attest: "))
 }
 
 // setSigner loads --sign-key into h.Signer; --attestations (h.AttestDir) without a key, or naming

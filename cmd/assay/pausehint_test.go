@@ -99,7 +99,8 @@ func TestThePausedHintNamesTheStepAndAResumeLineThatWorks(t *testing.T) {
 	t.Run("unknown outcome", func(t *testing.T) {
 		t.Parallel()
 		out := filepath.Join(t.TempDir(), "out")
-		r := runCLI(t, "matrix", "run", "--formations", "sequential+remote", "--out", out, "--language", "go",
+		// A tenant of its own: the resume line repeats none, since resume takes the run's.
+		r := runCLI(t, "matrix", "run", "--formations", "sequential+remote", "--out", out, "--language", "go", "--tenant", "acme",
 			"--reference-fault", "exec-1:1:http_500_after_commit")
 		waits, then := hintLines(t, r.stdout)
 		if len(waits) != 1 || !strings.Contains(waits[0], "(remote_put) has an unknown outcome: assay reconcile ") ||
@@ -110,6 +111,9 @@ func TestThePausedHintNamesTheStepAndAResumeLineThatWorks(t *testing.T) {
 		reconcile = strings.TrimSpace(reconcile[:strings.Index(reconcile, " (or ")])
 		if c := runCLI(t, args(t, reconcile)...); c.code != 0 {
 			t.Fatalf("%s: exit %d %s", reconcile, c.code, c.stderr)
+		}
+		if strings.Contains(then, "--tenant") {
+			t.Fatalf("the resume line %q repeats the tenant the run recorded", then)
 		}
 		if res := runCLI(t, args(t, then)...); res.code != 0 || !strings.Contains(res.stdout, "accepted") {
 			t.Fatalf("%s, as the hint printed it: exit %d\n%s\n%s", then, res.code, res.stdout, res.stderr)
@@ -161,6 +165,11 @@ func TestEveryCallOfAPausedTurnIsApprovedInOneRound(t *testing.T) {
 			t.Fatalf("resume: exit %d %v\n%s", res.code, err, res.stderr)
 		}
 		runs = append(runs, cr.RunID)
+		// The member's second write, approved with its first, is said to run when the member
+		// reaches it, not to await approval.
+		if !strings.Contains(res.stderr, "is approved; it runs when its member reaches it") || strings.Contains(res.stderr, "still awaits approval") {
+			t.Fatalf("resume %d's progress:\n%s", resumes+1, res.stderr)
+		}
 		if !cr.Paused {
 			if res.code != 0 || cr.Verdict.Verdict != "accepted" || resumes != 1 {
 				t.Fatalf("after %d resumes: exit %d, verdict %s", resumes+1, res.code, cr.Verdict.Verdict)
@@ -171,6 +180,11 @@ func TestEveryCallOfAPausedTurnIsApprovedInOneRound(t *testing.T) {
 			t.Fatal("still paused after 3 resumes")
 		}
 		current = cr.RunID
+	}
+	// Resuming the first run again names where its lineage ended, accepted: nothing is left.
+	if res := runCLI(t, "resume", runs[0], "--out", out); res.code != 2 ||
+		!strings.Contains(res.stderr, "its lineage ended in run "+runs[len(runs)-1]+", accepted: there is nothing left to resume") {
+		t.Fatalf("resuming the first run again: exit %d %s", res.code, res.stderr)
 	}
 	// assay effects names the run that made each call and the one that dispatched it: exec-1's writes
 	// were proposed by the first run and dispatched by the first resume; exec-2's were proposed by

@@ -19,6 +19,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/assay-audit/assay/evidence"
+	"github.com/assay-audit/assay/internal/testroot"
 )
 
 // snapshot maps every file under dir to the SHA-256 of its bytes.
@@ -60,24 +61,10 @@ func sameSnapshot(t *testing.T, what string, before, after map[string]string) {
 	}
 }
 
+// copyTree is testroot.CopyTree, failing t on error.
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
-	if err != nil {
+	if err := testroot.CopyTree(src, dst); err != nil {
 		t.Fatal(err)
 	}
 }

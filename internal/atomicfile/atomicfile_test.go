@@ -68,6 +68,9 @@ func TestWriteErrorsNamePathAndLeaveNothing(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Path != path || pe.Op != "write" || !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("err = %v, want a *fs.PathError for %s (write) that is fs.ErrNotExist", err, path)
 		}
+		if strings.Contains(err.Error(), ".tmp-") || err.Error() != "write "+path+": no such file or directory" {
+			t.Fatalf("error %q names more than path and the cause (the temporary file is no one's concern)", err)
+		}
 	})
 	t.Run("directory at path", func(t *testing.T) {
 		path := filepath.Join(dir, "occupied")

@@ -167,12 +167,7 @@ func identityOf(c Call) string {
 // returns StateAwaitingApproval and runs only through Confirm. An error is returned only when the
 // journal failed or the call conflicts; the call then did not dispatch unless the Outcome says so.
 func (b *Boundary) Invoke(ctx context.Context, c Call) (Outcome, error) {
-	// Rule 1: snapshot before any await; nothing the caller still holds changes what executes.
-	c.Allowed = slices.Clone(c.Allowed)
-	if c.Arguments == "" && c.Payload != nil {
-		c.Arguments = string(c.Payload) // a copy: strings are immutable
-	}
-	c.Payload = nil
+	c = snapshot(c)
 	key := c.Key()
 	identity := identityOf(c)
 
@@ -211,6 +206,17 @@ func (b *Boundary) Invoke(ctx context.Context, c Call) (Outcome, error) {
 	return out, err
 }
 
+// snapshot is c as the boundary keeps it (SAFETY.md rule 1: snapshot before any await; nothing
+// the caller still holds changes what executes): its allowed tools copied, its payload as text.
+func snapshot(c Call) Call {
+	c.Allowed = slices.Clone(c.Allowed)
+	if c.Arguments == "" && c.Payload != nil {
+		c.Arguments = string(c.Payload) // a copy: strings are immutable
+	}
+	c.Payload = nil
+	return c
+}
+
 // addLocked registers rec under key, in the order calls became known. b.mu must be held.
 func (b *Boundary) addLocked(key string, rec *callRecord) {
 	rec.seq = b.nextSeq
@@ -231,11 +237,7 @@ func (b *Boundary) addLocked(key string, rec *callRecord) {
 //
 // Errors: the journal's; ErrDuplicateCall for a known call id with other content.
 func (b *Boundary) AskAhead(ctx context.Context, c Call) (bool, error) {
-	c.Allowed = slices.Clone(c.Allowed)
-	if c.Arguments == "" && c.Payload != nil {
-		c.Arguments = string(c.Payload)
-	}
-	c.Payload = nil
+	c = snapshot(c)
 	key, identity := c.Key(), identityOf(c)
 	b.mu.Lock()
 	if prev, ok := b.calls[key]; ok {
